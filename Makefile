@@ -1,0 +1,73 @@
+# sluice: make | make test | make run | make bench | make deps
+# Everything is built under build/; `make test` and `make run` install missing Debian packages.
+
+CC       ?= cc
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread -fno-strict-aliasing
+CPPFLAGS += -D_GNU_SOURCE -Ilimiter
+ASAN     := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+TSAN     := -O1 -fsanitize=thread
+
+# pkg-config names and the Debian packages that provide them
+PKGS := libmicrohttpd libcurl yaml-0.1 cunit libsodium
+DEBS := pkg-config libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcunit1-dev libsodium-dev
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Expanded when a recipe runs, after the dependency check has installed what was missing.
+LIMITER_LIBS = $(shell pkg-config --libs libsodium)
+TEST_LIBS    = $(shell pkg-config --libs cunit libsodium)
+
+LIMITER_SRC := $(wildcard limiter/*.c)
+UNIT_SRC    := $(wildcard tests/limiter/*.c) tests/unit_main.c
+BENCH_SRC   := tests/bench/limiter_bench.c
+
+objs = $(patsubst %.c,$(1)/%.o,$(2))
+
+.PHONY: all test bench deps clean format
+all: build/test_unit build/limiter_bench
+
+build/.deps-ok:
+	@pkg-config --exists $(PKGS) 2>/dev/null || $(MAKE) --no-print-directory deps
+	@mkdir -p build && touch $@
+
+deps:
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(DEBS)
+
+build/obj/%.o: %.c | build/.deps-ok
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+build/asan/%.o: %.c | build/.deps-ok
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(ASAN) -MMD -MP -c $< -o $@
+build/tsan/%.o: %.c | build/.deps-ok
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TSAN) -MMD -MP -c $< -o $@
+
+build/test_unit: $(call objs,build/obj,$(LIMITER_SRC) $(UNIT_SRC))
+	$(CC) $(CFLAGS) $^ $(TEST_LIBS) -o $@
+build/asan/test_unit: $(call objs,build/asan,$(LIMITER_SRC) $(UNIT_SRC))
+	$(CC) $(CFLAGS) $(ASAN) $^ $(TEST_LIBS) -o $@
+build/tsan/test_unit: $(call objs,build/tsan,$(LIMITER_SRC) $(UNIT_SRC))
+	$(CC) $(CFLAGS) $(TSAN) $^ $(TEST_LIBS) -o $@
+build/limiter_bench: $(call objs,build/obj,$(LIMITER_SRC) $(BENCH_SRC))
+	$(CC) $(CFLAGS) $^ $(LIMITER_LIBS) -o $@
+
+# The unit suites plain, under ASan+UBSan, and the concurrency suites under TSan. Any
+# sanitizer report aborts its run and so fails the target.
+test: build/test_unit build/asan/test_unit build/tsan/test_unit
+	build/test_unit
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		build/asan/test_unit
+	TSAN_OPTIONS=halt_on_error=1 build/tsan/test_unit concurrency
+
+bench: build/limiter_bench
+	build/limiter_bench
+
+format:
+	clang-format -i $(LIMITER_SRC) limiter/*.h $(UNIT_SRC) tests/limiter/*.h $(BENCH_SRC)
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

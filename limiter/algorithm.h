@@ -1,0 +1,84 @@
+/*
+ * What every algorithm shares: the base `struct limiter` and its ops table (the Strategy
+ * interface), plus small arithmetic helpers. Internal to limiter/.
+ *
+ * An algorithm file defines its concrete type with `struct limiter base` first, a static
+ * `struct limiter_ops` and one constructor, which calls limiter_alloc() and then computes the
+ * algorithm's derived constants. The ops run with the client's slot locked; `decide` changes
+ * the state only when it allows (denied requests consume nothing), and `idle_at` gives the
+ * instant from which the state equals a fresh client's, which both reclaims idle slots and
+ * yields the decision's reset time.
+ */
+#ifndef SLUICE_LIMITER_ALGORITHM_H
+#define SLUICE_LIMITER_ALGORITHM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "limiter.h"
+#include "state.h"
+
+struct limiter_ops {
+    const char *name;
+    bool takes_burst;
+    /* Fills allowed, remaining and retry_after_ms; 0, or -1 with errno (ENOMEM). */
+    int (*decide)(const struct limiter *self, union client_state *state, int64_t now_ns,
+                  struct limiter_decision *out);
+    int64_t (*idle_at)(const struct limiter *self, const union client_state *state);
+    void (*release)(union client_state *state); /* NULL when the state owns nothing */
+};
+
+struct limiter {
+    const struct limiter_ops *ops;
+    struct limiter_params params; /* defaults filled in; algorithm = ops->name */
+    struct client_table *clients;
+    unsigned char hash_key[16]; /* SipHash key, random per limiter */
+};
+
+/* Allocates a zeroed concrete limiter of `size` bytes (its base first), checks `params`
+ * against `ops` (ranges, burst only where taken), fills in the defaults and creates the client
+ * table. NULL with `err` filled on a bad parameter or no memory; else freed by limiter_free(). */
+void *limiter_alloc(size_t size, const struct limiter_ops *ops,
+                    const struct limiter_params *params, char err[LIMITER_ERR_LEN]);
+
+/* Formats a constructor's error message. */
+void limiter_set_error(char err[LIMITER_ERR_LEN], const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The constructors, one per algorithm file; mapped from names in limiter.c. */
+struct limiter *limiter_token_bucket_create(const struct limiter_params *params,
+                                            char err[LIMITER_ERR_LEN]);
+struct limiter *limiter_gcra_create(const struct limiter_params *params,
+                                    char err[LIMITER_ERR_LEN]);
+struct limiter *limiter_fixed_window_create(const struct limiter_params *params,
+                                            char err[LIMITER_ERR_LEN]);
+struct limiter *limiter_sliding_window_log_create(const struct limiter_params *params,
+                                                  char err[LIMITER_ERR_LEN]);
+struct limiter *limiter_sliding_window_counter_create(const struct limiter_params *params,
+                                                      char err[LIMITER_ERR_LEN]);
+
+/* ceil(a / b) for a >= 0, b > 0. */
+static inline int64_t div_ceil(int64_t a, int64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+/* Nanoseconds rounded up to whole milliseconds; negative spans are 0. */
+static inline int64_t ms_ceil(int64_t ns)
+{
+    return ns <= 0 ? 0 : div_ceil(ns, 1000000);
+}
+
+static inline int64_t max_i64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* The start of the window of length `per_ns` that holds `now_ns`, aligned to the epoch. */
+static inline int64_t window_start(int64_t now_ns, int64_t per_ns)
+{
+    return now_ns - now_ns % per_ns;
+}
+
+#endif

@@ -1,0 +1,195 @@
+/* The algorithm-independent half of the limiter: names to constructors, parameter checks,
+ * client keys and the decision path through the client table. */
+#include <errno.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "algorithm.h"
+#include "table.h"
+
+static const struct {
+    const char *name;
+    struct limiter *(*create)(const struct limiter_params *, char[LIMITER_ERR_LEN]);
+} algorithms[] = {
+    {"token_bucket", limiter_token_bucket_create},
+    {"gcra", limiter_gcra_create},
+    {"fixed_window", limiter_fixed_window_create},
+    {"sliding_window_log", limiter_sliding_window_log_create},
+    {"sliding_window_counter", limiter_sliding_window_counter_create},
+};
+
+#define N_ALGORITHMS (sizeof algorithms / sizeof algorithms[0])
+
+void limiter_set_error(char err[LIMITER_ERR_LEN], const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, LIMITER_ERR_LEN, fmt, ap);
+    va_end(ap);
+}
+
+bool limiter_algorithm_exists(const char *name)
+{
+    for (size_t i = 0; name != NULL && i < N_ALGORITHMS; i++)
+        if (strcmp(algorithms[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+struct limiter *limiter_create(const struct limiter_params *params, char err[LIMITER_ERR_LEN])
+{
+    if (params == NULL || params->algorithm == NULL) {
+        limiter_set_error(err, "no algorithm given");
+        return NULL;
+    }
+    for (size_t i = 0; i < N_ALGORITHMS; i++)
+        if (strcmp(algorithms[i].name, params->algorithm) == 0)
+            return algorithms[i].create(params, err);
+    limiter_set_error(err,
+                      "unknown algorithm \"%.64s\" (expected token_bucket, gcra, fixed_window, "
+                      "sliding_window_log or sliding_window_counter)",
+                      params->algorithm);
+    return NULL;
+}
+
+void *limiter_alloc(size_t size, const struct limiter_ops *ops,
+                    const struct limiter_params *params, char err[LIMITER_ERR_LEN])
+{
+    struct limiter_params p = *params;
+    struct limiter *self;
+
+    if (p.requests < 1 || p.requests > LIMITER_MAX_REQUESTS) {
+        limiter_set_error(err, "requests must be between 1 and %llu, not %llu",
+                          (unsigned long long)LIMITER_MAX_REQUESTS,
+                          (unsigned long long)p.requests);
+        return NULL;
+    }
+    if (p.per_ns < LIMITER_MIN_PER_NS || p.per_ns > LIMITER_MAX_PER_NS) {
+        limiter_set_error(err, "per must be between 1ms and 366d, not %lld ns",
+                          (long long)p.per_ns);
+        return NULL;
+    }
+    if (p.burst != 0 && !ops->takes_burst) {
+        limiter_set_error(err, "burst applies to token_bucket and gcra only, not %s", ops->name);
+        return NULL;
+    }
+    if (p.burst > LIMITER_MAX_REQUESTS) {
+        limiter_set_error(err, "burst must be between 1 and %llu, not %llu",
+                          (unsigned long long)LIMITER_MAX_REQUESTS, (unsigned long long)p.burst);
+        return NULL;
+    }
+    if (ops->takes_burst && p.burst == 0)
+        p.burst = p.requests;
+    if (p.max_clients == 0)
+        p.max_clients = LIMITER_DEFAULT_MAX_CLIENTS;
+    p.algorithm = ops->name;
+    if (sodium_init() < 0) {
+        limiter_set_error(err, "libsodium failed to initialise");
+        return NULL;
+    }
+
+    self = calloc(1, size);
+    if (self == NULL) {
+        limiter_set_error(err, "out of memory");
+        return NULL;
+    }
+    self->ops = ops;
+    self->params = p;
+    randombytes_buf(self->hash_key, sizeof self->hash_key);
+    self->clients = limiter_table_create(p.max_clients, self, err);
+    if (self->clients == NULL) {
+        free(self);
+        return NULL;
+    }
+    return self;
+}
+
+void limiter_free(struct limiter *limiter)
+{
+    if (limiter == NULL)
+        return;
+    limiter_table_free(limiter->clients);
+    free(limiter); /* the concrete type starts with the base, so this is its allocation */
+}
+
+int limiter_decide(struct limiter *limiter, const char *client_id, int64_t now_ns,
+                   struct limiter_decision *out)
+{
+    uint64_t key[2];
+    struct client_slot *slot;
+    int64_t idle_at;
+    int rc;
+
+    if (out == NULL || limiter == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->limit = limiter->params.requests;
+    if (client_id == NULL || client_id[0] == '\0' || now_ns < 0 || now_ns > LIMITER_MAX_NOW_NS) {
+        errno = EINVAL;
+        return -1;
+    }
+
+    /* SipHash with a secret key: clients cannot aim their keys at one shard or chain, and a
+     * 128-bit digest makes two distinct ids sharing a state practically impossible. */
+    crypto_shorthash_siphashx24((unsigned char *)key, (const unsigned char *)client_id,
+                                strlen(client_id), limiter->hash_key);
+
+    slot = limiter_table_lock_client(limiter->clients, key, now_ns);
+    rc = limiter->ops->decide(limiter, &slot->state, now_ns, out);
+    idle_at = limiter->ops->idle_at(limiter, &slot->state);
+    limiter_table_unlock_client(slot, now_ns);
+
+    out->reset_ms = ms_ceil(idle_at - now_ns);
+    return rc;
+}
+
+bool limiter_allow_request(struct limiter *limiter, const char *client_id)
+{
+    struct limiter_decision decision;
+
+    return limiter_decide(limiter, client_id, limiter_now_ns(), &decision) == 0 &&
+           decision.allowed;
+}
+
+static int64_t timespec_ns(clockid_t clock)
+{
+    struct timespec ts;
+
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t mono_to_wall_ns;
+static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
+
+static void clock_init(void)
+{
+    mono_to_wall_ns = timespec_ns(CLOCK_REALTIME) - timespec_ns(CLOCK_MONOTONIC);
+}
+
+int64_t limiter_now_ns(void)
+{
+    pthread_once(&clock_once, clock_init);
+    return timespec_ns(CLOCK_MONOTONIC) + mono_to_wall_ns;
+}
+
+void limiter_get_stats(const struct limiter *limiter, struct limiter_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    limiter_table_stats(limiter->clients, out);
+}
+
+const struct limiter_params *limiter_get_params(const struct limiter *limiter)
+{
+    return &limiter->params;
+}

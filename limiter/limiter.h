@@ -1,0 +1,113 @@
+/*
+ * limiter: per-client rate limiting, five algorithms behind one interface.
+ *
+ * A limiter owns one quota ("requests per per") and one bounded table of client states. Each
+ * call names a client (an IP address, an API key...) and the current time; the limiter decides
+ * for that client alone and says how much quota is left and when it comes back. Denied requests
+ * never consume quota.
+ *
+ *   token_bucket            a bucket of `burst` tokens (default `requests`) refilled at
+ *                           requests/per; starts full; refill computed lazily from elapsed time.
+ *   gcra                    the same contract as the bucket, kept as one 64-bit theoretical
+ *                           arrival time per client.
+ *   fixed_window            at most `requests` per window; windows are aligned to multiples of
+ *                           `per` since the epoch, so separate gateways agree on the boundaries.
+ *   sliding_window_log      exact: at most `requests` in any trailing `per`. Keeps one 8-byte
+ *                           timestamp per request in the window, so a client costs up to
+ *                           8 * requests bytes beyond its table slot.
+ *   sliding_window_counter  allows while curr + prev * (1 - elapsed/per) < requests, with the
+ *                           same aligned windows as fixed_window.
+ *
+ * Worked example, token_bucket with requests=10, per=1s, burst=5: a fresh client may send 5 at
+ * once; the 6th is denied with retry_after_ms=100 (one token takes 1s/10); 250 ms later 2 more
+ * are allowed (2.5 tokens have come back); after 500 ms idle the bucket is full again.
+ *
+ * Time is an argument: limiter_decide() takes `now_ns`, so tests step a clock by hand. The
+ * gateway passes limiter_now_ns(), which is CLOCK_MONOTONIC shifted once to the wall clock: it
+ * never jumps, yet window boundaries fall on wall-clock multiples of `per`. Should a caller's
+ * clock step backwards anyway, no algorithm hands out extra quota.
+ *
+ * Threads: every function may be called from any number of threads at once, except
+ * limiter_free(). Clients are spread over shards; looking up a known client takes no shared
+ * lock, and each client's state has its own small lock, so one client never waits for another.
+ * Memory is bounded by `max_clients`: when the table is full, states that have gone idle long
+ * enough to equal a fresh client's are reclaimed first (nothing is lost), and only then is the
+ * least recently used client evicted (counted in limiter_stats.evictions).
+ */
+#ifndef SLUICE_LIMITER_H
+#define SLUICE_LIMITER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LIMITER_ERR_LEN             256
+#define LIMITER_DEFAULT_MAX_CLIENTS 100000
+#define LIMITER_MAX_REQUESTS        1000000000ULL              /* requests and burst */
+#define LIMITER_MIN_PER_NS          1000000LL                  /* 1 ms */
+#define LIMITER_MAX_PER_NS          (366LL * 86400 * 1000000000) /* 366 days */
+
+struct limiter;
+
+/* What a limiter enforces. The caller keeps ownership of `algorithm`; the limiter copies
+ * what it needs. */
+struct limiter_params {
+    const char *algorithm; /* token_bucket | gcra | fixed_window | sliding_window_log |
+                              sliding_window_counter */
+    uint64_t requests;     /* quota per `per` */
+    int64_t per_ns;        /* window or refill period */
+    uint64_t burst;        /* token_bucket and gcra only; 0 means `requests` */
+    uint32_t max_clients;  /* 0 means LIMITER_DEFAULT_MAX_CLIENTS */
+};
+
+/* One decision. Times are rounded up to whole milliseconds, so waiting them is enough. */
+struct limiter_decision {
+    bool allowed;
+    uint64_t limit;         /* the quota, `requests` */
+    uint64_t remaining;     /* further requests this client may send right now */
+    int64_t reset_ms;       /* until the client's full quota is back */
+    int64_t retry_after_ms; /* 0 when allowed; when denied, the wait after which the
+                               client's next request is allowed */
+};
+
+struct limiter_stats {
+    uint64_t clients;   /* client states held now */
+    uint64_t reclaimed; /* idle states freed to make room (lossless) */
+    uint64_t evictions; /* live states evicted to make room (lossy) */
+};
+
+/* Creates a limiter, or returns NULL with the reason in `err` (a bad algorithm name, a zero
+ * or out-of-range number, burst on a window algorithm...). The caller frees it with
+ * limiter_free(). */
+struct limiter *limiter_create(const struct limiter_params *params, char err[LIMITER_ERR_LEN]);
+
+/* Frees the limiter and every client state. No other call may be running on it. */
+void limiter_free(struct limiter *limiter);
+
+/* Decides one request of `client_id` (a non-empty NUL-terminated string) at `now_ns`
+ * (0 <= now_ns <= LIMITER_MAX_NOW_NS) and fills `out`. Returns 0, or -1 with errno EINVAL for
+ * bad arguments and ENOMEM when a sliding_window_log cannot grow; on -1 the request is to be
+ * treated as denied and `out` says so. */
+#define LIMITER_MAX_NOW_NS (INT64_C(1) << 62)
+int limiter_decide(struct limiter *limiter, const char *client_id, int64_t now_ns,
+                   struct limiter_decision *out);
+
+/* The single entry point of the classic design: true when the request may pass now. Invalid
+ * arguments deny. */
+bool limiter_allow_request(struct limiter *limiter, const char *client_id);
+
+/* The production clock: CLOCK_MONOTONIC plus a fixed offset to the wall clock taken on first
+ * use, in nanoseconds since the epoch. */
+int64_t limiter_now_ns(void);
+
+/* Counters for metrics; cheap, read without stopping other threads. */
+void limiter_get_stats(const struct limiter *limiter, struct limiter_stats *out);
+
+/* The parameters the limiter runs with, defaults filled in (`algorithm` points at a static
+ * name). Valid while the limiter lives. */
+const struct limiter_params *limiter_get_params(const struct limiter *limiter);
+
+/* True when `name` is an algorithm limiter_create() accepts. */
+bool limiter_algorithm_exists(const char *name);
+
+#endif

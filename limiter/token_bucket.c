@@ -1,0 +1,105 @@
+/*
+ * Token bucket: `burst` tokens, refilled continuously at requests/per, starting full.
+ *
+ * Kept in exact integer "credit": with g = gcd(requests, per_ns), one token is per_ns/g credit
+ * and every nanosecond adds requests/g credit, so 3 requests per second refill exactly, with no
+ * rounding to drift. A client's state is the credit missing from a full bucket (its deficit) at
+ * `last_ns`; zero is a full bucket, which is also a fresh client. Refill is computed from the
+ * time elapsed, never by a timer.
+ */
+#include <stdlib.h>
+
+#include "algorithm.h"
+
+struct token_bucket {
+    struct limiter base;
+    int64_t token_credit;  /* credit of one token */
+    int64_t credit_per_ns; /* refill speed */
+    int64_t capacity;      /* credit of a full bucket */
+};
+
+/* The deficit left at `now_ns` once refill is counted. A clock that went backwards refills
+ * nothing. */
+static int64_t deficit_at(const struct token_bucket *tb, const union client_state *state,
+                          int64_t now_ns)
+{
+    int64_t elapsed = now_ns - state->bucket.last_ns;
+
+    if (elapsed <= 0)
+        return state->bucket.deficit;
+    if (elapsed >= div_ceil(state->bucket.deficit, tb->credit_per_ns))
+        return 0;
+    return state->bucket.deficit - elapsed * tb->credit_per_ns;
+}
+
+static int decide(const struct limiter *self, union client_state *state, int64_t now_ns,
+                  struct limiter_decision *out)
+{
+    const struct token_bucket *tb = (const struct token_bucket *)self;
+    int64_t deficit = deficit_at(tb, state, now_ns);
+
+    out->allowed = tb->capacity - deficit >= tb->token_credit;
+    if (out->allowed) {
+        deficit += tb->token_credit;
+        state->bucket.deficit = deficit;
+        /* Never move `last_ns` back: time already refilled must not refill twice. */
+        state->bucket.last_ns = max_i64(state->bucket.last_ns, now_ns);
+    } else {
+        /* Allowed once the refill since `last_ns` covers what is missing for one token. */
+        int64_t missing = state->bucket.deficit + tb->token_credit - tb->capacity;
+        out->retry_after_ms = ms_ceil(state->bucket.last_ns +
+                                      div_ceil(missing, tb->credit_per_ns) - now_ns);
+    }
+    out->remaining = (uint64_t)((tb->capacity - deficit) / tb->token_credit);
+    return 0;
+}
+
+static int64_t idle_at(const struct limiter *self, const union client_state *state)
+{
+    const struct token_bucket *tb = (const struct token_bucket *)self;
+
+    return state->bucket.last_ns + div_ceil(state->bucket.deficit, tb->credit_per_ns);
+}
+
+static const struct limiter_ops token_bucket_ops = {
+    .name = "token_bucket",
+    .takes_burst = true,
+    .decide = decide,
+    .idle_at = idle_at,
+};
+
+static int64_t gcd(int64_t a, int64_t b)
+{
+    while (b != 0) {
+        int64_t r = a % b;
+
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+struct limiter *limiter_token_bucket_create(const struct limiter_params *params,
+                                            char err[LIMITER_ERR_LEN])
+{
+    struct token_bucket *tb = limiter_alloc(sizeof *tb, &token_bucket_ops, params, err);
+    int64_t g;
+
+    if (tb == NULL)
+        return NULL;
+    g = gcd((int64_t)tb->base.params.requests, tb->base.params.per_ns);
+    tb->token_credit = tb->base.params.per_ns / g;
+    tb->credit_per_ns = (int64_t)tb->base.params.requests / g;
+    if (__builtin_mul_overflow(tb->token_credit, (int64_t)tb->base.params.burst,
+                               &tb->capacity) ||
+        tb->capacity > INT64_MAX / 4) {
+        limiter_set_error(err, "burst %llu with requests %llu per %lld ns is too fine to "
+                               "count exactly; round requests or per",
+                          (unsigned long long)tb->base.params.burst,
+                          (unsigned long long)tb->base.params.requests,
+                          (long long)tb->base.params.per_ns);
+        limiter_free(&tb->base);
+        return NULL;
+    }
+    return &tb->base;
+}

@@ -1,0 +1,149 @@
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "helpers.h"
+
+/* Creation fails with `fragment` in the message. */
+static void expect_rejected(const char *algorithm, uint64_t requests, int64_t per_ns,
+                            uint64_t burst, const char *fragment)
+{
+    struct limiter_params params = {algorithm, requests, per_ns, burst, 0};
+    char err[LIMITER_ERR_LEN] = "";
+    struct limiter *l = limiter_create(&params, err);
+
+    CU_ASSERT_PTR_NULL(l);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, fragment));
+    limiter_free(l);
+}
+
+static void test_bad_parameters(void)
+{
+    char err[LIMITER_ERR_LEN] = "";
+
+    CU_ASSERT_PTR_NULL(limiter_create(NULL, err));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "no algorithm"));
+    expect_rejected(NULL, 10, SEC(1), 0, "no algorithm");
+    expect_rejected("leaky_bucket", 10, SEC(1), 0, "unknown algorithm \"leaky_bucket\"");
+    expect_rejected("", 10, SEC(1), 0, "unknown algorithm");
+    for (int i = 0; i < 5; i++) {
+        expect_rejected(all_algorithms[i], 0, SEC(1), 0, "requests");
+        expect_rejected(all_algorithms[i], UINT64_MAX, SEC(1), 0, "requests");
+        expect_rejected(all_algorithms[i], 10, 0, 0, "per");
+        expect_rejected(all_algorithms[i], 10, -SEC(1), 0, "per");
+        expect_rejected(all_algorithms[i], 10, INT64_MAX, 0, "per");
+    }
+    expect_rejected("fixed_window", 10, SEC(1), 5, "burst applies to token_bucket and gcra");
+    expect_rejected("sliding_window_log", 10, SEC(1), 5, "burst");
+    expect_rejected("sliding_window_counter", 10, SEC(1), 5, "burst");
+    expect_rejected("token_bucket", 10, SEC(1), UINT64_MAX, "burst");
+    /* 7 per 366 days with a burst of a billion does not fit the exact arithmetic. */
+    expect_rejected("token_bucket", 7, LIMITER_MAX_PER_NS, 1000000000, "burst");
+    expect_rejected("gcra", 1, LIMITER_MAX_PER_NS, 1000000000, "burst");
+}
+
+static void test_bad_calls(void)
+{
+    struct limiter *l = new_limiter("gcra", 10, SEC(1), 0, 0);
+    struct limiter_decision d;
+
+    errno = 0;
+    CU_ASSERT_EQUAL(limiter_decide(l, NULL, T0, &d), -1);
+    CU_ASSERT_EQUAL(errno, EINVAL);
+    CU_ASSERT_FALSE(d.allowed);
+    CU_ASSERT_EQUAL(limiter_decide(l, "", T0, &d), -1);
+    CU_ASSERT_EQUAL(limiter_decide(l, "a", -1, &d), -1);
+    CU_ASSERT_EQUAL(limiter_decide(l, "a", INT64_MAX, &d), -1);
+    CU_ASSERT_EQUAL(limiter_decide(NULL, "a", T0, &d), -1);
+    CU_ASSERT_EQUAL(limiter_decide(l, "a", T0, NULL), -1);
+    CU_ASSERT_FALSE(limiter_allow_request(l, NULL));
+    CU_ASSERT_FALSE(limiter_allow_request(NULL, "a"));
+    limiter_free(l);
+    limiter_free(NULL);
+}
+
+static void test_names_map_to_algorithms(void)
+{
+    for (int i = 0; i < 5; i++) {
+        struct limiter *l = new_limiter(all_algorithms[i], 10, SEC(1), 0, 0);
+        const struct limiter_params *p = limiter_get_params(l);
+
+        CU_ASSERT_STRING_EQUAL(p->algorithm, all_algorithms[i]);
+        CU_ASSERT_EQUAL(p->max_clients, LIMITER_DEFAULT_MAX_CLIENTS);
+        CU_ASSERT_TRUE(limiter_algorithm_exists(all_algorithms[i]));
+        limiter_free(l);
+    }
+    CU_ASSERT_FALSE(limiter_algorithm_exists("token-bucket"));
+    CU_ASSERT_FALSE(limiter_algorithm_exists(NULL));
+}
+
+/* The classic entry point on the real clock: a quota of 2 per hour. */
+static void test_allow_request(void)
+{
+    for (int i = 0; i < 5; i++) {
+        struct limiter *l = new_limiter(all_algorithms[i], 2, SEC(3600), 0, 0);
+
+        CU_ASSERT_TRUE(limiter_allow_request(l, "203.0.113.9"));
+        CU_ASSERT_TRUE(limiter_allow_request(l, "203.0.113.9"));
+        CU_ASSERT_FALSE(limiter_allow_request(l, "203.0.113.9"));
+        CU_ASSERT_TRUE(limiter_allow_request(l, "203.0.113.10"));
+        limiter_free(l);
+    }
+}
+
+static void test_clock(void)
+{
+    int64_t a = limiter_now_ns(), b = limiter_now_ns();
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    CU_ASSERT_TRUE(b >= a);
+    CU_ASSERT_TRUE(llabs(a - ((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec)) < SEC(1));
+}
+
+/* For every algorithm, on random traffic: whenever a request is denied with retry_after_ms = r,
+ * the same history followed by a request r ms later is allowed, and r - 1 ms later is not. */
+static void test_retry_after_is_exact(void)
+{
+    enum { STEPS = 150 };
+    int64_t times[STEPS];
+
+    srand(3);
+    for (int a = 0; a < 5; a++) {
+        const char *alg = all_algorithms[a];
+        struct limiter *l = new_limiter(alg, 5, MS(700), 0, 0);
+        int64_t now = T0 + MS(rand() % 1000);
+
+        for (int i = 0; i < STEPS; i++) {
+            struct limiter_decision d;
+            struct limiter *replay;
+
+            times[i] = now;
+            d = decide_at(l, "c", now);
+            now += MS(rand() % 90);
+            if (d.allowed)
+                continue;
+            CU_ASSERT_TRUE_FATAL(d.retry_after_ms > 0);
+            replay = new_limiter(alg, 5, MS(700), 0, 0);
+            for (int j = 0; j < i; j++)
+                decide_at(replay, "c", times[j]);
+            CU_ASSERT_FALSE(decide_at(replay, "c", times[i] + MS(d.retry_after_ms - 1)).allowed);
+            CU_ASSERT_TRUE(decide_at(replay, "c", times[i] + MS(d.retry_after_ms)).allowed);
+            limiter_free(replay);
+        }
+        limiter_free(l);
+    }
+}
+
+void register_limiter_tests(void)
+{
+    CU_pSuite s = add_suite("limiter");
+
+    add_test(s, "bad parameters are refused with a reason", test_bad_parameters);
+    add_test(s, "bad calls fail cleanly and deny", test_bad_calls);
+    add_test(s, "algorithm names map to constructors", test_names_map_to_algorithms);
+    add_test(s, "allow_request on the real clock", test_allow_request);
+    add_test(s, "the production clock is wall time", test_clock);
+    add_test(s, "retry_after is exact for every algorithm", test_retry_after_is_exact);
+}

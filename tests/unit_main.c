@@ -1,0 +1,39 @@
+/* Runs every unit suite, or only those whose name contains argv[1] (the sanitizer builds use
+ * this to pick the concurrency suites). Exits non-zero on any failure. */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "limiter/helpers.h"
+
+int main(int argc, char **argv)
+{
+    const char *only = argc > 1 ? argv[1] : NULL;
+    unsigned failures;
+
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+        return 2;
+    }
+    register_limiter_tests();
+    register_table_tests();
+    register_token_bucket_tests();
+    register_gcra_tests();
+    register_fixed_window_tests();
+    register_sliding_window_log_tests();
+    register_sliding_window_counter_tests();
+
+    for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
+        if (only != NULL && strstr(s->pName, only) == NULL)
+            CU_set_suite_active(s, CU_FALSE);
+
+    CU_basic_set_mode(CU_BRM_NORMAL);
+    CU_basic_run_tests();
+    failures = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    if (CU_get_number_of_tests_run() == 0) {
+        fprintf(stderr, "no test ran\n");
+        failures = 1;
+    }
+    CU_cleanup_registry();
+    return failures == 0 ? 0 : 1;
+}
