@@ -4,7 +4,7 @@
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread -fno-strict-aliasing
-CPPFLAGS += -D_GNU_SOURCE -Ilimiter
+CPPFLAGS += -D_GNU_SOURCE -Ilimiter -Iconfig -Igateway
 ASAN     := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 TSAN     := -O1 -fsanitize=thread
 
@@ -15,16 +15,22 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Expanded when a recipe runs, after the dependency check has installed what was missing.
 LIMITER_LIBS = $(shell pkg-config --libs libsodium)
-TEST_LIBS    = $(shell pkg-config --libs cunit libsodium)
+GATEWAY_LIBS = $(shell pkg-config --libs libmicrohttpd libcurl yaml-0.1 libsodium)
+TEST_LIBS    = $(shell pkg-config --libs cunit) $(GATEWAY_LIBS)
 
 LIMITER_SRC := $(wildcard limiter/*.c)
-UNIT_SRC    := $(wildcard tests/limiter/*.c) tests/unit_main.c
-BENCH_SRC   := tests/bench/limiter_bench.c
+CONFIG_SRC  := $(wildcard config/*.c)
+GATEWAY_SRC := $(filter-out gateway/main.c,$(wildcard gateway/*.c))
+SLUICE_SRC  := $(LIMITER_SRC) $(CONFIG_SRC) $(GATEWAY_SRC) gateway/main.c
+UNIT_SRC    := $(LIMITER_SRC) $(CONFIG_SRC) $(GATEWAY_SRC) \
+               $(wildcard tests/limiter/*.c tests/config/*.c tests/gateway/*.c) tests/unit_main.c
+INTEG_SRC   := $(wildcard tests/integration/*.c)
+BENCH_SRC   := $(LIMITER_SRC) tests/bench/limiter_bench.c
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test bench deps clean format
-all: build/test_unit build/limiter_bench
+.PHONY: all test run bench deps clean format
+all: build/sluice build/test_upstream build/test_unit build/test_integration build/limiter_bench
 
 build/.deps-ok:
 	@pkg-config --exists $(PKGS) 2>/dev/null || $(MAKE) --no-print-directory deps
@@ -44,28 +50,41 @@ build/tsan/%.o: %.c | build/.deps-ok
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TSAN) -MMD -MP -c $< -o $@
 
-build/test_unit: $(call objs,build/obj,$(LIMITER_SRC) $(UNIT_SRC))
+build/sluice: $(call objs,build/obj,$(SLUICE_SRC))
+	$(CC) $(CFLAGS) $^ $(GATEWAY_LIBS) -o $@
+build/test_upstream: $(call objs,build/obj,tests/upstream/upstream.c)
+	$(CC) $(CFLAGS) $^ -o $@
+build/test_unit: $(call objs,build/obj,$(UNIT_SRC))
 	$(CC) $(CFLAGS) $^ $(TEST_LIBS) -o $@
-build/asan/test_unit: $(call objs,build/asan,$(LIMITER_SRC) $(UNIT_SRC))
+build/asan/test_unit: $(call objs,build/asan,$(UNIT_SRC))
 	$(CC) $(CFLAGS) $(ASAN) $^ $(TEST_LIBS) -o $@
-build/tsan/test_unit: $(call objs,build/tsan,$(LIMITER_SRC) $(UNIT_SRC))
+build/tsan/test_unit: $(call objs,build/tsan,$(UNIT_SRC))
 	$(CC) $(CFLAGS) $(TSAN) $^ $(TEST_LIBS) -o $@
-build/limiter_bench: $(call objs,build/obj,$(LIMITER_SRC) $(BENCH_SRC))
+build/test_integration: $(call objs,build/obj,$(INTEG_SRC))
+	$(CC) $(CFLAGS) $^ $(TEST_LIBS) -o $@
+build/limiter_bench: $(call objs,build/obj,$(BENCH_SRC))
 	$(CC) $(CFLAGS) $^ $(LIMITER_LIBS) -o $@
 
 # The unit suites plain, under ASan+UBSan, and the concurrency suites under TSan. Any
 # sanitizer report aborts its run and so fails the target.
-test: build/test_unit build/asan/test_unit build/tsan/test_unit
+test: build/test_unit build/asan/test_unit build/tsan/test_unit build/sluice build/test_upstream \
+      build/test_integration
 	build/test_unit
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		build/asan/test_unit
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/test_unit concurrency
+	build/test_integration
+
+# A demo upstream and the gateway in front of it, with config/sluice.yaml.
+run: build/sluice build/test_upstream
+	tests/run-demo.sh
 
 bench: build/limiter_bench
 	build/limiter_bench
 
 format:
-	clang-format -i $(LIMITER_SRC) limiter/*.h $(UNIT_SRC) tests/limiter/*.h $(BENCH_SRC)
+	clang-format -i $(sort $(SLUICE_SRC) $(UNIT_SRC) $(INTEG_SRC) $(BENCH_SRC) \
+		$(wildcard */*.h tests/*/*.h) tests/upstream/upstream.c)
 
 clean:
 	rm -rf build

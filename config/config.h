@@ -1,0 +1,99 @@
+/*
+ * config: sluice's YAML file to a validated, immutable `struct config`.
+ *
+ * config_load() parses the whole file with libyaml's document API, walks it against tables of
+ * known keys (one table per section), fills in defaults and checks every value, collecting each
+ * problem as "FILE:LINE:COL: message" rather than stopping at the first. A config is either
+ * wholly valid or not returned at all, so the gateway never runs half a file. Durations are
+ * kept in nanoseconds, sizes in bytes. Nothing here opens a socket.
+ *
+ *   server:   listen, admin_listen, trusted_proxies, max_connections, client_timeout,
+ *             max_body, drain_timeout
+ *   limiter:  max_clients
+ *   routes:   name, match {path_prefix, methods, host}, upstream, timeout, connect_timeout,
+ *             key, ipv6_prefix, limit {algorithm, requests, per, burst}, dry_run, exempt,
+ *             tls_verify
+ */
+#ifndef SLUICE_CONFIG_H
+#define SLUICE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "limiter.h"
+
+/* An address block such as 10.0.0.0/8 or 2001:db8::/32. IPv4 is kept as 4 bytes. */
+struct config_cidr {
+    int family; /* AF_INET or AF_INET6 */
+    unsigned char addr[16];
+    unsigned prefix_len;
+};
+
+struct config_cidrs {
+    struct config_cidr *items;
+    size_t n;
+};
+
+/* host:port, host being a name, an IPv4 address or an IPv6 address without brackets. */
+struct config_endpoint {
+    char *host;
+    uint16_t port;
+};
+
+enum config_key_kind { CONFIG_KEY_IP, CONFIG_KEY_HEADER, CONFIG_KEY_QUERY };
+
+struct config_route {
+    char *name;
+    char *path_prefix;
+    char **methods; /* upper case; NULL-terminated; NULL when any method matches */
+    char *host;     /* lower case, no port; NULL when any host matches */
+    char *upstream; /* scheme://host:port, no trailing slash */
+    char *upstream_base_path; /* "" or "/base", prepended to every forwarded path */
+    int64_t timeout_ns;
+    int64_t connect_timeout_ns;
+    enum config_key_kind key_kind;
+    char *key_name; /* the header or query parameter; NULL for ip */
+    uint32_t ipv6_prefix_len;
+    bool has_limit;
+    struct limiter_params limit; /* limit.algorithm points into the config */
+    bool dry_run;
+    struct config_cidrs exempt;
+    bool tls_verify;
+};
+
+struct config {
+    char *path;
+    struct {
+        struct config_endpoint listen;
+        struct config_endpoint admin_listen; /* host NULL when not set */
+        struct config_cidrs trusted_proxies;
+        uint32_t max_connections;
+        int64_t client_timeout_ns;
+        uint64_t max_body;
+        int64_t drain_timeout_ns;
+    } server;
+    uint32_t max_clients;
+    struct config_route *routes;
+    size_t n_routes;
+};
+
+/* Loads and validates `path`. Returns the config, freed with config_free(); or NULL with
+ * `*errors` set to one "FILE:LINE:COL: message" line per problem (the caller frees it). */
+struct config *config_load(const char *path, char **errors);
+
+void config_free(struct config *config);
+
+/* Parses a duration: 250ms, 10s, 1m, 2h, 1d, or a bare number of seconds. 0 or -1. */
+int config_parse_duration(const char *text, int64_t *ns);
+
+/* Parses a size: 512, 64KiB, 10MiB, 1GiB (also kB, MB, GB as powers of 1000). 0 or -1. */
+int config_parse_size(const char *text, uint64_t *bytes);
+
+/* Parses 10.0.0.0/8, 2001:db8::/32, or a single address (a full-length prefix). 0 or -1. */
+int config_parse_cidr(const char *text, struct config_cidr *out);
+
+/* Parses "host:port" or "[v6]:port" into `out` (out->host allocated). 0 or -1. */
+int config_parse_endpoint(const char *text, struct config_endpoint *out);
+
+#endif

@@ -1,0 +1,633 @@
+/* YAML to `struct config`: a walk over libyaml's document tree, driven by one table of known
+ * keys per section. Every problem is reported with its position; see config.h. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <curl/curl.h>
+#include <yaml.h>
+
+#include "config.h"
+
+struct loader {
+    const char *path;
+    yaml_document_t doc;
+    FILE *errors; /* one line per problem, into errors_text */
+    char *errors_text;
+    size_t errors_len;
+    unsigned n_errors;
+};
+
+static void errorf(struct loader *ld, const yaml_node_t *node, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void errorf(struct loader *ld, const yaml_node_t *node, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(ld->errors, "%s:%zu:%zu: ", ld->path, node->start_mark.line + 1,
+            node->start_mark.column + 1);
+    va_start(ap, fmt);
+    vfprintf(ld->errors, fmt, ap);
+    va_end(ap);
+    fputc('\n', ld->errors);
+    ld->n_errors++;
+}
+
+static yaml_node_t *node_at(struct loader *ld, int id)
+{
+    return yaml_document_get_node(&ld->doc, id);
+}
+
+static const char *kind_name(const yaml_node_t *node)
+{
+    switch (node->type) {
+    case YAML_MAPPING_NODE:
+        return "a mapping";
+    case YAML_SEQUENCE_NODE:
+        return "a list";
+    default:
+        return "a scalar";
+    }
+}
+
+/* The scalar's text, or NULL after reporting that `key` needs one. */
+static const char *scalar(struct loader *ld, yaml_node_t *node, const char *key)
+{
+    if (node->type != YAML_SCALAR_NODE) {
+        errorf(ld, node, "%s: expected a single value, found %s", key, kind_name(node));
+        return NULL;
+    }
+    return (const char *)node->data.scalar.value;
+}
+
+/* --- typed values ---------------------------------------------------------------------- */
+
+enum value_type { V_STRING, V_DURATION, V_SIZE, V_U32, V_U64, V_BOOL, V_CIDRS, V_ENDPOINT, V_CUSTOM };
+
+struct field {
+    const char *key;
+    enum value_type type;
+    size_t offset;  /* of the target within the object */
+    uint64_t min, max; /* for V_U32 and V_U64 */
+    void (*custom)(struct loader *ld, yaml_node_t *value, void *object);
+};
+
+static void parse_cidrs(struct loader *ld, yaml_node_t *node, const char *key,
+                        struct config_cidrs *out)
+{
+    size_t n;
+
+    if (node->type != YAML_SEQUENCE_NODE) {
+        errorf(ld, node, "%s: expected a list of addresses or blocks, found %s", key,
+               kind_name(node));
+        return;
+    }
+    n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+    free(out->items);
+    out->items = calloc(n ? n : 1, sizeof *out->items);
+    out->n = 0;
+    if (out->items == NULL)
+        return;
+    for (yaml_node_item_t *it = node->data.sequence.items.start;
+         it < node->data.sequence.items.top; it++) {
+        yaml_node_t *item = node_at(ld, *it);
+        const char *text = scalar(ld, item, key);
+
+        if (text == NULL)
+            continue;
+        if (config_parse_cidr(text, &out->items[out->n]) != 0)
+            errorf(ld, item, "%s: \"%s\" is not an address or address block (like 10.0.0.0/8)",
+                   key, text);
+        else
+            out->n++;
+    }
+}
+
+static void parse_value(struct loader *ld, const struct field *f, yaml_node_t *node,
+                        void *object)
+{
+    void *target = (char *)object + f->offset;
+    const char *text;
+    uint64_t n;
+    char *end;
+
+    if (f->type == V_CUSTOM) {
+        f->custom(ld, node, object);
+        return;
+    }
+    if (f->type == V_CIDRS) {
+        parse_cidrs(ld, node, f->key, target);
+        return;
+    }
+    text = scalar(ld, node, f->key);
+    if (text == NULL)
+        return;
+    switch (f->type) {
+    case V_STRING:
+        free(*(char **)target);
+        *(char **)target = strdup(text);
+        break;
+    case V_DURATION:
+        if (config_parse_duration(text, target) != 0)
+            errorf(ld, node, "%s: \"%s\" is not a duration (like 250ms, 10s, 1m, 2h, 1d)", f->key,
+                   text);
+        break;
+    case V_SIZE:
+        if (config_parse_size(text, target) != 0)
+            errorf(ld, node, "%s: \"%s\" is not a size (like 512, 64KiB, 10MiB)", f->key, text);
+        break;
+    case V_U32:
+    case V_U64:
+        errno = 0;
+        n = strtoull(text, &end, 10);
+        if (!isdigit((unsigned char)text[0]) || *end != '\0' || errno != 0 || n < f->min ||
+            n > f->max) {
+            errorf(ld, node, "%s: \"%s\" is not a whole number from %llu to %llu", f->key, text,
+                   (unsigned long long)f->min, (unsigned long long)f->max);
+            break;
+        }
+        if (f->type == V_U32)
+            *(uint32_t *)target = (uint32_t)n;
+        else
+            *(uint64_t *)target = n;
+        break;
+    case V_BOOL:
+        if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0)
+            *(bool *)target = text[0] == 't';
+        else
+            errorf(ld, node, "%s: expected true or false, not \"%s\"", f->key, text);
+        break;
+    case V_ENDPOINT: {
+        struct config_endpoint *ep = target;
+
+        free(ep->host);
+        ep->host = NULL;
+        if (config_parse_endpoint(text, ep) != 0)
+            errorf(ld, node, "%s: \"%s\" is not host:port (IPv6 as [::1]:8080)", f->key, text);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* Applies `fields` to every pair of the mapping `node`; unknown and repeated keys are errors. */
+static void walk_mapping(struct loader *ld, yaml_node_t *node, const struct field *fields,
+                         void *object, const char *section)
+{
+    if (node->type != YAML_MAPPING_NODE) {
+        errorf(ld, node, "%s: expected a mapping of keys, found %s", section, kind_name(node));
+        return;
+    }
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *key = node_at(ld, p->key);
+        const char *name = scalar(ld, key, section);
+        const struct field *f = fields;
+
+        if (name == NULL)
+            continue;
+        for (yaml_node_pair_t *q = node->data.mapping.pairs.start; q < p; q++) {
+            yaml_node_t *earlier = node_at(ld, q->key);
+
+            if (earlier->type == YAML_SCALAR_NODE &&
+                strcmp((const char *)earlier->data.scalar.value, name) == 0) {
+                errorf(ld, key, "%s: \"%s\" appears twice", section, name);
+                name = NULL;
+                break;
+            }
+        }
+        if (name == NULL)
+            continue;
+        while (f->key != NULL && strcmp(f->key, name) != 0)
+            f++;
+        if (f->key == NULL) {
+            errorf(ld, key, "%s: unknown key \"%s\"", section, name);
+            continue;
+        }
+        parse_value(ld, f, node_at(ld, p->value), object);
+    }
+}
+
+/* The value node of `key` in a mapping, or NULL. */
+static yaml_node_t *find_value(struct loader *ld, yaml_node_t *mapping, const char *key)
+{
+    if (mapping->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (yaml_node_pair_t *p = mapping->data.mapping.pairs.start;
+         p < mapping->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node_at(ld, p->key);
+
+        if (k->type == YAML_SCALAR_NODE && strcmp((const char *)k->data.scalar.value, key) == 0)
+            return node_at(ld, p->value);
+    }
+    return NULL;
+}
+
+/* The value of `key` in `mapping`, or the mapping itself when the key is absent: where to
+ * point an error about that key. */
+static yaml_node_t *value_or_self(struct loader *ld, yaml_node_t *mapping, const char *key)
+{
+    yaml_node_t *value = find_value(ld, mapping, key);
+
+    return value != NULL ? value : mapping;
+}
+
+/* --- sections ------------------------------------------------------------------------- */
+
+static const struct field server_fields[] = {
+    {"listen", V_ENDPOINT, offsetof(struct config, server.listen), 0, 0, NULL},
+    {"admin_listen", V_ENDPOINT, offsetof(struct config, server.admin_listen), 0, 0, NULL},
+    {"trusted_proxies", V_CIDRS, offsetof(struct config, server.trusted_proxies), 0, 0, NULL},
+    {"max_connections", V_U32, offsetof(struct config, server.max_connections), 1, 1000000, NULL},
+    {"client_timeout", V_DURATION, offsetof(struct config, server.client_timeout_ns), 0, 0, NULL},
+    {"max_body", V_SIZE, offsetof(struct config, server.max_body), 0, 0, NULL},
+    {"drain_timeout", V_DURATION, offsetof(struct config, server.drain_timeout_ns), 0, 0, NULL},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static const struct field limiter_fields[] = {
+    {"max_clients", V_U32, offsetof(struct config, max_clients), 1, 100000000, NULL},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    size_t n = 0;
+
+    if (node->type != YAML_SEQUENCE_NODE) {
+        errorf(ld, node, "methods: expected a list like [GET, POST], found %s", kind_name(node));
+        return;
+    }
+    route->methods = calloc((size_t)(node->data.sequence.items.top -
+                                     node->data.sequence.items.start) + 1,
+                            sizeof(char *));
+    for (yaml_node_item_t *it = node->data.sequence.items.start;
+         route->methods != NULL && it < node->data.sequence.items.top; it++) {
+        yaml_node_t *item = node_at(ld, *it);
+        const char *text = scalar(ld, item, "methods");
+        char *method;
+
+        if (text == NULL)
+            continue;
+        if (text[0] == '\0' || strspn(text, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-") !=
+                                   strlen(text)) {
+            errorf(ld, item, "methods: \"%s\" is not an HTTP method", text);
+            continue;
+        }
+        method = strdup(text);
+        for (char *c = method; c != NULL && *c != '\0'; c++)
+            *c = (char)toupper((unsigned char)*c);
+        route->methods[n++] = method;
+    }
+}
+
+static const struct field match_fields[] = {
+    {"path_prefix", V_STRING, offsetof(struct config_route, path_prefix), 0, 0, NULL},
+    {"methods", V_CUSTOM, 0, 0, 0, parse_methods},
+    {"host", V_STRING, offsetof(struct config_route, host), 0, 0, NULL},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static void parse_match(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+
+    walk_mapping(ld, node, match_fields, route, "match");
+    if (route->path_prefix == NULL)
+        errorf(ld, node, "match: path_prefix is required");
+    else if (route->path_prefix[0] != '/')
+        errorf(ld, value_or_self(ld, node, "path_prefix"), "path_prefix: must start with /");
+    for (char *c = route->host; c != NULL && *c != '\0'; c++)
+        *c = (char)tolower((unsigned char)*c);
+}
+
+/* upstream: http(s)://host[:port][/base-path], checked with libcurl's own URL parser. */
+static void parse_upstream(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    const char *text = scalar(ld, node, "upstream");
+    CURLU *url = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *query = NULL, *user = NULL;
+    size_t path_len;
+
+    if (text == NULL || url == NULL)
+        goto out;
+    if (curl_url_set(url, CURLUPART_URL, text, 0) != CURLUE_OK ||
+        curl_url_get(url, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        curl_url_get(url, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(url, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
+        curl_url_get(url, CURLUPART_PATH, &path, 0) != CURLUE_OK) {
+        errorf(ld, node, "upstream: \"%s\" is not a URL like http://127.0.0.1:9000", text);
+        goto out;
+    }
+    if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
+        errorf(ld, node, "upstream: scheme must be http or https, not \"%s\"", scheme);
+        goto out;
+    }
+    if (curl_url_get(url, CURLUPART_QUERY, &query, 0) == CURLUE_OK ||
+        curl_url_get(url, CURLUPART_USER, &user, 0) == CURLUE_OK || strchr(text, '#') != NULL) {
+        errorf(ld, node, "upstream: only scheme, host, port and a base path are allowed");
+        goto out;
+    }
+    path_len = strlen(path);
+    while (path_len > 0 && path[path_len - 1] == '/')
+        path_len--; /* "/base/" + "/x" must not become "/base//x" */
+    free(route->upstream);
+    free(route->upstream_base_path);
+    route->upstream_base_path = strndup(path, path_len);
+    route->upstream = malloc(strlen(scheme) + strlen(host) + strlen(port) + 8);
+    if (route->upstream != NULL)
+        snprintf(route->upstream, strlen(scheme) + strlen(host) + strlen(port) + 8, "%s://%s:%s",
+                 scheme, host, port);
+out:
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_free(path);
+    curl_free(query);
+    curl_free(user);
+    curl_url_cleanup(url);
+}
+
+static bool is_token(const char *s)
+{
+    static const char extra[] = "!#$%&'*+-.^_`|~";
+
+    if (*s == '\0')
+        return false;
+    for (; *s != '\0'; s++)
+        if (!isalnum((unsigned char)*s) && strchr(extra, *s) == NULL)
+            return false;
+    return true;
+}
+
+/* key: ip | header:NAME | query:NAME */
+static void parse_key(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    const char *text = scalar(ld, node, "key");
+    const char *name = NULL;
+
+    if (text == NULL)
+        return;
+    if (strcmp(text, "ip") == 0) {
+        route->key_kind = CONFIG_KEY_IP;
+        return;
+    }
+    if (strncmp(text, "header:", 7) == 0) {
+        route->key_kind = CONFIG_KEY_HEADER;
+        name = text + 7;
+    } else if (strncmp(text, "query:", 6) == 0) {
+        route->key_kind = CONFIG_KEY_QUERY;
+        name = text + 6;
+    }
+    if (name == NULL || !is_token(name)) {
+        errorf(ld, node, "key: expected ip, header:NAME or query:NAME, not \"%s\"", text);
+        return;
+    }
+    free(route->key_name);
+    route->key_name = strdup(name);
+}
+
+static const struct field limit_fields[] = {
+    {"algorithm", V_STRING, offsetof(struct limiter_params, algorithm), 0, 0, NULL},
+    {"requests", V_U64, offsetof(struct limiter_params, requests), 1, LIMITER_MAX_REQUESTS, NULL},
+    {"per", V_DURATION, offsetof(struct limiter_params, per_ns), 0, 0, NULL},
+    {"burst", V_U64, offsetof(struct limiter_params, burst), 1, LIMITER_MAX_REQUESTS, NULL},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* limit: checked by building the limiter itself, so the config accepts exactly what the
+ * limiter will run. */
+static void parse_limit(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    struct limiter_params *p = &route->limit;
+    char err[LIMITER_ERR_LEN];
+    struct limiter *probe;
+    unsigned errors_before = ld->n_errors;
+
+    route->has_limit = true;
+    walk_mapping(ld, node, limit_fields, p, "limit");
+    if (ld->n_errors != errors_before)
+        return;
+    if (p->algorithm == NULL || p->requests == 0 || p->per_ns == 0) {
+        errorf(ld, node, "limit: algorithm, requests and per are all required");
+        return;
+    }
+    if (!limiter_algorithm_exists(p->algorithm)) {
+        errorf(ld, value_or_self(ld, node, "algorithm"),
+               "algorithm: unknown \"%s\" (expected token_bucket, gcra, fixed_window, "
+               "sliding_window_log or sliding_window_counter)",
+               p->algorithm);
+        return;
+    }
+    p->max_clients = 1; /* only the parameters are on trial here */
+    probe = limiter_create(p, err);
+    p->max_clients = 0;
+    if (probe == NULL)
+        errorf(ld, strncmp(err, "burst", 5) == 0 ? value_or_self(ld, node, "burst") : node,
+               "limit: %s", err);
+    limiter_free(probe);
+}
+
+static const struct field route_fields[] = {
+    {"name", V_STRING, offsetof(struct config_route, name), 0, 0, NULL},
+    {"match", V_CUSTOM, 0, 0, 0, parse_match},
+    {"upstream", V_CUSTOM, 0, 0, 0, parse_upstream},
+    {"timeout", V_DURATION, offsetof(struct config_route, timeout_ns), 0, 0, NULL},
+    {"connect_timeout", V_DURATION, offsetof(struct config_route, connect_timeout_ns), 0, 0, NULL},
+    {"key", V_CUSTOM, 0, 0, 0, parse_key},
+    {"ipv6_prefix", V_U32, offsetof(struct config_route, ipv6_prefix_len), 1, 128, NULL},
+    {"limit", V_CUSTOM, 0, 0, 0, parse_limit},
+    {"dry_run", V_BOOL, offsetof(struct config_route, dry_run), 0, 0, NULL},
+    {"exempt", V_CIDRS, offsetof(struct config_route, exempt), 0, 0, NULL},
+    {"tls_verify", V_BOOL, offsetof(struct config_route, tls_verify), 0, 0, NULL},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static void parse_route(struct loader *ld, yaml_node_t *node, struct config *config, size_t i)
+{
+    struct config_route *route = &config->routes[i];
+
+    route->timeout_ns = 30 * (int64_t)1000000000;
+    route->connect_timeout_ns = 2 * (int64_t)1000000000;
+    route->key_kind = CONFIG_KEY_IP;
+    route->ipv6_prefix_len = 64;
+    route->tls_verify = true;
+    walk_mapping(ld, node, route_fields, route, "route");
+    if (node->type != YAML_MAPPING_NODE)
+        return;
+
+    if (route->name == NULL || route->name[0] == '\0') {
+        errorf(ld, node, "route: name is required");
+    } else if (strspn(route->name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                   "0123456789_.-") != strlen(route->name)) {
+        errorf(ld, value_or_self(ld, node, "name"),
+               "name: \"%s\" may hold only letters, digits, '_', '.' and '-'", route->name);
+    } else {
+        for (size_t j = 0; j < i; j++)
+            if (config->routes[j].name != NULL && strcmp(config->routes[j].name, route->name) == 0)
+                errorf(ld, value_or_self(ld, node, "name"), "name: route \"%s\" is defined twice",
+                       route->name);
+    }
+    if (find_value(ld, node, "match") == NULL)
+        errorf(ld, node, "route: match (with path_prefix) is required");
+    if (find_value(ld, node, "upstream") == NULL)
+        errorf(ld, node, "route: upstream is required");
+    if (route->timeout_ns <= 0 || route->connect_timeout_ns <= 0)
+        errorf(ld, node, "route: timeout and connect_timeout must be above zero");
+}
+
+static void parse_routes(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config *config = object;
+    size_t n;
+
+    if (node->type != YAML_SEQUENCE_NODE) {
+        errorf(ld, node, "routes: expected a list of routes, found %s", kind_name(node));
+        return;
+    }
+    n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+    if (n == 0) {
+        errorf(ld, node, "routes: at least one route is required");
+        return;
+    }
+    config->routes = calloc(n, sizeof *config->routes);
+    if (config->routes == NULL)
+        return;
+    config->n_routes = n;
+    for (size_t i = 0; i < n; i++)
+        parse_route(ld, node_at(ld, node->data.sequence.items.start[i]), config, i);
+}
+
+static void parse_server(struct loader *ld, yaml_node_t *node, void *object)
+{
+    walk_mapping(ld, node, server_fields, object, "server");
+}
+
+static void parse_limiter(struct loader *ld, yaml_node_t *node, void *object)
+{
+    walk_mapping(ld, node, limiter_fields, object, "limiter");
+}
+
+static const struct field top_fields[] = {
+    {"server", V_CUSTOM, 0, 0, 0, parse_server},
+    {"limiter", V_CUSTOM, 0, 0, 0, parse_limiter},
+    {"routes", V_CUSTOM, 0, 0, 0, parse_routes},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static void set_defaults(struct config *config)
+{
+    config->server.max_connections = 1024;
+    config->server.client_timeout_ns = 30 * (int64_t)1000000000;
+    config->server.max_body = 10 << 20;
+    config->server.drain_timeout_ns = 10 * (int64_t)1000000000;
+    config->max_clients = LIMITER_DEFAULT_MAX_CLIENTS;
+}
+
+/* Parses the file into ld->doc; reports a syntax error and returns -1 on failure. */
+static int read_document(struct loader *ld)
+{
+    yaml_parser_t parser;
+    FILE *file = fopen(ld->path, "rb");
+    int rc = -1;
+
+    if (file == NULL) {
+        fprintf(ld->errors, "%s: cannot read: %s\n", ld->path, strerror(errno));
+        ld->n_errors++;
+        return -1;
+    }
+    yaml_parser_initialize(&parser);
+    yaml_parser_set_input_file(&parser, file);
+    if (!yaml_parser_load(&parser, &ld->doc)) {
+        fprintf(ld->errors, "%s:%zu:%zu: YAML syntax: %s%s%s\n", ld->path,
+                parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+                parser.problem ? parser.problem : "unreadable",
+                parser.context ? " " : "", parser.context ? parser.context : "");
+        ld->n_errors++;
+    } else if (yaml_document_get_root_node(&ld->doc) == NULL) {
+        fprintf(ld->errors, "%s:1:1: the file is empty; at least one route is required\n",
+                ld->path);
+        ld->n_errors++;
+        yaml_document_delete(&ld->doc);
+    } else {
+        rc = 0;
+    }
+    yaml_parser_delete(&parser);
+    fclose(file);
+    return rc;
+}
+
+struct config *config_load(const char *path, char **errors)
+{
+    struct loader ld = {.path = path};
+    struct config *config = calloc(1, sizeof *config);
+    yaml_node_t *root;
+
+    *errors = NULL;
+    ld.errors = open_memstream(&ld.errors_text, &ld.errors_len);
+    if (config == NULL || ld.errors == NULL) {
+        free(config);
+        if (ld.errors != NULL)
+            fclose(ld.errors);
+        free(ld.errors_text);
+        *errors = strdup("out of memory\n");
+        return NULL;
+    }
+    set_defaults(config);
+    config->path = strdup(path);
+    if (read_document(&ld) == 0) {
+        root = yaml_document_get_root_node(&ld.doc);
+        walk_mapping(&ld, root, top_fields, config, "top level");
+        if (root->type == YAML_MAPPING_NODE && find_value(&ld, root, "routes") == NULL)
+            errorf(&ld, root, "routes: at least one route is required");
+        yaml_document_delete(&ld.doc);
+    }
+    if (config->server.listen.host == NULL && ld.n_errors == 0 &&
+        config_parse_endpoint("127.0.0.1:8080", &config->server.listen) != 0)
+        ld.n_errors++;
+
+    fclose(ld.errors);
+    if (ld.n_errors > 0) {
+        config_free(config);
+        *errors = ld.errors_text;
+        return NULL;
+    }
+    free(ld.errors_text);
+    return config;
+}
+
+void config_free(struct config *config)
+{
+    if (config == NULL)
+        return;
+    for (size_t i = 0; i < config->n_routes; i++) {
+        struct config_route *r = &config->routes[i];
+
+        free(r->name);
+        free(r->path_prefix);
+        for (char **m = r->methods; m != NULL && *m != NULL; m++)
+            free(*m);
+        free(r->methods);
+        free(r->host);
+        free(r->upstream);
+        free(r->upstream_base_path);
+        free(r->key_name);
+        free((char *)r->limit.algorithm);
+        free(r->exempt.items);
+    }
+    free(config->routes);
+    free(config->server.listen.host);
+    free(config->server.admin_listen.host);
+    free(config->server.trusted_proxies.items);
+    free(config->path);
+    free(config);
+}

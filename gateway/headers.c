@@ -1,0 +1,37 @@
+#include <string.h>
+#include <strings.h>
+
+#include "headers.h"
+
+static const char *const hop_by_hop[] = {
+    "Connection", "Keep-Alive", "Proxy-Connection", "TE",
+    "Trailer",    "Transfer-Encoding", "Upgrade", "Proxy-Authorization",
+    "Proxy-Authenticate",
+};
+
+/* True when the comma-separated `list` holds `name` as one of its tokens. */
+static bool list_has_token(const char *list, const char *name)
+{
+    size_t name_len = strlen(name);
+
+    while (*list != '\0') {
+        size_t len;
+
+        list += strspn(list, " \t,");
+        len = strcspn(list, ",");
+        while (len > 0 && (list[len - 1] == ' ' || list[len - 1] == '\t'))
+            len--;
+        if (len == name_len && strncasecmp(list, name, len) == 0)
+            return true;
+        list += strcspn(list, ",");
+    }
+    return false;
+}
+
+bool gw_header_is_hop_by_hop(const char *name, const char *connection)
+{
+    for (size_t i = 0; i < sizeof hop_by_hop / sizeof hop_by_hop[0]; i++)
+        if (strcasecmp(name, hop_by_hop[i]) == 0)
+            return true;
+    return connection != NULL && list_has_token(connection, name);
+}

@@ -1,0 +1,14 @@
+/*
+ * Which headers a proxy must not pass on (RFC 9110 section 7.6.1): the hop-by-hop fields, and
+ * every field that the message's own Connection header names. Applied in both directions.
+ */
+#ifndef SLUICE_GATEWAY_HEADERS_H
+#define SLUICE_GATEWAY_HEADERS_H
+
+#include <stdbool.h>
+
+/* True when the header `name` stops at this hop. `connection` is the message's Connection
+ * value (all of its Connection fields joined with ","), or NULL. */
+bool gw_header_is_hop_by_hop(const char *name, const char *connection);
+
+#endif

@@ -1,0 +1,141 @@
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "keys.h"
+
+int gw_addr_from_sockaddr(const struct sockaddr *sa, struct gw_addr *out)
+{
+    static const unsigned char v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+    memset(out, 0, sizeof *out);
+    if (sa == NULL)
+        return -1;
+    if (sa->sa_family == AF_INET) {
+        out->family = AF_INET;
+        memcpy(out->bytes, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return 0;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const unsigned char *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+
+        if (memcmp(b, v4_mapped, sizeof v4_mapped) == 0) {
+            out->family = AF_INET;
+            memcpy(out->bytes, b + 12, 4);
+        } else {
+            out->family = AF_INET6;
+            memcpy(out->bytes, b, 16);
+        }
+        return 0;
+    }
+    return -1;
+}
+
+int gw_addr_parse(const char *text, size_t len, struct gw_addr *out)
+{
+    char buf[INET6_ADDRSTRLEN];
+
+    while (len > 0 && isspace((unsigned char)*text)) {
+        text++;
+        len--;
+    }
+    while (len > 0 && isspace((unsigned char)text[len - 1]))
+        len--;
+    if (len >= 2 && text[0] == '[' && text[len - 1] == ']') {
+        text++;
+        len -= 2;
+    }
+    if (len == 0 || len >= sizeof buf)
+        return -1;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    memset(out, 0, sizeof *out);
+    if (inet_pton(AF_INET, buf, out->bytes) == 1)
+        out->family = AF_INET;
+    else if (inet_pton(AF_INET6, buf, out->bytes) == 1)
+        out->family = AF_INET6;
+    else
+        return -1;
+    return 0;
+}
+
+static bool prefix_equal(const unsigned char *a, const unsigned char *b, unsigned bits)
+{
+    unsigned whole = bits / 8, rest = bits % 8;
+
+    if (memcmp(a, b, whole) != 0)
+        return false;
+    return rest == 0 || ((a[whole] ^ b[whole]) & (0xff << (8 - rest))) == 0;
+}
+
+bool gw_cidrs_contain(const struct config_cidrs *cidrs, const struct gw_addr *addr)
+{
+    for (size_t i = 0; i < cidrs->n; i++)
+        if (cidrs->items[i].family == addr->family &&
+            prefix_equal(cidrs->items[i].addr, addr->bytes, cidrs->items[i].prefix_len))
+            return true;
+    return false;
+}
+
+struct gw_addr gw_client_addr(const struct gw_addr *peer, const char *forwarded_for,
+                              const struct config_cidrs *trusted)
+{
+    struct gw_addr client = *peer, hop;
+    size_t end;
+
+    if (forwarded_for == NULL || !gw_cidrs_contain(trusted, peer))
+        return client;
+    /* Right to left: each trusted hop vouches for the entry before it. Stop at the first
+     * untrusted address (the client), or at an entry no proxy of ours could have written. */
+    end = strlen(forwarded_for);
+    while (end > 0) {
+        size_t start = end;
+
+        while (start > 0 && forwarded_for[start - 1] != ',')
+            start--;
+        if (gw_addr_parse(forwarded_for + start, end - start, &hop) != 0)
+            break;
+        client = hop;
+        if (!gw_cidrs_contain(trusted, &hop))
+            break;
+        end = start > 0 ? start - 1 : 0;
+    }
+    return client;
+}
+
+void gw_ip_key(const struct gw_addr *addr, unsigned ipv6_prefix_len, char out[GW_KEY_LEN])
+{
+    char text[INET6_ADDRSTRLEN];
+    unsigned char masked[16];
+
+    if (addr->family == AF_INET) {
+        inet_ntop(AF_INET, addr->bytes, text, sizeof text);
+        snprintf(out, GW_KEY_LEN, "ip:%s", text);
+        return;
+    }
+    memset(masked, 0, sizeof masked);
+    memcpy(masked, addr->bytes, ipv6_prefix_len / 8);
+    if (ipv6_prefix_len % 8)
+        masked[ipv6_prefix_len / 8] =
+            addr->bytes[ipv6_prefix_len / 8] & (unsigned char)(0xff << (8 - ipv6_prefix_len % 8));
+    inet_ntop(AF_INET6, masked, text, sizeof text);
+    snprintf(out, GW_KEY_LEN, "ip:%s/%u", text, ipv6_prefix_len);
+}
+
+void gw_value_key(const char *kind, const char *value, char out[GW_KEY_LEN])
+{
+    unsigned char digest[32];
+    char hex[2 * sizeof digest + 1];
+    size_t len = strlen(value);
+
+    if (len <= GW_KEY_MAX_VALUE) {
+        snprintf(out, GW_KEY_LEN, "%s:%s", kind, value);
+        return;
+    }
+    crypto_generichash(digest, sizeof digest, (const unsigned char *)value, len, NULL, 0);
+    sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
+    snprintf(out, GW_KEY_LEN, "%s#%s", kind, hex);
+}

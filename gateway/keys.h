@@ -1,0 +1,53 @@
+/*
+ * Client identity: the string a route's limiter counts a request under.
+ *
+ *   ip            the client's address. The peer's own, unless the peer is a trusted proxy:
+ *                 then X-Forwarded-For is walked from the right, skipping trusted addresses,
+ *                 and the first untrusted one is the client. A client cannot pick its key by
+ *                 sending the header itself, since only a trusted peer's header is read.
+ *                 IPv6 clients are grouped by their /64 (ipv6_prefix), since one host holds
+ *                 a whole /64. Key "ip:203.0.113.7" or "ip:2001:db8:1:2::/64".
+ *   header:NAME   "header:" and the header's value;
+ *   query:NAME    "query:" and the query parameter as libmicrohttpd decodes it (%XX and
+ *                 '+'), so re-encoding a value gives no fresh quota. Either falls back to the ip key
+ *                 when the request lacks it, so anonymous clients are still limited. A value
+ *                 over 256 bytes is replaced by its BLAKE2b digest ("header#<hex>").
+ *
+ * The limiter itself keeps only a 128-bit SipHash of the key, never the key.
+ */
+#ifndef SLUICE_GATEWAY_KEYS_H
+#define SLUICE_GATEWAY_KEYS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "config.h"
+
+#define GW_KEY_LEN        320 /* fits "query#" + a 64-char digest, or a 256-byte value */
+#define GW_KEY_MAX_VALUE  256
+
+struct gw_addr {
+    int family; /* AF_INET (4 bytes used) or AF_INET6 */
+    unsigned char bytes[16];
+};
+
+/* From a socket address; an IPv4-mapped IPv6 address becomes IPv4. 0, or -1 if neither. */
+int gw_addr_from_sockaddr(const struct sockaddr *sa, struct gw_addr *out);
+
+/* One X-Forwarded-For entry: an address, optionally bracketed, spaces around it ignored. */
+int gw_addr_parse(const char *text, size_t len, struct gw_addr *out);
+
+bool gw_cidrs_contain(const struct config_cidrs *cidrs, const struct gw_addr *addr);
+
+/* The client behind `peer`, given every X-Forwarded-For value joined by "," (or NULL). */
+struct gw_addr gw_client_addr(const struct gw_addr *peer, const char *forwarded_for,
+                              const struct config_cidrs *trusted);
+
+/* The ip key of `addr`, IPv6 cut to `ipv6_prefix_len` bits. */
+void gw_ip_key(const struct gw_addr *addr, unsigned ipv6_prefix_len, char out[GW_KEY_LEN]);
+
+/* The key for `value` of a header or query parameter (`kind` "header" or "query"). */
+void gw_value_key(const char *kind, const char *value, char out[GW_KEY_LEN]);
+
+#endif
