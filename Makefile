@@ -42,13 +42,16 @@ deps:
 
 build/obj/%.o: %.c | build/.deps-ok
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC  $@"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 build/asan/%.o: %.c | build/.deps-ok
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(ASAN) -MMD -MP -c $< -o $@
+	@echo "  CC  $@"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) $(ASAN) -MMD -MP -c $< -o $@
 build/tsan/%.o: %.c | build/.deps-ok
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(TSAN) -MMD -MP -c $< -o $@
+	@echo "  CC  $@"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) $(TSAN) -MMD -MP -c $< -o $@
 
 build/sluice: $(call objs,build/obj,$(SLUICE_SRC))
 	$(CC) $(CFLAGS) $^ $(GATEWAY_LIBS) -o $@

@@ -578,7 +578,7 @@ struct gw_server *gw_server_start(const struct config *config, char err[GW_ERR_L
     if (addr->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        flags, listen->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, addr->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)config->server.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,

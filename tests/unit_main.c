@@ -2,9 +2,29 @@
  * this to pick the concurrency suites). Exits non-zero on any failure. */
 #include <CUnit/Basic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "limiter/helpers.h"
+#include "unit.h"
+
+CU_pSuite add_suite(const char *name)
+{
+    CU_pSuite suite = CU_add_suite(name, NULL, NULL);
+
+    if (suite == NULL) {
+        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+        exit(2);
+    }
+    return suite;
+}
+
+void add_test(CU_pSuite suite, const char *name, CU_TestFunc test)
+{
+    if (CU_add_test(suite, name, test) == NULL) {
+        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+        exit(2);
+    }
+}
 
 int main(int argc, char **argv)
 {
@@ -22,6 +42,12 @@ int main(int argc, char **argv)
     register_fixed_window_tests();
     register_sliding_window_log_tests();
     register_sliding_window_counter_tests();
+    register_units_tests();
+    register_load_tests();
+    register_routes_tests();
+    register_keys_tests();
+    register_headers_tests();
+    register_respond_tests();
 
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)

@@ -88,22 +88,3 @@ void check_bucket_contract(const char *algorithm)
 
     limiter_free(l);
 }
-
-CU_pSuite add_suite(const char *name)
-{
-    CU_pSuite suite = CU_add_suite(name, NULL, NULL);
-
-    if (suite == NULL) {
-        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
-        exit(2);
-    }
-    return suite;
-}
-
-void add_test(CU_pSuite suite, const char *name, CU_TestFunc test)
-{
-    if (CU_add_test(suite, name, test) == NULL) {
-        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
-        exit(2);
-    }
-}

@@ -1,11 +1,11 @@
-/* Shared by the limiter's CUnit tests: a hand-stepped clock, short constructors, and one
- * register function per test file, all called by tests/unit_main.c. */
+/* Shared by the limiter's CUnit tests: a hand-stepped clock and short constructors. */
 #ifndef SLUICE_TESTS_LIMITER_HELPERS_H
 #define SLUICE_TESTS_LIMITER_HELPERS_H
 
 #include <CUnit/CUnit.h>
 #include <stdint.h>
 
+#include "../unit.h"
 #include "limiter.h"
 
 #define MS(n)  ((int64_t)(n) * 1000000)
@@ -29,16 +29,5 @@ unsigned count_allowed(struct limiter *limiter, const char *client_id, int64_t n
 /* The token bucket's contract, which gcra shares: burst, refill, cap, retry, remaining, a
  * clock standing still or going back. */
 void check_bucket_contract(const char *algorithm);
-
-CU_pSuite add_suite(const char *name);
-void add_test(CU_pSuite suite, const char *name, CU_TestFunc test);
-
-void register_limiter_tests(void);
-void register_table_tests(void);
-void register_token_bucket_tests(void);
-void register_gcra_tests(void);
-void register_fixed_window_tests(void);
-void register_sliding_window_log_tests(void);
-void register_sliding_window_counter_tests(void);
 
 #endif

@@ -1,0 +1,174 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../unit.h"
+#include "config.h"
+
+static char path[64];
+
+/* Writes `yaml` to a temporary file and loads it; `*errors` gets the error text, if any. */
+static struct config *load_text(const char *yaml, char **errors)
+{
+    int fd;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/tmp/sluice-test-XXXXXX");
+    fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    f = fdopen(fd, "w");
+    fputs(yaml, f);
+    fclose(f);
+    return config_load(path, errors);
+}
+
+/* Loading `yaml` fails with an error at `line`:`col` that contains `fragment`. */
+static void expect_error(const char *yaml, int line, int col, const char *fragment)
+{
+    char *errors = NULL, where[96];
+    struct config *config = load_text(yaml, &errors);
+
+    CU_ASSERT_PTR_NULL(config);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(errors);
+    snprintf(where, sizeof where, "%s:%d:%d: ", path, line, col);
+    if (strstr(errors, where) == NULL || strstr(errors, fragment) == NULL)
+        fprintf(stderr, "\nexpected %s...%s in:\n%s", where, fragment, errors);
+    CU_ASSERT_PTR_NOT_NULL(strstr(errors, where));
+    CU_ASSERT_PTR_NOT_NULL(strstr(errors, fragment));
+    config_free(config);
+    free(errors);
+    unlink(path);
+}
+
+#define ROUTE_HEAD "routes:\n  - name: api\n    match: {path_prefix: /api/}\n" \
+                   "    upstream: \"http://127.0.0.1:9000\"\n"
+
+static void test_example_loads(void)
+{
+    char *errors = NULL;
+    struct config *c = config_load("config/sluice.yaml", &errors);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_STRING_EQUAL(c->server.listen.host, "127.0.0.1");
+    CU_ASSERT_EQUAL(c->server.listen.port, 8080);
+    CU_ASSERT_EQUAL(c->server.max_body, 10 << 20);
+    CU_ASSERT_EQUAL(c->n_routes, 2);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].name, "api");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].methods[0], "GET");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].methods[1], "POST");
+    CU_ASSERT_PTR_NULL(c->routes[0].methods[2]);
+    CU_ASSERT_EQUAL(c->routes[0].key_kind, CONFIG_KEY_HEADER);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].key_name, "X-API-Key");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].limit.algorithm, "token_bucket");
+    CU_ASSERT_EQUAL(c->routes[0].limit.requests, 10);
+    CU_ASSERT_EQUAL(c->routes[0].limit.per_ns, 60000000000);
+    CU_ASSERT_EQUAL(c->routes[0].limit.burst, 5);
+    CU_ASSERT_STRING_EQUAL(c->routes[1].upstream, "http://127.0.0.1:9000");
+    CU_ASSERT_EQUAL(c->routes[1].exempt.n, 1);
+    config_free(c);
+}
+
+static void test_defaults_and_upstream_parts(void)
+{
+    char *errors = NULL;
+    struct config *c = load_text("routes:\n  - name: r\n    match: {path_prefix: /}\n"
+                                 "    upstream: \"https://api.example.com/base/\"\n",
+                                 &errors);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_STRING_EQUAL(c->server.listen.host, "127.0.0.1");
+    CU_ASSERT_EQUAL(c->server.listen.port, 8080);
+    CU_ASSERT_EQUAL(c->server.max_connections, 1024);
+    CU_ASSERT_EQUAL(c->max_clients, 100000);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].upstream, "https://api.example.com:443");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].upstream_base_path, "/base");
+    CU_ASSERT_EQUAL(c->routes[0].timeout_ns, 30000000000);
+    CU_ASSERT_EQUAL(c->routes[0].connect_timeout_ns, 2000000000);
+    CU_ASSERT_EQUAL(c->routes[0].key_kind, CONFIG_KEY_IP);
+    CU_ASSERT_EQUAL(c->routes[0].ipv6_prefix_len, 64);
+    CU_ASSERT_FALSE(c->routes[0].has_limit);
+    CU_ASSERT_TRUE(c->routes[0].tls_verify);
+    CU_ASSERT_PTR_NULL(c->routes[0].methods);
+    config_free(c);
+    unlink(path);
+}
+
+static void test_errors_are_positioned(void)
+{
+    expect_error("server:\n  listen: \"127.0.0.1:8080\"\n  colour: blue\n" ROUTE_HEAD, 3, 3,
+                 "unknown key \"colour\"");
+    expect_error("server:\n  max_connections: lots\n" ROUTE_HEAD, 2, 20,
+                 "max_connections: \"lots\" is not a whole number");
+    expect_error("server:\n  max_connections: [1]\n" ROUTE_HEAD, 2, 20,
+                 "expected a single value, found a list");
+    expect_error("server:\n  client_timeout: 10 minutes\n" ROUTE_HEAD, 2, 19,
+                 "is not a duration");
+    expect_error("server:\n  listen: 8080\n" ROUTE_HEAD, 2, 11, "is not host:port");
+    expect_error(ROUTE_HEAD "  - name: api\n    match: {path_prefix: /}\n"
+                            "    upstream: \"http://127.0.0.1:9000\"\n",
+                 5, 11, "route \"api\" is defined twice");
+    expect_error(ROUTE_HEAD "    limit: {algorithm: leaky_bucket, requests: 1, per: 1s}\n", 5, 24,
+                 "unknown \"leaky_bucket\"");
+    expect_error(ROUTE_HEAD "    limit:\n      algorithm: fixed_window\n      requests: 10\n"
+                            "      per: 1m\n      burst: 5\n",
+                 9, 14, "burst applies to token_bucket and gcra only");
+    expect_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 0, per: 1s}\n", 5, 40,
+                 "requests: \"0\" is not a whole number from 1");
+    expect_error(ROUTE_HEAD "    limit: {algorithm: gcra, per: 1s}\n", 5, 12,
+                 "algorithm, requests and per are all required");
+    expect_error(ROUTE_HEAD "    key: cookie:session\n", 5, 10, "expected ip, header:NAME");
+    expect_error(ROUTE_HEAD "    exempt: [\"10.0.0.0/99\"]\n", 5, 14, "is not an address");
+    expect_error(ROUTE_HEAD "    dry_run: yes\n", 5, 14, "expected true or false");
+    expect_error("routes:\n  - name: a\n    match: {path_prefix: api}\n"
+                 "    upstream: \"ftp://x\"\n",
+                 3, 26, "path_prefix: must start with /");
+    expect_error("routes:\n  - name: a\n    match: {path_prefix: /}\n"
+                 "    upstream: \"ftp://x\"\n",
+                 4, 15, "scheme must be http or https");
+    expect_error("routes:\n  - name: a\n    match: {path_prefix: /}\n", 2, 5,
+                 "upstream is required");
+    expect_error("routes:\n  - name: a b\n    match: {path_prefix: /}\n"
+                 "    upstream: \"http://x:1\"\n",
+                 2, 11, "may hold only letters");
+    expect_error("server: {}\n", 1, 1, "at least one route is required");
+    expect_error("routes: [\n", 2, 1, "YAML syntax");
+    expect_error("", 1, 1, "empty");
+}
+
+/* Every problem is reported, not just the first. */
+static void test_all_errors_reported(void)
+{
+    char *errors = NULL;
+    struct config *c = load_text("server:\n  bogus: 1\n  drain_timeout: soon\n" ROUTE_HEAD
+                                 "    timeout: never\n",
+                                 &errors);
+    int lines = 0;
+
+    CU_ASSERT_PTR_NULL(c);
+    for (char *p = errors; p != NULL && *p != '\0'; p = strchr(p, '\n') + 1)
+        lines++;
+    CU_ASSERT_EQUAL(lines, 3);
+    free(errors);
+    unlink(path);
+}
+
+static void test_missing_file(void)
+{
+    char *errors = NULL;
+
+    CU_ASSERT_PTR_NULL(config_load("/nonexistent/sluice.yaml", &errors));
+    CU_ASSERT_PTR_NOT_NULL(strstr(errors, "/nonexistent/sluice.yaml: cannot read"));
+    free(errors);
+}
+
+void register_load_tests(void)
+{
+    CU_pSuite s = add_suite("config_load");
+
+    add_test(s, "the shipped example loads", test_example_loads);
+    add_test(s, "defaults, and the upstream's parts", test_defaults_and_upstream_parts);
+    add_test(s, "each problem is FILE:LINE:COL", test_errors_are_positioned);
+    add_test(s, "every problem is reported", test_all_errors_reported);
+    add_test(s, "a missing file is an error", test_missing_file);
+}

@@ -1,0 +1,249 @@
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+struct proc upstream;
+
+void sleep_ms(int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
+
+    nanosleep(&t, NULL);
+}
+
+int start_upstream(void)
+{
+    int out[2];
+    FILE *f;
+    char line[128];
+
+    if (pipe(out) != 0)
+        return -1;
+    upstream.pid = fork();
+    if (upstream.pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        execl("build/test_upstream", "test_upstream", "127.0.0.1:0", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    f = fdopen(out[0], "r");
+    if (f == NULL || fgets(line, sizeof line, f) == NULL ||
+        sscanf(line, "listening on 127.0.0.1:%u", &upstream.port) != 1) {
+        fprintf(stderr, "test_upstream did not start\n");
+        return -1;
+    }
+    /* Kept open: the upstream writes nothing more, and closing could SIGPIPE it. */
+    return 0;
+}
+
+void stop_upstream(void)
+{
+    if (upstream.pid > 0) {
+        kill(upstream.pid, SIGKILL);
+        waitpid(upstream.pid, NULL, 0);
+        upstream.pid = 0;
+    }
+}
+
+char *read_log(const struct proc *p)
+{
+    FILE *f = fopen(p->log_path, "r");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    int c;
+
+    while (f != NULL && (c = fgetc(f)) != EOF)
+        fputc(c, out);
+    if (f != NULL)
+        fclose(f);
+    fclose(out);
+    return text;
+}
+
+int start_sluice(struct proc *p, const char *yaml, ...)
+{
+    va_list ap;
+    FILE *f;
+    int fd;
+
+    memset(p, 0, sizeof *p);
+    snprintf(p->config_path, sizeof p->config_path, "/tmp/sluice-it-XXXXXX");
+    fd = mkstemp(p->config_path);
+    f = fdopen(fd, "w");
+    va_start(ap, yaml);
+    vfprintf(f, yaml, ap);
+    va_end(ap);
+    fclose(f);
+    snprintf(p->log_path, sizeof p->log_path, "%s.log", p->config_path);
+
+    p->pid = fork();
+    if (p->pid == 0) {
+        int log = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+        dup2(log, STDERR_FILENO);
+        execl("build/sluice", "sluice", "-c", p->config_path, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 500; i++) {
+        char *log = read_log(p), *at = log ? strstr(log, "listening on ") : NULL;
+        int status;
+
+        if (at != NULL && sscanf(strrchr(at, ':') + 1, "%u", &p->port) == 1) {
+            free(log);
+            return 0;
+        }
+        free(log);
+        if (waitpid(p->pid, &status, WNOHANG) == p->pid)
+            break;
+        sleep_ms(10);
+    }
+    {
+        char *log = read_log(p);
+
+        fprintf(stderr, "sluice did not start; its log:\n%s\n", log ? log : "");
+        free(log);
+    }
+    stop_sluice(p, 100);
+    return -1;
+}
+
+int stop_sluice(struct proc *p, int wait_ms)
+{
+    int status;
+
+    if (p->pid <= 0)
+        return -1;
+    kill(p->pid, SIGTERM);
+    for (int waited = 0; waited <= wait_ms; waited += 10) {
+        if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+            p->pid = 0;
+            unlink(p->config_path);
+            unlink(p->log_path);
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        sleep_ms(10);
+    }
+    kill(p->pid, SIGKILL);
+    waitpid(p->pid, NULL, 0);
+    p->pid = 0;
+    return -1;
+}
+
+static size_t collect(char *data, size_t size, size_t n, void *cls)
+{
+    FILE *out = cls;
+
+    return fwrite(data, size, n, out);
+}
+
+int http(unsigned port, const char *method, const char *target, const char *const *headers,
+         const char *body, struct reply *out)
+{
+    CURL *curl = curl_easy_init();
+    struct curl_slist *list = NULL;
+    char url[4096];
+    size_t head_len = 0;
+    FILE *head, *content;
+    CURLcode rc;
+
+    memset(out, 0, sizeof *out);
+    head = open_memstream(&out->head, &head_len);
+    content = open_memstream(&out->body, &out->body_len);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", port, target);
+    for (const char *const *h = headers; h != NULL && *h != NULL; h++)
+        list = curl_slist_append(list, *h);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+    if (body != NULL)
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, head);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, content);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 30L);
+    rc = curl_easy_perform(curl);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out->status);
+    curl_easy_getinfo(curl, CURLINFO_TOTAL_TIME, &out->seconds);
+    fclose(head);
+    fclose(content);
+    curl_slist_free_all(list);
+    curl_easy_cleanup(curl);
+    return rc == CURLE_OK ? 0 : -1;
+}
+
+void reply_free(struct reply *r)
+{
+    free(r->head);
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+const char *header(const struct reply *r, const char *name)
+{
+    static char value[1024];
+    size_t len = strlen(name);
+
+    for (const char *line = r->head; line != NULL && *line != '\0';) {
+        const char *eol = strstr(line, "\r\n");
+
+        if (eol == NULL)
+            break;
+        if (strncasecmp(line, name, len) == 0 && line[len] == ':') {
+            const char *v = line + len + 1;
+
+            while (*v == ' ')
+                v++;
+            snprintf(value, sizeof value, "%.*s", (int)(eol - v), v);
+            return value;
+        }
+        line = eol + 2;
+    }
+    return NULL;
+}
+
+void upstream_stats(unsigned long *requests, unsigned long *connections)
+{
+    struct reply r;
+
+    /* Directly to the upstream, so it counts itself. */
+    http(upstream.port, "GET", "/stats", NULL, NULL, &r);
+    if (r.body == NULL || sscanf(r.body, "requests %lu\nconnections %lu", requests, connections) != 2)
+        *requests = *connections = 0;
+    reply_free(&r);
+}
+
+CU_pSuite add_suite_with(const char *name, CU_InitializeFunc init, CU_CleanupFunc clean)
+{
+    CU_pSuite suite = CU_add_suite(name, init, clean);
+
+    if (suite == NULL) {
+        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+        exit(2);
+    }
+    return suite;
+}
+
+void add_test(CU_pSuite suite, const char *name, CU_TestFunc test)
+{
+    if (CU_add_test(suite, name, test) == NULL) {
+        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+        exit(2);
+    }
+}

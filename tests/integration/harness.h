@@ -1,0 +1,66 @@
+/*
+ * Integration harness: starts the real build/sluice and build/test_upstream on loopback ports
+ * they pick themselves (port 0, read back from their "listening on" line), and talks to them
+ * with libcurl.
+ */
+#ifndef SLUICE_TESTS_HARNESS_H
+#define SLUICE_TESTS_HARNESS_H
+
+#include <CUnit/CUnit.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct proc {
+    pid_t pid;
+    unsigned port;
+    char log_path[80]; /* sluice's stderr */
+    char config_path[64];
+};
+
+/* The shared test upstream, started by the suites' init. */
+extern struct proc upstream;
+int start_upstream(void);
+void stop_upstream(void);
+
+/* Writes `yaml` (a printf format; "%1$u" is the upstream's port) to a file and starts
+ * sluice on it. 0, or -1 if it did not come up (its log is printed). */
+int start_sluice(struct proc *p, const char *yaml, ...);
+
+/* SIGTERM, then waits up to `wait_ms`; returns the exit status, or -1 (then it is killed). */
+int stop_sluice(struct proc *p, int wait_ms);
+
+/* The whole of sluice's log so far; the caller frees it. */
+char *read_log(const struct proc *p);
+
+struct reply {
+    long status;
+    char *head;  /* the response head, lines as received */
+    char *body;
+    size_t body_len;
+    double seconds;
+};
+
+/* One request to 127.0.0.1:`port`. `headers` is NULL-terminated (or NULL); `body` may be
+ * NULL. 0, or -1 on a transport error (status then 0). */
+int http(unsigned port, const char *method, const char *target, const char *const *headers,
+         const char *body, struct reply *out);
+void reply_free(struct reply *r);
+
+/* The value of header `name` in `r` (a static copy), or NULL. */
+const char *header(const struct reply *r, const char *name);
+
+/* Counters of the test upstream: requests (but these looks) and connections since it
+ * started. */
+void upstream_stats(unsigned long *requests, unsigned long *connections);
+
+void sleep_ms(int ms);
+
+CU_pSuite add_suite_with(const char *name, CU_InitializeFunc init, CU_CleanupFunc clean);
+void add_test(CU_pSuite suite, const char *name, CU_TestFunc test);
+
+void register_proxy_tests(void);
+void register_limits_tests(void);
+void register_cli_tests(void);
+
+#endif

@@ -1,0 +1,38 @@
+/* Runs the integration suites against the real binaries in build/. Exits non-zero on any
+ * failure. */
+#include <CUnit/Basic.h>
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+int main(int argc, char **argv)
+{
+    const char *only = argc > 1 ? argv[1] : NULL;
+    unsigned failures;
+
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (start_upstream() != 0)
+        return 2;
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    register_proxy_tests();
+    register_limits_tests();
+    register_cli_tests();
+    for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
+        if (only != NULL && strstr(s->pName, only) == NULL)
+            CU_set_suite_active(s, CU_FALSE);
+
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    failures = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    if (CU_get_number_of_tests_run() == 0)
+        failures = 1;
+    CU_cleanup_registry();
+    stop_upstream();
+    curl_global_cleanup();
+    return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,145 @@
+/* The command line and the process: --check, --version, --help, a taken port, SIGTERM. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* Runs build/sluice with `args` (a shell fragment); returns its exit code, output in `out`. */
+static int run(const char *args, char *out, size_t out_len)
+{
+    char command[512];
+    FILE *p;
+    size_t n;
+    int status;
+
+    snprintf(command, sizeof command, "build/sluice %s 2>&1", args);
+    p = popen(command, "r");
+    n = fread(out, 1, out_len - 1, p);
+    out[n] = '\0';
+    status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_check(void)
+{
+    char out[4096];
+
+    CU_ASSERT_EQUAL(run("--check -c config/sluice.yaml", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "OK"));
+    write_file("/tmp/sluice-it-bad.yaml", "server:\n  listen: nowhere\n  colour: red\n"
+                                          "routes:\n  - name: a\n    match: {path_prefix: /}\n"
+                                          "    upstream: \"http://127.0.0.1:1\"\n"
+                                          "    limit: {algorithm: magic, requests: 1, per: 1s}\n");
+    CU_ASSERT_EQUAL(run("--check -c /tmp/sluice-it-bad.yaml", out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-bad.yaml:2:11: listen:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-bad.yaml:3:3: server: unknown key"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-bad.yaml:8:24: algorithm: unknown"));
+    /* Running on an invalid file fails the same way, before listening. */
+    CU_ASSERT_EQUAL(run("-c /tmp/sluice-it-bad.yaml", out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-bad.yaml:2:11:"));
+    unlink("/tmp/sluice-it-bad.yaml");
+    CU_ASSERT_EQUAL(run("--check -c /nonexistent.yaml", out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot read"));
+}
+
+static void test_version_help_usage(void)
+{
+    char out[4096];
+
+    CU_ASSERT_EQUAL(run("--version", out, sizeof out), 0);
+    CU_ASSERT_EQUAL(strncmp(out, "sluice ", 7), 0);
+    CU_ASSERT_EQUAL(run("--help", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--check"));
+    CU_ASSERT_EQUAL(run("", out, sizeof out), 2);
+    CU_ASSERT_EQUAL(run("--bogus", out, sizeof out), 2);
+}
+
+static void test_port_taken(void)
+{
+    struct proc first;
+    char yaml[512], out[4096];
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&first,
+                                       "server: {listen: \"127.0.0.1:0\"}\nroutes:\n"
+                                       "  - name: a\n    match: {path_prefix: /}\n"
+                                       "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                                       upstream.port),
+                          0);
+    snprintf(yaml, sizeof yaml,
+             "server: {listen: \"127.0.0.1:%u\"}\nroutes:\n  - name: a\n"
+             "    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:1\"\n",
+             first.port);
+    write_file("/tmp/sluice-it-taken.yaml", yaml);
+    CU_ASSERT_EQUAL(run("-c /tmp/sluice-it-taken.yaml", out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot listen on 127.0.0.1:"));
+    unlink("/tmp/sluice-it-taken.yaml");
+    CU_ASSERT_EQUAL(stop_sluice(&first, 5000), 0);
+}
+
+struct slow_call {
+    unsigned port;
+    long status;
+};
+
+static void *slow_request(void *arg)
+{
+    struct slow_call *call = arg;
+    struct reply r;
+
+    http(call->port, "GET", "/slow?ms=1000", NULL, NULL, &r);
+    call->status = r.status;
+    reply_free(&r);
+    return NULL;
+}
+
+/* SIGTERM: the listener closes at once, the request in flight still completes, exit 0. */
+static void test_sigterm_drains(void)
+{
+    struct proc gw;
+    struct slow_call call;
+    pthread_t thread;
+    struct reply r;
+    char *log;
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw,
+                                       "server: {listen: \"127.0.0.1:0\", drain_timeout: 5s}\n"
+                                       "routes:\n  - name: a\n    match: {path_prefix: /}\n"
+                                       "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                                       upstream.port),
+                          0);
+    call.port = gw.port;
+    pthread_create(&thread, NULL, slow_request, &call);
+    sleep_ms(300);
+    kill(gw.pid, SIGTERM);
+    sleep_ms(200);
+    CU_ASSERT_EQUAL(http(gw.port, "GET", "/status/200", NULL, NULL, &r), -1); /* refused */
+    reply_free(&r);
+    pthread_join(thread, NULL);
+    CU_ASSERT_EQUAL(call.status, 200);
+    log = read_log(&gw);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "draining"));
+    free(log);
+    CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+}
+
+void register_cli_tests(void)
+{
+    CU_pSuite s = add_suite_with("cli", NULL, NULL);
+
+    add_test(s, "--check names every problem", test_check);
+    add_test(s, "--version, --help and bad usage", test_version_help_usage);
+    add_test(s, "a taken port is a clear error", test_port_taken);
+    add_test(s, "SIGTERM drains requests in flight", test_sigterm_drains);
+}

@@ -1,0 +1,232 @@
+/* Forwarding: what reaches the upstream and what comes back. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static struct proc gw;
+
+static const char config[] =
+    "server:\n  listen: \"127.0.0.1:0\"\n  max_body: 4KiB\n"
+    "routes:\n"
+    "  - name: based\n    match: {path_prefix: /based/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u/base/\"\n"
+    "  - name: slow\n    match: {path_prefix: /slow}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    timeout: 300ms\n"
+    "  - name: dead\n    match: {path_prefix: /dead/}\n"
+    "    upstream: \"http://127.0.0.1:1\"\n"
+    "  - name: only-get\n    match: {path_prefix: /get-only/, methods: [GET]}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "  - name: main\n    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:%1$u\"\n";
+
+static int init(void)
+{
+    return start_sluice(&gw, config, upstream.port);
+}
+
+static int clean(void)
+{
+    return stop_sluice(&gw, 5000) == 0 ? 0 : -1;
+}
+
+static void test_request_passes_byte_for_byte(void)
+{
+    const char *headers[] = {"X-Custom: one", "X-Empty;", "Connection: X-Drop", "X-Drop: 1",
+                             "Keep-Alive: 5", "Content-Type: text/x-test", NULL};
+    struct reply r;
+    char host[64];
+
+    CU_ASSERT_EQUAL(http(gw.port, "PUT", "/a%2Fb/./c/../d?q=%41&q=b+c&&x", headers, "hello", &r),
+                    0);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "method PUT\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "target /a%2Fb/./c/../d?q=%41&q=b+c&&x\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "header X-Custom: one\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "header X-Empty:\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "header Content-Type: text/x-test\n"));
+    CU_ASSERT_PTR_NULL(strstr(r.body, "X-Drop"));
+    CU_ASSERT_PTR_NULL(strstr(r.body, "Keep-Alive"));
+    CU_ASSERT_PTR_NULL(strstr(r.body, "Expect"));
+    snprintf(host, sizeof host, "header Host: 127.0.0.1:%u\n", gw.port);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, host));
+    snprintf(host, sizeof host, "header X-Forwarded-Host: 127.0.0.1:%u\n", gw.port);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, host));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "header X-Forwarded-For: 127.0.0.1\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "header X-Forwarded-Proto: http\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "body 5\nhello"));
+    reply_free(&r);
+}
+
+static void test_forwarded_for_is_appended(void)
+{
+    const char *headers[] = {"X-Forwarded-For: 192.0.2.1", "Accept:", NULL};
+    struct reply r;
+
+    http(gw.port, "GET", "/echo", headers, NULL, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "header X-Forwarded-For: 192.0.2.1, 127.0.0.1\n"));
+    CU_ASSERT_PTR_NULL(strstr(r.body, "Accept:")); /* libcurl added none of its own */
+    reply_free(&r);
+}
+
+static void test_base_path_and_methods(void)
+{
+    struct reply r;
+
+    http(gw.port, "GET", "/based/x?y", NULL, NULL, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "target /base/based/x?y\n"));
+    reply_free(&r);
+    http(gw.port, "POST", "/get-only/x", NULL, "", &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "method POST\n")); /* fell through to main */
+    reply_free(&r);
+}
+
+static void test_status_and_response_headers(void)
+{
+    struct reply r;
+
+    http(gw.port, "GET", "/status/418", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 418);
+    CU_ASSERT_STRING_EQUAL(header(&r, "X-Upstream"), "test");
+    CU_ASSERT_STRING_EQUAL(r.body, "status 418\n");
+    CU_ASSERT_PTR_NULL(header(&r, "RateLimit")); /* no limit on this route */
+    reply_free(&r);
+    http(gw.port, "GET", "/hop", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_STRING_EQUAL(header(&r, "X-Kept"), "yes");
+    CU_ASSERT_PTR_NULL(header(&r, "X-Secret"));
+    CU_ASSERT_PTR_NULL(header(&r, "Keep-Alive"));
+    CU_ASSERT_PTR_NULL(header(&r, "Proxy-Authenticate"));
+    CU_ASSERT_PTR_NULL(header(&r, "Upgrade"));
+    reply_free(&r);
+    http(gw.port, "HEAD", "/bytes?n=1234", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_STRING_EQUAL(header(&r, "Content-Length"), "1234");
+    reply_free(&r);
+}
+
+static void test_bodies_stream(void)
+{
+    struct reply r;
+
+    CU_ASSERT_EQUAL(http(gw.port, "GET", "/bytes?n=30000000", NULL, NULL, &r), 0);
+    CU_ASSERT_EQUAL(r.body_len, 30000000);
+    CU_ASSERT_STRING_EQUAL(header(&r, "Content-Length"), "30000000");
+    reply_free(&r);
+    CU_ASSERT_EQUAL(http(gw.port, "GET", "/chunked?n=5000000", NULL, NULL, &r), 0);
+    CU_ASSERT_EQUAL(r.body_len, 5000000);
+    reply_free(&r);
+}
+
+/* A cut upstream body reaches the client cut (an error for it), and the gateway goes on. */
+static void test_truncated_upstream_body(void)
+{
+    struct reply r;
+    char *log;
+
+    CU_ASSERT_EQUAL(http(gw.port, "GET", "/cut?n=100000", NULL, NULL, &r), -1);
+    CU_ASSERT_TRUE(r.body_len < 200000);
+    reply_free(&r);
+    log = read_log(&gw);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "upstream body cut short"));
+    free(log);
+    CU_ASSERT_EQUAL(http(gw.port, "GET", "/status/200", NULL, NULL, &r), 0);
+    CU_ASSERT_EQUAL(r.status, 200);
+    reply_free(&r);
+}
+
+static void test_502_and_504(void)
+{
+    struct reply r;
+
+    http(gw.port, "GET", "/dead/x", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 502);
+    CU_ASSERT_STRING_EQUAL(header(&r, "Content-Type"), "application/problem+json");
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"status\":502"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"route\":\"dead\""));
+    reply_free(&r);
+    http(gw.port, "GET", "/slow?ms=3000", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 504);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"status\":504"));
+    CU_ASSERT_TRUE(r.seconds < 2.5);
+    reply_free(&r);
+    http(gw.port, "GET", "/slow?ms=10", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    reply_free(&r);
+}
+
+static void test_too_large_body(void)
+{
+    char *big = malloc(8193);
+    unsigned long before, after, connections;
+    struct reply r;
+
+    memset(big, 'b', 8192);
+    big[8192] = '\0';
+    upstream_stats(&before, &connections);
+    http(gw.port, "POST", "/echo", NULL, big, &r);
+    CU_ASSERT_EQUAL(r.status, 413);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"status\":413"));
+    reply_free(&r);
+    upstream_stats(&after, &connections);
+    CU_ASSERT_EQUAL(after, before);
+    big[4096] = '\0'; /* exactly max_body passes */
+    http(gw.port, "POST", "/echo", NULL, big, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "body 4096\n"));
+    reply_free(&r);
+    free(big);
+}
+
+static void test_no_route_is_404(void)
+{
+    struct proc narrow;
+    struct reply r;
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&narrow,
+                                       "server: {listen: \"127.0.0.1:0\"}\nroutes:\n"
+                                       "  - name: api\n    match: {path_prefix: /api/}\n"
+                                       "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                                       upstream.port),
+                          0);
+    http(narrow.port, "GET", "/elsewhere", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 404);
+    CU_ASSERT_STRING_EQUAL(header(&r, "Content-Type"), "application/problem+json");
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"status\":404"));
+    reply_free(&r);
+    CU_ASSERT_EQUAL(stop_sluice(&narrow, 5000), 0);
+}
+
+/* Keep-alive clients, and new clients, reuse upstream connections. */
+static void test_upstream_connections_are_reused(void)
+{
+    unsigned long requests0, conns0, requests1, conns1;
+    struct reply r;
+
+    upstream_stats(&requests0, &conns0);
+    for (int i = 0; i < 20; i++) {
+        http(gw.port, "GET", "/status/204", NULL, NULL, &r); /* a new client connection each */
+        CU_ASSERT_EQUAL(r.status, 204);
+        reply_free(&r);
+    }
+    upstream_stats(&requests1, &conns1);
+    CU_ASSERT_EQUAL(requests1 - requests0, 20);
+    CU_ASSERT_TRUE(conns1 - conns0 <= 3); /* the stats lookups themselves take 2 */
+}
+
+void register_proxy_tests(void)
+{
+    CU_pSuite s = add_suite_with("proxy", init, clean);
+
+    add_test(s, "method, path, query, body and headers pass", test_request_passes_byte_for_byte);
+    add_test(s, "X-Forwarded-For is appended to", test_forwarded_for_is_appended);
+    add_test(s, "base path and methods", test_base_path_and_methods);
+    add_test(s, "status and response headers, hop-by-hop dropped",
+             test_status_and_response_headers);
+    add_test(s, "large and chunked bodies stream through", test_bodies_stream);
+    add_test(s, "a cut upstream body is cut for the client", test_truncated_upstream_body);
+    add_test(s, "502 when unreachable, 504 past timeout", test_502_and_504);
+    add_test(s, "bodies over max_body get 413, unforwarded", test_too_large_body);
+    add_test(s, "no route is 404", test_no_route_is_404);
+    add_test(s, "upstream connections are reused", test_upstream_connections_are_reused);
+}

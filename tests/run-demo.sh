@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# `make run`: the demo upstream on 127.0.0.1:9000, and sluice with config/sluice.yaml in front.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build/test_upstream 127.0.0.1:9000 >/dev/null &
+upstream=$!
+trap 'kill $upstream 2>/dev/null || true' EXIT
+trap 'exit 130' INT TERM
+
+cat <<'TEXT'
+sluice listens on http://127.0.0.1:8080, in front of a demo upstream on 127.0.0.1:9000
+(which echoes each request back). In another terminal, try:
+
+  curl -i http://127.0.0.1:8080/hello
+  curl -si -H 'X-API-Key: demo' 'http://127.0.0.1:8080/api/items?[1-6]' | grep -E '^(HTTP|Retry-After|RateLimit:)'
+
+The first is proxied; in the second, key "demo" spends its burst of 5 and the sixth gets 429.
+Edit config/sluice.yaml and restart to change the limits. Ctrl-C stops both.
+
+TEXT
+build/sluice -c config/sluice.yaml

@@ -1,0 +1,25 @@
+/* The unit test runner's registry: each test file exports one register function, and
+ * tests/unit_main.c calls them all. */
+#ifndef SLUICE_TESTS_UNIT_H
+#define SLUICE_TESTS_UNIT_H
+
+#include <CUnit/CUnit.h>
+
+CU_pSuite add_suite(const char *name);
+void add_test(CU_pSuite suite, const char *name, CU_TestFunc test);
+
+void register_limiter_tests(void);
+void register_table_tests(void);
+void register_token_bucket_tests(void);
+void register_gcra_tests(void);
+void register_fixed_window_tests(void);
+void register_sliding_window_log_tests(void);
+void register_sliding_window_counter_tests(void);
+void register_units_tests(void);
+void register_load_tests(void);
+void register_routes_tests(void);
+void register_keys_tests(void);
+void register_headers_tests(void);
+void register_respond_tests(void);
+
+#endif
