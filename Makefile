@@ -55,6 +55,8 @@ build/tsan/%.o: %.c | build/.deps-ok
 
 build/sluice: $(call objs,build/obj,$(SLUICE_SRC))
 	$(CC) $(CFLAGS) $^ $(GATEWAY_LIBS) -o $@
+build/asan/sluice: $(call objs,build/asan,$(SLUICE_SRC))
+	$(CC) $(CFLAGS) $(ASAN) $^ $(GATEWAY_LIBS) -o $@
 build/test_upstream: $(call objs,build/obj,tests/upstream/upstream.c)
 	$(CC) $(CFLAGS) $^ -o $@
 build/test_unit: $(call objs,build/obj,$(UNIT_SRC))
@@ -68,15 +70,18 @@ build/test_integration: $(call objs,build/obj,$(INTEG_SRC))
 build/limiter_bench: $(call objs,build/obj,$(BENCH_SRC))
 	$(CC) $(CFLAGS) $^ $(LIMITER_LIBS) -o $@
 
-# The unit suites plain, under ASan+UBSan, and the concurrency suites under TSan. Any
-# sanitizer report aborts its run and so fails the target.
-test: build/test_unit build/asan/test_unit build/tsan/test_unit build/sluice build/test_upstream \
-      build/test_integration
+# The unit suites plain, under ASan+UBSan, and the concurrency suites under TSan; then the
+# integration suites against build/sluice, and again against an ASan+UBSan build of it. Any
+# sanitizer report fails its run (the integration suites check that sluice exits 0).
+test: build/test_unit build/asan/test_unit build/tsan/test_unit build/sluice build/asan/sluice \
+      build/test_upstream build/test_integration
 	build/test_unit
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		build/asan/test_unit
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/test_unit concurrency
 	build/test_integration
+	SLUICE=build/asan/sluice ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		build/test_integration
 
 # A demo upstream and the gateway in front of it, with config/sluice.yaml.
 run: build/sluice build/test_upstream

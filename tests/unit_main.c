@@ -55,7 +55,8 @@ int main(int argc, char **argv)
 
     CU_basic_set_mode(CU_BRM_NORMAL);
     CU_basic_run_tests();
-    failures = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    failures = CU_get_number_of_failures() + CU_get_number_of_tests_failed() +
+               CU_get_run_summary()->nSuitesFailed;
     if (CU_get_number_of_tests_run() == 0) {
         fprintf(stderr, "no test ran\n");
         failures = 1;

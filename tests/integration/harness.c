@@ -73,6 +73,13 @@ char *read_log(const struct proc *p)
     return text;
 }
 
+const char *sluice_binary(void)
+{
+    const char *path = getenv("SLUICE");
+
+    return path != NULL && path[0] != '\0' ? path : "build/sluice";
+}
+
 int start_sluice(struct proc *p, const char *yaml, ...)
 {
     va_list ap;
@@ -94,7 +101,7 @@ int start_sluice(struct proc *p, const char *yaml, ...)
         int log = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
         dup2(log, STDERR_FILENO);
-        execl("build/sluice", "sluice", "-c", p->config_path, (char *)NULL);
+        execl(sluice_binary(), "sluice", "-c", p->config_path, (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 500; i++) {

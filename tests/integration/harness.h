@@ -1,5 +1,6 @@
 /*
- * Integration harness: starts the real build/sluice and build/test_upstream on loopback ports
+ * Integration harness: starts the real sluice ($SLUICE, default build/sluice) and
+ * build/test_upstream on loopback ports
  * they pick themselves (port 0, read back from their "listening on" line), and talks to them
  * with libcurl.
  */
@@ -22,6 +23,9 @@ struct proc {
 extern struct proc upstream;
 int start_upstream(void);
 void stop_upstream(void);
+
+/* The binary under test: $SLUICE, or build/sluice. */
+const char *sluice_binary(void);
 
 /* Writes `yaml` (a printf format; "%1$u" is the upstream's port) to a file and starts
  * sluice on it. 0, or -1 if it did not come up (its log is printed). */

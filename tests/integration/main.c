@@ -28,7 +28,8 @@ int main(int argc, char **argv)
 
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
-    failures = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    failures = CU_get_number_of_failures() + CU_get_number_of_tests_failed() +
+               CU_get_run_summary()->nSuitesFailed;
     if (CU_get_number_of_tests_run() == 0)
         failures = 1;
     CU_cleanup_registry();

@@ -8,7 +8,7 @@
 
 #include "harness.h"
 
-/* Runs build/sluice with `args` (a shell fragment); returns its exit code, output in `out`. */
+/* Runs sluice with `args` (a shell fragment); returns its exit code, output in `out`. */
 static int run(const char *args, char *out, size_t out_len)
 {
     char command[512];
@@ -16,7 +16,7 @@ static int run(const char *args, char *out, size_t out_len)
     size_t n;
     int status;
 
-    snprintf(command, sizeof command, "build/sluice %s 2>&1", args);
+    snprintf(command, sizeof command, "%s %s 2>&1", sluice_binary(), args);
     p = popen(command, "r");
     n = fread(out, 1, out_len - 1, p);
     out[n] = '\0';
