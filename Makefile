@@ -10,7 +10,8 @@ TSAN     := -O1 -fsanitize=thread
 
 # pkg-config names and the Debian packages that provide them
 PKGS := libmicrohttpd libcurl yaml-0.1 cunit libsodium
-DEBS := pkg-config libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcunit1-dev libsodium-dev
+DEBS := pkg-config libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcunit1-dev libsodium-dev \
+        openssl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Expanded when a recipe runs, after the dependency check has installed what was missing.
@@ -33,7 +34,8 @@ objs = $(patsubst %.c,$(1)/%.o,$(2))
 all: build/sluice build/test_upstream build/test_unit build/test_integration build/limiter_bench
 
 build/.deps-ok:
-	@pkg-config --exists $(PKGS) 2>/dev/null || $(MAKE) --no-print-directory deps
+	@(pkg-config --exists $(PKGS) && command -v openssl) >/dev/null 2>&1 || \
+		$(MAKE) --no-print-directory deps
 	@mkdir -p build && touch $@
 
 deps:

@@ -66,5 +66,6 @@ void add_test(CU_pSuite suite, const char *name, CU_TestFunc test);
 void register_proxy_tests(void);
 void register_limits_tests(void);
 void register_cli_tests(void);
+void register_upstreams_tests(void);
 
 #endif
