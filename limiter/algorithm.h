@@ -5,7 +5,8 @@
  * An algorithm file defines its concrete type with `struct limiter base` first, a static
  * `struct limiter_ops` and one constructor, which calls limiter_alloc() and then computes the
  * algorithm's derived constants. The ops run with the client's slot locked; `decide` changes
- * the state only when it allows (denied requests consume nothing), and `idle_at` gives the
+ * the state only when it allows and is asked to (denied requests consume nothing), and
+ * `idle_at` gives the
  * instant from which the state equals a fresh client's, which both reclaims idle slots and
  * yields the decision's reset time.
  */
@@ -22,9 +23,11 @@
 struct limiter_ops {
     const char *name;
     bool takes_burst;
-    /* Fills allowed, remaining and retry_after_ms; 0, or -1 with errno (ENOMEM). */
+    /* Fills allowed, remaining (as after this request) and retry_after_ms. Consumes quota
+     * only when allowed and `consume` is set; with it clear the state is left as it was, so
+     * several limits can be checked before any is charged. 0, or -1 with errno (ENOMEM). */
     int (*decide)(const struct limiter *self, union client_state *state, int64_t now_ns,
-                  struct limiter_decision *out);
+                  bool consume, struct limiter_decision *out);
     int64_t (*idle_at)(const struct limiter *self, const union client_state *state);
     void (*release)(union client_state *state); /* NULL when the state owns nothing */
 };

@@ -22,15 +22,18 @@ static int64_t current_window(const struct limiter *self, const union client_sta
 }
 
 static int decide(const struct limiter *self, union client_state *state, int64_t now_ns,
-                  struct limiter_decision *out)
+                  bool consume, struct limiter_decision *out)
 {
     uint32_t count;
     int64_t start = current_window(self, state, now_ns, &count);
 
     out->allowed = count < self->params.requests;
     if (out->allowed) {
-        state->fixed.window_start_ns = start;
-        state->fixed.count = ++count;
+        count++;
+        if (consume) {
+            state->fixed.window_start_ns = start;
+            state->fixed.count = count;
+        }
     } else {
         out->retry_after_ms = ms_ceil(start + self->params.per_ns - now_ns);
     }

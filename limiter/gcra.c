@@ -20,7 +20,7 @@ struct gcra {
 };
 
 static int decide(const struct limiter *self, union client_state *state, int64_t now_ns,
-                  struct limiter_decision *out)
+                  bool consume, struct limiter_decision *out)
 {
     const struct gcra *g = (const struct gcra *)self;
     int64_t tat = max_i64(state->gcra.tat_ns, now_ns) + g->interval_ns;
@@ -28,7 +28,8 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
 
     out->allowed = ahead <= g->tolerance_ns;
     if (out->allowed) {
-        state->gcra.tat_ns = tat;
+        if (consume)
+            state->gcra.tat_ns = tat;
         out->remaining = (uint64_t)((g->tolerance_ns - ahead) / g->interval_ns);
     } else {
         out->retry_after_ms = ms_ceil(ahead - g->tolerance_ns);

@@ -120,37 +120,69 @@ void limiter_free(struct limiter *limiter)
     free(limiter); /* the concrete type starts with the base, so this is its allocation */
 }
 
+static bool distinct(struct limiter *const *limiters, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (limiters[i] == limiters[j])
+                return false;
+    return true;
+}
+
+int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *client_id,
+                       int64_t now_ns, struct limiter_decision *out)
+{
+    struct client_slot *slots[LIMITER_MAX_PER_REQUEST];
+    bool all_allow = true;
+    int rc = 0;
+
+    if (out == NULL || limiters == NULL || n == 0 || n > LIMITER_MAX_PER_REQUEST) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        if (limiters[i] == NULL) {
+            errno = EINVAL;
+            return -1;
+        }
+        out[i].limit = limiters[i]->params.requests;
+    }
+    if (client_id == NULL || client_id[0] == '\0' || now_ns < 0 || now_ns > LIMITER_MAX_NOW_NS ||
+        !distinct(limiters, n)) {
+        errno = EINVAL;
+        return -1;
+    }
+
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key[2];
+
+        /* SipHash with a secret key: clients cannot aim their keys at one shard or chain, and
+         * a 128-bit digest makes two distinct ids sharing a state practically impossible. */
+        crypto_shorthash_siphashx24((unsigned char *)key, (const unsigned char *)client_id,
+                                    strlen(client_id), limiters[i]->hash_key);
+        slots[i] = limiter_table_lock_client(limiters[i]->clients, key, now_ns);
+    }
+    /* One limit needs no separate check: a denial charges nothing anyway. */
+    for (size_t i = 0; i < n && n > 1; i++) {
+        if (limiters[i]->ops->decide(limiters[i], &slots[i]->state, now_ns, false, &out[i]) != 0)
+            rc = -1;
+        all_allow &= out[i].allowed;
+    }
+    for (size_t i = 0; i < n && all_allow && rc == 0; i++)
+        if (limiters[i]->ops->decide(limiters[i], &slots[i]->state, now_ns, true, &out[i]) != 0)
+            rc = -1;
+    for (size_t i = 0; i < n; i++) {
+        out[i].reset_ms = ms_ceil(limiters[i]->ops->idle_at(limiters[i], &slots[i]->state) - now_ns);
+        limiter_table_unlock_client(slots[i], now_ns);
+    }
+    return rc;
+}
+
 int limiter_decide(struct limiter *limiter, const char *client_id, int64_t now_ns,
                    struct limiter_decision *out)
 {
-    uint64_t key[2];
-    struct client_slot *slot;
-    int64_t idle_at;
-    int rc;
-
-    if (out == NULL || limiter == NULL) {
-        errno = EINVAL;
-        return -1;
-    }
-    memset(out, 0, sizeof *out);
-    out->limit = limiter->params.requests;
-    if (client_id == NULL || client_id[0] == '\0' || now_ns < 0 || now_ns > LIMITER_MAX_NOW_NS) {
-        errno = EINVAL;
-        return -1;
-    }
-
-    /* SipHash with a secret key: clients cannot aim their keys at one shard or chain, and a
-     * 128-bit digest makes two distinct ids sharing a state practically impossible. */
-    crypto_shorthash_siphashx24((unsigned char *)key, (const unsigned char *)client_id,
-                                strlen(client_id), limiter->hash_key);
-
-    slot = limiter_table_lock_client(limiter->clients, key, now_ns);
-    rc = limiter->ops->decide(limiter, &slot->state, now_ns, out);
-    idle_at = limiter->ops->idle_at(limiter, &slot->state);
-    limiter_table_unlock_client(slot, now_ns);
-
-    out->reset_ms = ms_ceil(idle_at - now_ns);
-    return rc;
+    return limiter_decide_all(&limiter, 1, client_id, now_ns, out);
 }
 
 bool limiter_allow_request(struct limiter *limiter, const char *client_id)

@@ -92,6 +92,16 @@ void limiter_free(struct limiter *limiter);
 int limiter_decide(struct limiter *limiter, const char *client_id, int64_t now_ns,
                    struct limiter_decision *out);
 
+/* Several limits on one request, as one decision: the request is allowed only if every
+ * limiter allows it, and when any denies, none of them is charged. The client's state in
+ * every limiter is held locked (in array order) while they are checked and then charged, so
+ * concurrent requests cannot slip between the check and the charge. `limiters` must be
+ * distinct, at most LIMITER_MAX_PER_REQUEST; `out` receives one decision per limiter (on a
+ * denial, the allowing ones report as if charged). Returns as limiter_decide(). */
+#define LIMITER_MAX_PER_REQUEST 8
+int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *client_id,
+                       int64_t now_ns, struct limiter_decision *out);
+
 /* The single entry point of the classic design: true when the request may pass now. Invalid
  * arguments deny. */
 bool limiter_allow_request(struct limiter *limiter, const char *client_id);

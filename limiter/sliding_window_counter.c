@@ -68,7 +68,7 @@ static int64_t wait_in_window(int64_t per, int64_t elapsed, uint64_t prev, uint6
 }
 
 static int decide(const struct limiter *self, union client_state *state, int64_t now_ns,
-                  struct limiter_decision *out)
+                  bool consume, struct limiter_decision *out)
 {
     int64_t per = self->params.per_ns;
     uint64_t requests = self->params.requests;
@@ -78,9 +78,11 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     out->allowed = slack(self, &c) > 0;
     if (out->allowed) {
         c.curr++;
-        state->counter.window_start_ns = c.window_start_ns;
-        state->counter.curr_count = c.curr;
-        state->counter.prev_count = c.prev;
+        if (consume) {
+            state->counter.window_start_ns = c.window_start_ns;
+            state->counter.curr_count = c.curr;
+            state->counter.prev_count = c.prev;
+        }
     } else {
         int64_t wait = -1;
 

@@ -53,27 +53,30 @@ static int grow(const struct limiter *self, union client_state *state)
 }
 
 static int decide(const struct limiter *self, union client_state *state, int64_t now_ns,
-                  struct limiter_decision *out)
+                  bool consume, struct limiter_decision *out)
 {
     uint32_t requests = (uint32_t)self->params.requests;
 
-    expire(self, state, now_ns);
+    expire(self, state, now_ns); /* housekeeping, not consumption */
     out->allowed = state->log.count < requests;
     if (!out->allowed) {
         out->retry_after_ms = ms_ceil(oldest(state) + self->params.per_ns - now_ns);
         return 0;
     }
+    /* Room is made even when only checking, so that charging can no longer fail. */
     if (state->log.count == state->log.capacity && grow(self, state) != 0) {
         out->allowed = false;
         errno = ENOMEM;
         return -1;
     }
+    out->remaining = requests - state->log.count - 1;
+    if (!consume)
+        return 0;
     /* A clock that went back stamps the request no earlier than the last one, keeping the ring
      * in order; the request then leaves the window later, never sooner. */
     state->log.times_ns[(state->log.head + state->log.count) % state->log.capacity] =
         state->log.count > 0 ? max_i64(now_ns, newest(state)) : now_ns;
     state->log.count++;
-    out->remaining = requests - state->log.count;
     return 0;
 }
 

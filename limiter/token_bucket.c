@@ -33,7 +33,7 @@ static int64_t deficit_at(const struct token_bucket *tb, const union client_stat
 }
 
 static int decide(const struct limiter *self, union client_state *state, int64_t now_ns,
-                  struct limiter_decision *out)
+                  bool consume, struct limiter_decision *out)
 {
     const struct token_bucket *tb = (const struct token_bucket *)self;
     int64_t deficit = deficit_at(tb, state, now_ns);
@@ -41,9 +41,11 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     out->allowed = tb->capacity - deficit >= tb->token_credit;
     if (out->allowed) {
         deficit += tb->token_credit;
-        state->bucket.deficit = deficit;
-        /* Never move `last_ns` back: time already refilled must not refill twice. */
-        state->bucket.last_ns = max_i64(state->bucket.last_ns, now_ns);
+        if (consume) {
+            state->bucket.deficit = deficit;
+            /* Never move `last_ns` back: time already refilled must not refill twice. */
+            state->bucket.last_ns = max_i64(state->bucket.last_ns, now_ns);
+        }
     } else {
         /* Allowed once the refill since `last_ns` covers what is missing for one token. */
         int64_t missing = state->bucket.deficit + tb->token_credit - tb->capacity;

@@ -136,6 +136,41 @@ static void test_retry_after_is_exact(void)
     }
 }
 
+/* A burst limit and a daily limit together: a request passes only when both allow, and one
+ * denied by either charges neither. */
+static void test_several_limits_charge_together(void)
+{
+    struct limiter *burst = new_limiter("token_bucket", 3, SEC(1), 0, 0);
+    struct limiter *daily = new_limiter("fixed_window", 5, SEC(86400), 0, 0);
+    struct limiter *both[] = {burst, daily};
+    struct limiter_decision d[2];
+    unsigned allowed = 0;
+
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(limiter_decide_all(both, 2, "k", T0, d), 0);
+        allowed += d[0].allowed && d[1].allowed;
+    }
+    CU_ASSERT_EQUAL(allowed, 3);
+    CU_ASSERT_FALSE(d[0].allowed); /* the burst limit binds... */
+    CU_ASSERT_TRUE(d[1].allowed);  /* ...and the daily one was not charged: */
+    CU_ASSERT_EQUAL(d[1].remaining, 1);
+    CU_ASSERT_EQUAL(d[0].retry_after_ms, 334);
+
+    /* A second later the bucket is full again, but only 2 remain for the day. */
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(limiter_decide_all(both, 2, "k", T0 + SEC(1), d), 0);
+    CU_ASSERT_FALSE(d[1].allowed);
+    CU_ASSERT_TRUE(d[0].allowed);
+    /* The request the day refused left the bucket alone: it holds 1 token, not 0. */
+    CU_ASSERT_TRUE(decide_at(burst, "k", T0 + SEC(1)).allowed);
+    CU_ASSERT_FALSE(decide_at(burst, "k", T0 + SEC(1)).allowed);
+
+    CU_ASSERT_EQUAL(limiter_decide_all((struct limiter *[]){burst, burst}, 2, "k", T0, d), -1);
+    CU_ASSERT_EQUAL(limiter_decide_all(both, 0, "k", T0, d), -1);
+    limiter_free(burst);
+    limiter_free(daily);
+}
+
 void register_limiter_tests(void)
 {
     CU_pSuite s = add_suite("limiter");
@@ -146,4 +181,6 @@ void register_limiter_tests(void)
     add_test(s, "allow_request on the real clock", test_allow_request);
     add_test(s, "the production clock is wall time", test_clock);
     add_test(s, "retry_after is exact for every algorithm", test_retry_after_is_exact);
+    add_test(s, "several limits: all allow, or none is charged",
+             test_several_limits_charge_together);
 }

@@ -122,6 +122,49 @@ static void test_one_client_many_threads(void)
     }
 }
 
+struct pair_hammer {
+    struct limiter *limits[2];
+    unsigned allowed;
+};
+
+static void *hammer_two_limits(void *arg)
+{
+    struct pair_hammer *h = arg;
+    struct limiter_decision d[2];
+
+    for (int i = 0; i < ATTEMPTS_PER_THREAD; i++)
+        if (limiter_decide_all(h->limits, 2, "hot-key", T0, d) == 0 && d[0].allowed &&
+            d[1].allowed)
+            h->allowed++;
+    return NULL;
+}
+
+/* Two limits on 8 threads: exactly the tighter quota passes, and the looser limit is charged
+ * exactly that much, never for requests the tighter one refused. */
+static void test_two_limits_many_threads(void)
+{
+    for (int a = 0; a < 5; a++) {
+        struct limiter *tight = new_limiter(all_algorithms[a], QUOTA / 4, SEC(3600), 0, 0);
+        struct limiter *loose = new_limiter(all_algorithms[(a + 1) % 5], QUOTA, SEC(3600), 0, 0);
+        struct pair_hammer h[THREADS];
+        pthread_t threads[THREADS];
+        unsigned total = 0;
+
+        for (int t = 0; t < THREADS; t++) {
+            h[t] = (struct pair_hammer){{tight, loose}, 0};
+            CU_ASSERT_EQUAL_FATAL(pthread_create(&threads[t], NULL, hammer_two_limits, &h[t]), 0);
+        }
+        for (int t = 0; t < THREADS; t++) {
+            pthread_join(threads[t], NULL);
+            total += h[t].allowed;
+        }
+        CU_ASSERT_EQUAL(total, QUOTA / 4);
+        CU_ASSERT_EQUAL(count_allowed(loose, "hot-key", T0, QUOTA), QUOTA - QUOTA / 4);
+        limiter_free(tight);
+        limiter_free(loose);
+    }
+}
+
 struct churn {
     struct limiter *limiter;
     unsigned seed;
@@ -181,4 +224,5 @@ void register_table_tests(void)
     add_test(s, "never more than max_clients states", test_bounded);
     add_test(c, "8 threads, one client: exactly the quota", test_one_client_many_threads);
     add_test(c, "8 threads churning a small table", test_churn_many_threads);
+    add_test(c, "8 threads, two limits: no double charge", test_two_limits_many_threads);
 }
