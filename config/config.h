@@ -8,11 +8,14 @@
  * kept in nanoseconds, sizes in bytes. Nothing here opens a socket.
  *
  *   server:   listen, admin_listen, trusted_proxies, max_connections, client_timeout,
- *             max_body, drain_timeout
+ *             max_body, drain_timeout, watch_config, access_log
  *   limiter:  max_clients
  *   routes:   name, match {path_prefix, methods, host}, upstream, timeout, connect_timeout,
- *             key, ipv6_prefix, limit {algorithm, requests, per, burst}, dry_run, exempt,
- *             tls_verify
+ *             key, ipv6_prefix, limit {algorithm, requests, per, burst} (or a list of such
+ *             limits, each with a name), dry_run, exempt, tls_verify
+ *
+ * Any scalar value may use ${VAR} or ${VAR:-default} (the default also when VAR is empty);
+ * a variable that is unset and has no default is an error at its position.
  */
 #ifndef SLUICE_CONFIG_H
 #define SLUICE_CONFIG_H
@@ -43,6 +46,13 @@ struct config_endpoint {
 
 enum config_key_kind { CONFIG_KEY_IP, CONFIG_KEY_HEADER, CONFIG_KEY_QUERY };
 
+/* One named limit of a route. `limit:` as a single mapping gives one limit named after the
+ * route; as a list, each item names itself. */
+struct config_limit {
+    char *name;
+    struct limiter_params params; /* params.algorithm is owned by the config */
+};
+
 struct config_route {
     char *name;
     char *path_prefix;
@@ -55,8 +65,8 @@ struct config_route {
     enum config_key_kind key_kind;
     char *key_name; /* the header or query parameter; NULL for ip */
     uint32_t ipv6_prefix_len;
-    bool has_limit;
-    struct limiter_params limit; /* limit.algorithm points into the config */
+    struct config_limit *limits; /* all must allow a request; NULL when unlimited */
+    size_t n_limits;
     bool dry_run;
     struct config_cidrs exempt;
     bool tls_verify;
@@ -72,6 +82,8 @@ struct config {
         int64_t client_timeout_ns;
         uint64_t max_body;
         int64_t drain_timeout_ns;
+        bool watch_config;
+        char *access_log; /* "stdout", "off", or a file path */
     } server;
     uint32_t max_clients;
     struct config_route *routes;

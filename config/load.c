@@ -19,6 +19,8 @@ struct loader {
     char *errors_text;
     size_t errors_len;
     unsigned n_errors;
+    char **expanded; /* values with ${VAR} replaced, freed with the loader */
+    size_t n_expanded;
 };
 
 static void errorf(struct loader *ld, const yaml_node_t *node, const char *fmt, ...)
@@ -54,14 +56,83 @@ static const char *kind_name(const yaml_node_t *node)
     }
 }
 
-/* The scalar's text, or NULL after reporting that `key` needs one. */
+static bool is_variable_name(const char *s, size_t len)
+{
+    if (len == 0 || isdigit((unsigned char)s[0]))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '_')
+            return false;
+    return true;
+}
+
+/* `text` with every ${VAR} and ${VAR:-default} replaced; NULL after reporting a problem. */
+static const char *expand(struct loader *ld, yaml_node_t *node, const char *text)
+{
+    char *result = NULL, **grown;
+    size_t len = 0;
+    FILE *out;
+    bool failed = false;
+
+    if (strstr(text, "${") == NULL)
+        return text;
+    out = open_memstream(&result, &len);
+    if (out == NULL)
+        return NULL;
+    for (const char *p = text; *p != '\0' && !failed;) {
+        const char *close, *fallback, *value;
+        size_t name_len;
+        char name[128];
+
+        if (p[0] != '$' || p[1] != '{') {
+            fputc(*p++, out);
+            continue;
+        }
+        close = strchr(p + 2, '}');
+        fallback = close ? strstr(p + 2, ":-") : NULL;
+        if (fallback != NULL && fallback > close)
+            fallback = NULL;
+        name_len = (size_t)((fallback ? fallback : close ? close : p + 2) - (p + 2));
+        if (close == NULL || !is_variable_name(p + 2, name_len) || name_len >= sizeof name) {
+            errorf(ld, node, "\"%s\": expected ${NAME} or ${NAME:-default}", text);
+            failed = true;
+            break;
+        }
+        memcpy(name, p + 2, name_len);
+        name[name_len] = '\0';
+        value = getenv(name);
+        if (value != NULL && value[0] != '\0')
+            fputs(value, out);
+        else if (fallback != NULL)
+            fwrite(fallback + 2, 1, (size_t)(close - fallback - 2), out);
+        else {
+            errorf(ld, node, "${%s} is not set and has no default", name);
+            failed = true;
+        }
+        p = close + 1;
+    }
+    fclose(out);
+    grown = realloc(ld->expanded, (ld->n_expanded + 1) * sizeof *grown);
+    if (failed || grown == NULL) {
+        free(result);
+        if (grown != NULL)
+            ld->expanded = grown;
+        return NULL;
+    }
+    ld->expanded = grown;
+    ld->expanded[ld->n_expanded++] = result;
+    return result;
+}
+
+/* The value's text, environment expanded; NULL after reporting that `key` needs a single
+ * value or that a variable is missing. */
 static const char *scalar(struct loader *ld, yaml_node_t *node, const char *key)
 {
     if (node->type != YAML_SCALAR_NODE) {
         errorf(ld, node, "%s: expected a single value, found %s", key, kind_name(node));
         return NULL;
     }
-    return (const char *)node->data.scalar.value;
+    return expand(ld, node, (const char *)node->data.scalar.value);
 }
 
 /* --- typed values ---------------------------------------------------------------------- */
@@ -186,11 +257,13 @@ static void walk_mapping(struct loader *ld, yaml_node_t *node, const struct fiel
     for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top;
          p++) {
         yaml_node_t *key = node_at(ld, p->key);
-        const char *name = scalar(ld, key, section);
+        const char *name = (const char *)key->data.scalar.value;
         const struct field *f = fields;
 
-        if (name == NULL)
+        if (key->type != YAML_SCALAR_NODE) {
+            errorf(ld, key, "%s: keys must be plain names, not %s", section, kind_name(key));
             continue;
+        }
         for (yaml_node_pair_t *q = node->data.mapping.pairs.start; q < p; q++) {
             yaml_node_t *earlier = node_at(ld, q->key);
 
@@ -247,6 +320,8 @@ static const struct field server_fields[] = {
     {"client_timeout", V_DURATION, offsetof(struct config, server.client_timeout_ns), 0, 0, NULL},
     {"max_body", V_SIZE, offsetof(struct config, server.max_body), 0, 0, NULL},
     {"drain_timeout", V_DURATION, offsetof(struct config, server.drain_timeout_ns), 0, 0, NULL},
+    {"watch_config", V_BOOL, offsetof(struct config, server.watch_config), 0, 0, NULL},
+    {"access_log", V_STRING, offsetof(struct config, server.access_log), 0, 0, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -396,27 +471,39 @@ static void parse_key(struct loader *ld, yaml_node_t *node, void *object)
 }
 
 static const struct field limit_fields[] = {
-    {"algorithm", V_STRING, offsetof(struct limiter_params, algorithm), 0, 0, NULL},
-    {"requests", V_U64, offsetof(struct limiter_params, requests), 1, LIMITER_MAX_REQUESTS, NULL},
-    {"per", V_DURATION, offsetof(struct limiter_params, per_ns), 0, 0, NULL},
-    {"burst", V_U64, offsetof(struct limiter_params, burst), 1, LIMITER_MAX_REQUESTS, NULL},
+    {"name", V_STRING, offsetof(struct config_limit, name), 0, 0, NULL},
+    {"algorithm", V_STRING, offsetof(struct config_limit, params.algorithm), 0, 0, NULL},
+    {"requests", V_U64, offsetof(struct config_limit, params.requests), 1, LIMITER_MAX_REQUESTS,
+     NULL},
+    {"per", V_DURATION, offsetof(struct config_limit, params.per_ns), 0, 0, NULL},
+    {"burst", V_U64, offsetof(struct config_limit, params.burst), 1, LIMITER_MAX_REQUESTS, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
-/* limit: checked by building the limiter itself, so the config accepts exactly what the
- * limiter will run. */
-static void parse_limit(struct loader *ld, yaml_node_t *node, void *object)
+static bool is_plain_name(const char *s)
 {
-    struct config_route *route = object;
-    struct limiter_params *p = &route->limit;
+    return s[0] != '\0' &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
+               strlen(s);
+}
+
+/* One limit, checked by building the limiter itself, so the config accepts exactly what the
+ * limiter will run. */
+static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_limit *limit)
+{
+    struct limiter_params *p = &limit->params;
     char err[LIMITER_ERR_LEN];
     struct limiter *probe;
     unsigned errors_before = ld->n_errors;
 
-    route->has_limit = true;
-    walk_mapping(ld, node, limit_fields, p, "limit");
+    walk_mapping(ld, node, limit_fields, limit, "limit");
     if (ld->n_errors != errors_before)
         return;
+    if (limit->name != NULL && !is_plain_name(limit->name)) {
+        errorf(ld, value_or_self(ld, node, "name"),
+               "name: \"%s\" may hold only letters, digits, '_', '.' and '-'", limit->name);
+        return;
+    }
     if (p->algorithm == NULL || p->requests == 0 || p->per_ns == 0) {
         errorf(ld, node, "limit: algorithm, requests and per are all required");
         return;
@@ -435,6 +522,35 @@ static void parse_limit(struct loader *ld, yaml_node_t *node, void *object)
         errorf(ld, strncmp(err, "burst", 5) == 0 ? value_or_self(ld, node, "burst") : node,
                "limit: %s", err);
     limiter_free(probe);
+}
+
+/* limit: one mapping, or a list of named ones (all of which must allow a request). */
+static void parse_limit(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    bool list = node->type == YAML_SEQUENCE_NODE;
+    size_t n = list ? (size_t)(node->data.sequence.items.top - node->data.sequence.items.start) : 1;
+
+    if (n == 0 || n > LIMITER_MAX_PER_REQUEST) {
+        errorf(ld, node, "limit: a list of 1 to %d limits is expected", LIMITER_MAX_PER_REQUEST);
+        return;
+    }
+    route->limits = calloc(n, sizeof *route->limits);
+    if (route->limits == NULL)
+        return;
+    route->n_limits = n;
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = list ? node_at(ld, node->data.sequence.items.start[i]) : node;
+
+        parse_one_limit(ld, item, &route->limits[i]);
+        if (list && route->limits[i].name == NULL && item->type == YAML_MAPPING_NODE)
+            errorf(ld, item, "limit: each limit of a list needs a name");
+        for (size_t j = 0; j < i && route->limits[i].name != NULL; j++)
+            if (route->limits[j].name != NULL &&
+                strcmp(route->limits[j].name, route->limits[i].name) == 0)
+                errorf(ld, value_or_self(ld, item, "name"), "name: limit \"%s\" appears twice",
+                       route->limits[i].name);
+    }
 }
 
 static const struct field route_fields[] = {
@@ -467,8 +583,7 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config *con
 
     if (route->name == NULL || route->name[0] == '\0') {
         errorf(ld, node, "route: name is required");
-    } else if (strspn(route->name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                   "0123456789_.-") != strlen(route->name)) {
+    } else if (!is_plain_name(route->name)) {
         errorf(ld, value_or_self(ld, node, "name"),
                "name: \"%s\" may hold only letters, digits, '_', '.' and '-'", route->name);
     } else {
@@ -483,6 +598,9 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config *con
         errorf(ld, node, "route: upstream is required");
     if (route->timeout_ns <= 0 || route->connect_timeout_ns <= 0)
         errorf(ld, node, "route: timeout and connect_timeout must be above zero");
+    /* A single unnamed limit speaks for its route. */
+    if (route->n_limits == 1 && route->limits[0].name == NULL && route->name != NULL)
+        route->limits[0].name = strdup(route->name);
 }
 
 static void parse_routes(struct loader *ld, yaml_node_t *node, void *object)
@@ -530,6 +648,7 @@ static void set_defaults(struct config *config)
     config->server.client_timeout_ns = 30 * (int64_t)1000000000;
     config->server.max_body = 10 << 20;
     config->server.drain_timeout_ns = 10 * (int64_t)1000000000;
+    config->server.watch_config = true;
     config->max_clients = LIMITER_DEFAULT_MAX_CLIENTS;
 }
 
@@ -594,6 +713,11 @@ struct config *config_load(const char *path, char **errors)
     if (config->server.listen.host == NULL && ld.n_errors == 0 &&
         config_parse_endpoint("127.0.0.1:8080", &config->server.listen) != 0)
         ld.n_errors++;
+    if (config->server.access_log == NULL)
+        config->server.access_log = strdup("stdout");
+    for (size_t i = 0; i < ld.n_expanded; i++)
+        free(ld.expanded[i]);
+    free(ld.expanded);
 
     fclose(ld.errors);
     if (ld.n_errors > 0) {
@@ -621,13 +745,18 @@ void config_free(struct config *config)
         free(r->upstream);
         free(r->upstream_base_path);
         free(r->key_name);
-        free((char *)r->limit.algorithm);
+        for (size_t j = 0; j < r->n_limits; j++) {
+            free(r->limits[j].name);
+            free((char *)r->limits[j].params.algorithm);
+        }
+        free(r->limits);
         free(r->exempt.items);
     }
     free(config->routes);
     free(config->server.listen.host);
     free(config->server.admin_listen.host);
     free(config->server.trusted_proxies.items);
+    free(config->server.access_log);
     free(config->path);
     free(config);
 }

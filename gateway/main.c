@@ -1,4 +1,5 @@
 /* sluice: command line, signals, and the gateway's start and graceful stop. */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include "log.h"
 #include "proxy.h"
 #include "server.h"
+#include "watch.h"
 
 #define SLUICE_VERSION "0.1.0"
 
@@ -18,8 +20,9 @@ static const char usage[] =
     "                                lines and exit 1\n"
     "       sluice --version | --help\n"
     "\n"
-    "Signals: SIGTERM or SIGINT stop accepting connections, let requests in flight finish\n"
-    "(up to server.drain_timeout) and exit 0.\n";
+    "Signals: SIGHUP reloads FILE (so does saving it, unless server.watch_config is false);\n"
+    "SIGTERM or SIGINT stop accepting connections, let requests in flight finish (up to\n"
+    "server.drain_timeout) and exit 0.\n";
 
 /* Logs what an operator should know before traffic flows. */
 static void warn_about(const struct config *config)
@@ -30,49 +33,80 @@ static void warn_about(const struct config *config)
         if (!r->tls_verify && strncmp(r->upstream, "https:", 6) == 0)
             gw_warn("route %s: tls_verify is false: the upstream's certificate is not checked",
                     r->name);
-        if (!r->has_limit)
+        if (r->n_limits == 0)
             gw_info("route %s: no limit: requests are proxied unlimited", r->name);
     }
-    if (config->server.admin_listen.host != NULL)
-        gw_warn("server.admin_listen is accepted but metrics and health endpoints are not "
-                "served yet");
+}
+
+/* Loads `path` again and runs it. An invalid file changes nothing: every problem is logged
+ * and the gateway goes on with the config it has. */
+static void reload(struct gw_server *server, const char *path)
+{
+    char *errors = NULL, err[GW_ERR_LEN];
+    struct config *config = config_load(path, &errors);
+
+    if (config == NULL) {
+        for (char *line = errors, *end; line != NULL && *line != '\0'; line = end + 1) {
+            end = strchr(line, '\n');
+            if (end == NULL)
+                end = line + strlen(line) - 1;
+            gw_error("reload rejected: %.*s", (int)(end - line), line);
+        }
+        free(errors);
+        gw_server_reload_failed(server);
+        return;
+    }
+    warn_about(config);
+    if (gw_server_reload(server, config, err) != 0) {
+        gw_error("reload rejected: %s", err);
+        return;
+    }
+    gw_info("reloaded %s", path);
 }
 
 /* Serves until SIGTERM or SIGINT, then drains. Signals are taken synchronously with sigwait()
- * by this thread alone, so no handler runs inside a request thread. */
-static int serve(const struct config *config, const sigset_t *signals)
+ * by this thread alone, so no handler runs inside a request thread; the file watcher raises
+ * SIGHUP too, so every reload runs here, one at a time. */
+static int serve(struct config *config, const char *path, const sigset_t *signals)
 {
-    char err[GW_ERR_LEN];
+    char err[GW_ERR_LEN], where[300];
     struct gw_server *server;
-    const struct config_endpoint *listen = &config->server.listen;
-    bool v6 = strchr(listen->host, ':') != NULL;
+    struct gw_watch *watch = NULL;
+    bool v6 = strchr(config->server.listen.host, ':') != NULL;
+    bool watching = config->server.watch_config;
     unsigned left;
     int sig = 0;
 
     if (gw_proxy_init() != 0) {
         gw_error("cannot initialise libcurl");
+        config_free(config);
         return 1;
     }
     warn_about(config);
-    server = gw_server_start(config, err);
+    snprintf(where, sizeof where, "%s%s%s", v6 ? "[" : "", config->server.listen.host,
+             v6 ? "]" : "");
+    server = gw_server_start(config, err); /* takes the config */
     if (server == NULL) {
         gw_error("%s", err);
         gw_proxy_cleanup();
         return 1;
     }
-    gw_info("sluice %s listening on %s%s%s:%u with %zu routes", SLUICE_VERSION, v6 ? "[" : "",
-            listen->host, v6 ? "]" : "", gw_server_port(server), config->n_routes);
+    if (watching && (watch = gw_watch_start(path)) == NULL)
+        gw_warn("cannot watch %s for changes (%s); reload with SIGHUP", path, strerror(errno));
+    if (gw_server_admin_port(server) != 0)
+        gw_info("admin endpoints (/metrics, /healthz, /readyz) on port %u",
+                gw_server_admin_port(server));
+    gw_info("sluice %s listening on %s:%u", SLUICE_VERSION, where, gw_server_port(server));
 
     while (sig != SIGTERM && sig != SIGINT) {
         if (sigwait(signals, &sig) != 0)
             break;
         if (sig == SIGHUP)
-            gw_warn("SIGHUP: reloading the configuration is not supported yet; restart to apply "
-                    "changes");
+            reload(server, path);
     }
-    gw_info("stopping: no new connections; draining requests in flight (up to %lld ms)",
-            (long long)(config->server.drain_timeout_ns / 1000000));
-    left = gw_server_drain(server, config->server.drain_timeout_ns);
+    gw_watch_stop(watch);
+    gw_info("stopping: no new connections; draining requests in flight");
+    left = gw_server_drain(server);
     if (left > 0) {
         gw_warn("%u requests still running after drain_timeout; closing them", left);
         gw_proxy_abort_all();
@@ -95,7 +129,7 @@ int main(int argc, char **argv)
     struct config *config;
     char *errors = NULL;
     sigset_t signals;
-    int opt, rc;
+    int opt;
 
     while ((opt = getopt_long(argc, argv, "c:h", options, NULL)) != -1) {
         switch (opt) {
@@ -141,7 +175,5 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    rc = serve(config, &signals);
-    config_free(config);
-    return rc;
+    return serve(config, path, &signals);
 }

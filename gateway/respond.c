@@ -4,6 +4,9 @@
 
 #include "respond.h"
 
+#define PROBLEM_FORMAT \
+    "{\"type\":\"about:blank\",\"title\":\"%s\",\"status\":%u,\"detail\":\"%s\"%s%s%s}\n"
+
 static int64_t ceil_seconds(int64_t ms)
 {
     return ms <= 0 ? 0 : (ms + 999) / 1000;
@@ -57,40 +60,43 @@ const char *gw_status_title(unsigned status)
     }
 }
 
-/* Appends `text` to `out` as the inside of a JSON string. */
-static void json_escape(FILE *out, const char *text)
+size_t gw_json_escape(char *out, size_t cap, const char *text)
 {
+    size_t len = 0;
+
     for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
+        char piece[8];
+        size_t n;
+
         if (*c == '"' || *c == '\\')
-            fprintf(out, "\\%c", *c);
-        else if (*c < 0x20)
-            fprintf(out, "\\u%04x", *c);
+            n = (size_t)snprintf(piece, sizeof piece, "\\%c", *c);
+        else if (*c < 0x20 || *c == 0x7f)
+            n = (size_t)snprintf(piece, sizeof piece, "\\u%04x", *c);
         else
-            fputc(*c, out);
+            n = (size_t)snprintf(piece, sizeof piece, "%c", *c);
+        if (len + n >= cap)
+            break;
+        memcpy(out + len, piece, n);
+        len += n;
     }
+    if (cap > 0)
+        out[len] = '\0';
+    return len;
 }
 
 char *gw_problem_json(unsigned status, const char *detail, const char *route)
 {
+    char detail_json[512], route_json[256];
     char *body = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&body, &len);
+    size_t len;
 
-    if (out == NULL)
-        return NULL;
-    fprintf(out, "{\"type\":\"about:blank\",\"title\":\"%s\",\"status\":%u,\"detail\":\"",
-            gw_status_title(status), status);
-    json_escape(out, detail);
-    fputc('"', out);
-    if (route != NULL) {
-        fputs(",\"route\":\"", out);
-        json_escape(out, route);
-        fputc('"', out);
-    }
-    fputs("}\n", out);
-    if (fclose(out) != 0) {
-        free(body);
-        return NULL;
-    }
+    gw_json_escape(detail_json, sizeof detail_json, detail);
+    gw_json_escape(route_json, sizeof route_json, route ? route : "");
+    len = (size_t)snprintf(NULL, 0, PROBLEM_FORMAT, gw_status_title(status), status, detail_json,
+                           route ? ",\"route\":\"" : "", route_json, route ? "\"" : "") + 1;
+    body = malloc(len);
+    if (body != NULL)
+        snprintf(body, len, PROBLEM_FORMAT, gw_status_title(status), status, detail_json,
+                 route ? ",\"route\":\"" : "", route_json, route ? "\"" : "");
     return body;
 }

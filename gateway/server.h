@@ -1,15 +1,14 @@
 /*
- * server: the HTTP front of sluice, on libmicrohttpd in thread-per-connection mode.
+ * server: sluice's two HTTP fronts on libmicrohttpd. The proxy port runs thread-per-connection
+ * (one thread per client connection, max_connections of them); the admin port, when set,
+ * serves GET /metrics, /healthz and /readyz from one polling thread and never proxies.
  *
- * Each request's life: libmicrohttpd hands over the raw request URI first (kept byte for byte
- * for forwarding) and then the parsed request. With the headers in, the route is matched, the
- * client key extracted and the route's limiter asked; a denied request is answered 429 there
- * and then, without reading its body or touching the upstream. An allowed one has its body
- * gathered (up to server.max_body, else 413), is forwarded with the connection's upstream
- * handles (proxy.h), and its answer streamed back with the RateLimit fields added.
- *
- * Per-request state lives in libmicrohttpd's req_cls and is freed in the completion callback;
- * per-connection state (the reusable libcurl handles) in the connection's socket context.
+ * libmicrohttpd hands over each request's raw URI first (kept byte for byte for forwarding):
+ * that is when the request takes a reference to the current runtime (runtime.h), which it
+ * keeps to the end. Per-request state lives in libmicrohttpd's req_cls and is freed in the
+ * completion callback (request.h); per-connection state, the reusable libcurl handles, in the
+ * connection's socket context. A reload swaps the current runtime under a mutex held for that
+ * pointer alone.
  */
 #ifndef SLUICE_GATEWAY_SERVER_H
 #define SLUICE_GATEWAY_SERVER_H
@@ -22,16 +21,27 @@
 
 struct gw_server;
 
-/* Builds every route's limiter and starts listening on config->server.listen. Returns the
- * server, or NULL with the reason in `err`. `config` must outlive the server. */
-struct gw_server *gw_server_start(const struct config *config, char err[GW_ERR_LEN]);
+/* Builds the runtime for `config` (which it takes over) and starts listening on
+ * server.listen, and on server.admin_listen when set. Returns the server, or NULL with the
+ * reason in `err`. */
+struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN]);
 
-/* The port actually bound (useful when the config says port 0). */
+/* The ports actually bound (useful when the config says port 0); admin is 0 when off. */
 uint16_t gw_server_port(const struct gw_server *server);
+uint16_t gw_server_admin_port(const struct gw_server *server);
 
-/* Stops accepting connections and waits up to `timeout_ns` for requests in flight to end.
- * Returns how many were still running. */
-unsigned gw_server_drain(struct gw_server *server, int64_t timeout_ns);
+/* Runs `config` (taken over) from now on: requests already started finish on the old one.
+ * Settings that need a restart are logged and keep their running values. 0, or -1 with
+ * `err` filled (then nothing changed). Counted in sluice_config_reloads_total. Call from
+ * one thread only. */
+int gw_server_reload(struct gw_server *server, struct config *config, char err[GW_ERR_LEN]);
+
+/* Counts a reload that failed before reaching the server (an invalid file). */
+void gw_server_reload_failed(struct gw_server *server);
+
+/* Stops accepting connections, fails /readyz, and waits up to server.drain_timeout for
+ * requests in flight to end. Returns how many were still running. */
+unsigned gw_server_drain(struct gw_server *server);
 
 /* Closes every connection and frees the server. */
 void gw_server_stop(struct gw_server *server);

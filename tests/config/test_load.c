@@ -60,10 +60,14 @@ static void test_example_loads(void)
     CU_ASSERT_PTR_NULL(c->routes[0].methods[2]);
     CU_ASSERT_EQUAL(c->routes[0].key_kind, CONFIG_KEY_HEADER);
     CU_ASSERT_STRING_EQUAL(c->routes[0].key_name, "X-API-Key");
-    CU_ASSERT_STRING_EQUAL(c->routes[0].limit.algorithm, "token_bucket");
-    CU_ASSERT_EQUAL(c->routes[0].limit.requests, 10);
-    CU_ASSERT_EQUAL(c->routes[0].limit.per_ns, 60000000000);
-    CU_ASSERT_EQUAL(c->routes[0].limit.burst, 5);
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_limits, 1);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].name, "api"); /* named after its route */
+    CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].params.algorithm, "token_bucket");
+    CU_ASSERT_EQUAL(c->routes[0].limits[0].params.requests, 10);
+    CU_ASSERT_EQUAL(c->routes[0].limits[0].params.per_ns, 60000000000);
+    CU_ASSERT_EQUAL(c->routes[0].limits[0].params.burst, 5);
+    CU_ASSERT_TRUE(c->server.watch_config);
+    CU_ASSERT_STRING_EQUAL(c->server.access_log, "stdout");
     CU_ASSERT_STRING_EQUAL(c->routes[1].upstream, "http://127.0.0.1:9000");
     CU_ASSERT_EQUAL(c->routes[1].exempt.n, 1);
     config_free(c);
@@ -87,7 +91,7 @@ static void test_defaults_and_upstream_parts(void)
     CU_ASSERT_EQUAL(c->routes[0].connect_timeout_ns, 2000000000);
     CU_ASSERT_EQUAL(c->routes[0].key_kind, CONFIG_KEY_IP);
     CU_ASSERT_EQUAL(c->routes[0].ipv6_prefix_len, 64);
-    CU_ASSERT_FALSE(c->routes[0].has_limit);
+    CU_ASSERT_EQUAL(c->routes[0].n_limits, 0);
     CU_ASSERT_TRUE(c->routes[0].tls_verify);
     CU_ASSERT_PTR_NULL(c->routes[0].methods);
     config_free(c);

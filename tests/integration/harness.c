@@ -59,7 +59,12 @@ void stop_upstream(void)
 
 char *read_log(const struct proc *p)
 {
-    FILE *f = fopen(p->log_path, "r");
+    return read_file(p->log_path);
+}
+
+char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
@@ -95,12 +100,15 @@ int start_sluice(struct proc *p, const char *yaml, ...)
     va_end(ap);
     fclose(f);
     snprintf(p->log_path, sizeof p->log_path, "%s.log", p->config_path);
+    snprintf(p->access_path, sizeof p->access_path, "%s.access", p->config_path);
 
     p->pid = fork();
     if (p->pid == 0) {
         int log = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int access = open(p->access_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
         dup2(log, STDERR_FILENO);
+        dup2(access, STDOUT_FILENO);
         execl(sluice_binary(), "sluice", "-c", p->config_path, (char *)NULL);
         _exit(127);
     }
@@ -139,6 +147,7 @@ int stop_sluice(struct proc *p, int wait_ms)
             p->pid = 0;
             unlink(p->config_path);
             unlink(p->log_path);
+            unlink(p->access_path);
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
         sleep_ms(10);

@@ -15,7 +15,8 @@
 struct proc {
     pid_t pid;
     unsigned port;
-    char log_path[80]; /* sluice's stderr */
+    char log_path[80];    /* sluice's stderr */
+    char access_path[80]; /* its stdout, where the access log goes by default */
     char config_path[64];
 };
 
@@ -34,7 +35,8 @@ int start_sluice(struct proc *p, const char *yaml, ...);
 /* SIGTERM, then waits up to `wait_ms`; returns the exit status, or -1 (then it is killed). */
 int stop_sluice(struct proc *p, int wait_ms);
 
-/* The whole of sluice's log so far; the caller frees it. */
+/* The whole of a file (sluice's log, its access log); the caller frees it. */
+char *read_file(const char *path);
 char *read_log(const struct proc *p);
 
 struct reply {

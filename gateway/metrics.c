@@ -1,0 +1,183 @@
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+static const double bucket_bounds[GW_N_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                   0.1,   0.25,   0.5,   1,    2.5,   10};
+
+struct gw_metrics {
+    pthread_mutex_t lock; /* guards the list of routes, taken on reload and scrape only */
+    struct gw_route_metrics *routes;
+    _Atomic uint64_t reloads_ok, reloads_failed;
+    _Atomic int64_t connections;
+};
+
+struct gw_metrics *gw_metrics_new(void)
+{
+    struct gw_metrics *m = calloc(1, sizeof *m);
+
+    if (m != NULL)
+        pthread_mutex_init(&m->lock, NULL);
+    return m;
+}
+
+void gw_metrics_free(struct gw_metrics *m)
+{
+    if (m == NULL)
+        return;
+    while (m->routes != NULL) {
+        struct gw_route_metrics *next = m->routes->next;
+
+        free(m->routes->route);
+        free(m->routes);
+        m->routes = next;
+    }
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+struct gw_route_metrics *gw_metrics_route(struct gw_metrics *m, const char *route)
+{
+    struct gw_route_metrics *r;
+
+    pthread_mutex_lock(&m->lock);
+    for (r = m->routes; r != NULL && strcmp(r->route, route) != 0; r = r->next)
+        ;
+    if (r == NULL) {
+        r = calloc(1, sizeof *r);
+        if (r != NULL)
+            r->route = strdup(route);
+        if (r != NULL && r->route != NULL) {
+            r->next = m->routes;
+            m->routes = r;
+        } else if (r != NULL) {
+            free(r);
+            r = NULL;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return r;
+}
+
+const char *gw_decision_name(enum gw_decision decision)
+{
+    static const char *const names[GW_N_DECISIONS] = {"allowed", "denied", "dry_run_denied",
+                                                      "exempt"};
+
+    return names[decision];
+}
+
+static void add(_Atomic uint64_t *counter, uint64_t n)
+{
+    atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+void gw_metrics_count_request(struct gw_route_metrics *m, enum gw_decision decision,
+                              int64_t duration_ns)
+{
+    double seconds = (double)duration_ns / 1e9;
+    int b = 0;
+
+    add(&m->requests[decision], 1);
+    while (b < GW_N_BUCKETS && seconds > bucket_bounds[b])
+        b++;
+    if (b < GW_N_BUCKETS)
+        add(&m->duration_buckets[b], 1);
+    add(&m->duration_us_sum, (uint64_t)(duration_ns / 1000));
+    add(&m->duration_count, 1);
+}
+
+void gw_metrics_count_response(struct gw_route_metrics *m, unsigned status)
+{
+    if (status < 600)
+        add(&m->responses[status], 1);
+}
+
+void gw_metrics_count_error(struct gw_route_metrics *m, enum gw_upstream_error_kind kind)
+{
+    add(&m->errors[kind], 1);
+}
+
+void gw_metrics_count_reload(struct gw_metrics *m, bool ok)
+{
+    add(ok ? &m->reloads_ok : &m->reloads_failed, 1);
+}
+
+void gw_metrics_connection(struct gw_metrics *m, int delta)
+{
+    atomic_fetch_add_explicit(&m->connections, delta, memory_order_relaxed);
+}
+
+static uint64_t get(_Atomic uint64_t *counter)
+{
+    return atomic_load_explicit(counter, memory_order_relaxed);
+}
+
+/* The per-route families, each as one group as the text format wants. Route list locked. */
+static void render_routes(struct gw_route_metrics *routes, FILE *out)
+{
+    static const char *const kinds[GW_N_ERR_KINDS] = {"connect", "timeout", "other"};
+    struct gw_route_metrics *r;
+
+    fputs("# HELP sluice_requests_total Requests by route and the limiter's decision.\n"
+          "# TYPE sluice_requests_total counter\n",
+          out);
+    for (r = routes; r != NULL; r = r->next)
+        for (int d = 0; d < GW_N_DECISIONS; d++)
+            fprintf(out, "sluice_requests_total{route=\"%s\",decision=\"%s\"} %llu\n", r->route,
+                    gw_decision_name(d), (unsigned long long)get(&r->requests[d]));
+    fputs("# HELP sluice_upstream_responses_total Upstream answers by status code.\n"
+          "# TYPE sluice_upstream_responses_total counter\n",
+          out);
+    for (r = routes; r != NULL; r = r->next)
+        for (unsigned code = 100; code < 600; code++)
+            if (get(&r->responses[code]) > 0)
+                fprintf(out, "sluice_upstream_responses_total{route=\"%s\",code=\"%u\"} %llu\n",
+                        r->route, code, (unsigned long long)get(&r->responses[code]));
+    fputs("# HELP sluice_upstream_errors_total Upstream failures by kind.\n"
+          "# TYPE sluice_upstream_errors_total counter\n",
+          out);
+    for (r = routes; r != NULL; r = r->next)
+        for (int k = 0; k < GW_N_ERR_KINDS; k++)
+            fprintf(out, "sluice_upstream_errors_total{route=\"%s\",kind=\"%s\"} %llu\n",
+                    r->route, kinds[k], (unsigned long long)get(&r->errors[k]));
+    fputs("# HELP sluice_request_duration_seconds Time from request to the end of the answer.\n"
+          "# TYPE sluice_request_duration_seconds histogram\n",
+          out);
+    for (r = routes; r != NULL; r = r->next) {
+        uint64_t cumulative = 0;
+
+        for (int b = 0; b < GW_N_BUCKETS; b++) {
+            cumulative += get(&r->duration_buckets[b]);
+            fprintf(out, "sluice_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                    r->route, bucket_bounds[b], (unsigned long long)cumulative);
+        }
+        fprintf(out, "sluice_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+                r->route, (unsigned long long)get(&r->duration_count));
+        fprintf(out, "sluice_request_duration_seconds_sum{route=\"%s\"} %.6f\n", r->route,
+                (double)get(&r->duration_us_sum) / 1e6);
+        fprintf(out, "sluice_request_duration_seconds_count{route=\"%s\"} %llu\n", r->route,
+                (unsigned long long)get(&r->duration_count));
+    }
+}
+
+void gw_metrics_render(struct gw_metrics *m, FILE *out,
+                       void (*limiter_gauges)(void *cls, FILE *out), void *cls)
+{
+    pthread_mutex_lock(&m->lock);
+    render_routes(m->routes, out);
+    pthread_mutex_unlock(&m->lock);
+    limiter_gauges(cls, out);
+    fprintf(out,
+            "# HELP sluice_config_reloads_total Configuration reloads by result.\n"
+            "# TYPE sluice_config_reloads_total counter\n"
+            "sluice_config_reloads_total{result=\"success\"} %llu\n"
+            "sluice_config_reloads_total{result=\"failure\"} %llu\n"
+            "# HELP sluice_connections_active Client connections open now.\n"
+            "# TYPE sluice_connections_active gauge\n"
+            "sluice_connections_active %lld\n",
+            (unsigned long long)get(&m->reloads_ok), (unsigned long long)get(&m->reloads_failed),
+            (long long)atomic_load_explicit(&m->connections, memory_order_relaxed));
+}

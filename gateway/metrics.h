@@ -1,0 +1,73 @@
+/*
+ * metrics: the counters behind GET /metrics, in the Prometheus text format.
+ *
+ * Counters are per route name and outlive reloads, so a route that stays keeps counting up.
+ * Every count on the request path is one relaxed atomic add on the route's own counters: no
+ * lock is taken. The limiter gauges (clients held, evictions) are read from the limiters at
+ * scrape time.
+ *
+ *   sluice_requests_total{route,decision}        allowed | denied | dry_run_denied | exempt
+ *   sluice_upstream_responses_total{route,code}
+ *   sluice_upstream_errors_total{route,kind}     connect | timeout | other
+ *   sluice_request_duration_seconds{route}       histogram
+ *   sluice_limiter_clients{route}                the most clients any of its limits holds
+ *   sluice_limiter_evictions_total{route}        lossy evictions, all of its limits
+ *   sluice_config_reloads_total{result}          success | failure
+ *   sluice_connections_active
+ */
+#ifndef SLUICE_GATEWAY_METRICS_H
+#define SLUICE_GATEWAY_METRICS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum gw_decision {
+    GW_ALLOWED,
+    GW_DENIED,
+    GW_DRY_RUN_DENIED,
+    GW_EXEMPT,
+    GW_N_DECISIONS,
+};
+
+enum gw_upstream_error_kind { GW_ERR_CONNECT, GW_ERR_TIMEOUT, GW_ERR_OTHER, GW_N_ERR_KINDS };
+
+#define GW_N_BUCKETS 12
+
+struct gw_route_metrics {
+    char *route;
+    _Atomic uint64_t requests[GW_N_DECISIONS];
+    _Atomic uint64_t responses[600]; /* by upstream status code */
+    _Atomic uint64_t errors[GW_N_ERR_KINDS];
+    _Atomic uint64_t duration_buckets[GW_N_BUCKETS]; /* cumulative at render time */
+    _Atomic uint64_t duration_us_sum;
+    _Atomic uint64_t duration_count;
+    _Atomic uint64_t retired_evictions; /* of limiters dropped by reloads */
+    struct gw_route_metrics *next;
+};
+
+struct gw_metrics;
+
+/* A registry; freed with gw_metrics_free(). NULL when memory is short. */
+struct gw_metrics *gw_metrics_new(void);
+void gw_metrics_free(struct gw_metrics *metrics);
+
+/* The counters of `route`, created on first use; valid until gw_metrics_free(). */
+struct gw_route_metrics *gw_metrics_route(struct gw_metrics *metrics, const char *route);
+
+const char *gw_decision_name(enum gw_decision decision);
+
+void gw_metrics_count_request(struct gw_route_metrics *m, enum gw_decision decision,
+                              int64_t duration_ns);
+void gw_metrics_count_response(struct gw_route_metrics *m, unsigned status);
+void gw_metrics_count_error(struct gw_route_metrics *m, enum gw_upstream_error_kind kind);
+void gw_metrics_count_reload(struct gw_metrics *metrics, bool ok);
+void gw_metrics_connection(struct gw_metrics *metrics, int delta);
+
+/* Writes every counter. `limiter_gauges` writes the clients and evictions lines of the
+ * routes currently configured (the runtime knows its limiters). */
+void gw_metrics_render(struct gw_metrics *metrics, FILE *out,
+                       void (*limiter_gauges)(void *cls, FILE *out), void *cls);
+
+#endif

@@ -1,0 +1,556 @@
+/* One request's life; design in request.h. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <curl/curl.h>
+
+#include "access_log.h"
+#include "headers.h"
+#include "keys.h"
+#include "log.h"
+#include "proxy.h"
+#include "request.h"
+#include "routes.h"
+
+#define RESPONSE_BLOCK (32 * 1024)
+#define TOO_LARGE      "the request body is larger than this gateway accepts"
+
+struct gw_request {
+    struct gw_runtime *runtime;
+    struct gw_connection *connection;
+    char *raw_uri; /* as the client sent it, forwarded byte for byte */
+    const char *method;
+    int64_t start_ns;
+    bool started;
+    int route; /* index into the runtime's routes, or -1 */
+
+    unsigned refusal; /* a status sluice answers itself instead of forwarding; 0 if none */
+    const char *refusal_detail;
+    bool limited; /* the route's limits decided: the RateLimit fields go out */
+    struct limiter_decision decisions[LIMITER_MAX_PER_REQUEST];
+    size_t binding; /* the decision the fields and Retry-After report */
+    enum gw_decision decision;
+    char key[GW_KEY_LEN];
+
+    bool has_body;
+    char *body;
+    size_t body_len, body_cap;
+
+    struct curl_slist *upstream_headers;
+    char *upstream_url;
+    bool forwarding;
+    int64_t upstream_head_ns; /* when the response head came; 0 if it did not */
+    long upstream_status;
+    unsigned status;
+    uint64_t bytes;
+};
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static const struct config_route *route_of(const struct gw_request *rq)
+{
+    return rq->route >= 0 ? &rq->runtime->config->routes[rq->route] : NULL;
+}
+
+static const struct gw_route_runtime *route_runtime_of(const struct gw_request *rq)
+{
+    return &rq->runtime->routes[rq->route];
+}
+
+struct gw_request *gw_request_new(struct gw_runtime *runtime, struct gw_connection *connection,
+                                  const char *raw_uri)
+{
+    struct gw_request *rq = calloc(1, sizeof *rq);
+
+    if (rq == NULL || (rq->raw_uri = strdup(raw_uri)) == NULL) {
+        free(rq);
+        gw_runtime_release(runtime);
+        return NULL;
+    }
+    rq->runtime = runtime;
+    rq->connection = connection;
+    rq->route = -1;
+    rq->start_ns = mono_ns();
+    return rq;
+}
+
+/* --- answers of our own ---------------------------------------------------------------- */
+
+static void add_limit_headers(const struct gw_request *rq, struct MHD_Response *response)
+{
+    const struct gw_route_runtime *r;
+    char field[GW_FIELD_LEN];
+
+    if (!rq->limited)
+        return;
+    r = route_runtime_of(rq);
+    MHD_add_response_header(response, "RateLimit-Policy", r->policy);
+    gw_format_ratelimit(field, r->limits[rq->binding]->name, &rq->decisions[rq->binding]);
+    MHD_add_response_header(response, "RateLimit", field);
+}
+
+static enum MHD_Result queue(struct gw_request *rq, struct MHD_Connection *c, unsigned status,
+                             struct MHD_Response *response)
+{
+    enum MHD_Result ret = MHD_queue_response(c, status, response);
+
+    rq->status = status;
+    MHD_destroy_response(response);
+    return ret;
+}
+
+static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connection *c,
+                                       unsigned status, const char *detail)
+{
+    const struct config_route *route = route_of(rq);
+    char *body = gw_problem_json(status, detail, route ? route->name : NULL);
+    struct MHD_Response *response;
+    size_t len;
+
+    if (body == NULL)
+        return MHD_NO;
+    len = strlen(body);
+    response = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (response == NULL) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(response, "Content-Type", "application/problem+json");
+    add_limit_headers(rq, response);
+    if (status == MHD_HTTP_TOO_MANY_REQUESTS) {
+        char seconds[24];
+
+        snprintf(seconds, sizeof seconds, "%lld",
+                 (long long)gw_retry_after_seconds(rq->decisions[rq->binding].retry_after_ms));
+        MHD_add_response_header(response, "Retry-After", seconds);
+    }
+    rq->bytes = len;
+    return queue(rq, c, status, response);
+}
+
+/* --- reading the request --------------------------------------------------------------- */
+
+struct joined {
+    const char *name;
+    char *value; /* every field of that name, joined with "," */
+};
+
+static enum MHD_Result join_field(void *cls, enum MHD_ValueKind kind, const char *name,
+                                  const char *value)
+{
+    struct joined *j = cls;
+    size_t old_len = j->value ? strlen(j->value) : 0;
+    char *grown;
+
+    (void)kind;
+    if (strcasecmp(name, j->name) != 0 || value == NULL)
+        return MHD_YES;
+    grown = realloc(j->value, old_len + strlen(value) + 2);
+    if (grown == NULL)
+        return MHD_NO;
+    if (old_len > 0)
+        grown[old_len++] = ',';
+    memcpy(grown + old_len, value, strlen(value) + 1);
+    j->value = grown;
+    return MHD_YES;
+}
+
+/* Every `name` header of the request joined with ",", or NULL; the caller frees it. */
+static char *joined_header(struct MHD_Connection *c, const char *name)
+{
+    struct joined j = {name, NULL};
+
+    MHD_get_connection_values(c, MHD_HEADER_KIND, join_field, &j);
+    return j.value;
+}
+
+static int peer_addr(struct MHD_Connection *c, struct gw_addr *peer)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+    return gw_addr_from_sockaddr(info ? info->client_addr : NULL, peer);
+}
+
+/* The decision the RateLimit fields report: when denied, the limit that makes the client
+ * wait longest; when allowed, the one with the fewest requests left. */
+static size_t binding_limit(const struct limiter_decision *d, size_t n, bool allowed)
+{
+    size_t pick = 0;
+
+    for (size_t i = 1; i < n; i++) {
+        if (allowed ? d[i].remaining < d[pick].remaining
+                    : (!d[i].allowed && (d[pick].allowed ||
+                                         d[i].retry_after_ms > d[pick].retry_after_ms)))
+            pick = i;
+    }
+    return pick;
+}
+
+/* Works out the client's key and asks the route's limits; false when the request is to be
+ * refused. */
+static bool decide(struct gw_request *rq, struct MHD_Connection *c)
+{
+    const struct config_route *route = route_of(rq);
+    const struct gw_route_runtime *r = route_runtime_of(rq);
+    struct gw_addr peer, client;
+    const char *value = NULL;
+    char *forwarded_for;
+    bool allowed = true;
+
+    rq->decision = GW_ALLOWED;
+    if (peer_addr(c, &peer) != 0)
+        return true; /* not an IP connection: nothing to count it by */
+    forwarded_for = joined_header(c, "X-Forwarded-For");
+    client = gw_client_addr(&peer, forwarded_for, &rq->runtime->config->server.trusted_proxies);
+    free(forwarded_for);
+
+    if (route->key_kind == CONFIG_KEY_HEADER)
+        value = MHD_lookup_connection_value(c, MHD_HEADER_KIND, route->key_name);
+    else if (route->key_kind == CONFIG_KEY_QUERY)
+        value = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, route->key_name);
+    if (value != NULL && value[0] != '\0')
+        gw_value_key(route->key_kind == CONFIG_KEY_HEADER ? "header" : "query", value, rq->key);
+    else
+        gw_ip_key(&client, route->ipv6_prefix_len, rq->key);
+
+    if (gw_cidrs_contain(&route->exempt, &client)) {
+        rq->decision = GW_EXEMPT;
+        return true;
+    }
+    if (r->n_limits == 0)
+        return true;
+    rq->limited = true;
+    if (limiter_decide_all(r->limiters, r->n_limits, rq->key, limiter_now_ns(), rq->decisions) ==
+        0) {
+        for (size_t i = 0; i < r->n_limits; i++)
+            allowed &= rq->decisions[i].allowed;
+    } else {
+        allowed = false; /* out of memory for this client's state: refuse */
+    }
+    rq->binding = binding_limit(rq->decisions, r->n_limits, allowed);
+    if (allowed)
+        return true;
+    rq->decision = route->dry_run ? GW_DRY_RUN_DENIED : GW_DENIED;
+    return route->dry_run;
+}
+
+static void refuse(struct gw_request *rq, unsigned status, const char *detail)
+{
+    if (rq->refusal == 0) {
+        rq->refusal = status;
+        rq->refusal_detail = detail;
+    }
+}
+
+/* The first call for a request: its headers are in, its body not yet. Decides whether it
+ * will be forwarded or refused. */
+static void begin(struct gw_request *rq, struct MHD_Connection *c, const char *path)
+{
+    const struct config *config = rq->runtime->config;
+    const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+
+    rq->has_body = length != NULL ||
+                   MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding") != NULL;
+    rq->route = gw_route_match(config, rq->method, path,
+                               MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"));
+    if (rq->route < 0)
+        refuse(rq, MHD_HTTP_NOT_FOUND, "no route matches this request");
+    else if (rq->raw_uri[0] != '/')
+        refuse(rq, MHD_HTTP_BAD_REQUEST, "the request target must be a path (origin-form)");
+    else if (length != NULL && strtoull(length, NULL, 10) > config->server.max_body)
+        refuse(rq, MHD_HTTP_CONTENT_TOO_LARGE, TOO_LARGE);
+    else if (!decide(rq, c))
+        refuse(rq, MHD_HTTP_TOO_MANY_REQUESTS,
+               "rate limit exceeded; retry after the time in Retry-After");
+}
+
+static void take_body(struct gw_request *rq, const char *data, size_t len)
+{
+    size_t max = rq->runtime->config->server.max_body;
+
+    if (rq->refusal != 0)
+        return;
+    if (rq->body_len + len > max) {
+        refuse(rq, MHD_HTTP_CONTENT_TOO_LARGE, TOO_LARGE);
+        return;
+    }
+    if (rq->body_len + len > rq->body_cap) {
+        size_t cap = rq->body_cap ? rq->body_cap : 16 * 1024;
+        char *grown;
+
+        while (cap < rq->body_len + len)
+            cap *= 2;
+        grown = realloc(rq->body, cap);
+        if (grown == NULL) {
+            refuse(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory for the request body");
+            return;
+        }
+        rq->body = grown;
+        rq->body_cap = cap;
+    }
+    memcpy(rq->body + rq->body_len, data, len);
+    rq->body_len += len;
+}
+
+/* --- forwarding ------------------------------------------------------------------------ */
+
+struct header_walk {
+    struct curl_slist *list;
+    const char *connection;
+    bool failed, has_accept, has_content_type;
+};
+
+static void append_field(struct header_walk *w, const char *name, const char *value)
+{
+    size_t len = strlen(name) + strlen(value) + 3;
+    char *line = malloc(len);
+    struct curl_slist *list;
+
+    if (line == NULL) {
+        w->failed = true;
+        return;
+    }
+    /* "Name;" is how libcurl sends a field with an empty value ("Name:" removes it). */
+    snprintf(line, len, value[0] ? "%s: %s" : "%s;", name, value);
+    list = curl_slist_append(w->list, line);
+    free(line);
+    if (list == NULL)
+        w->failed = true;
+    else
+        w->list = list;
+}
+
+/* Fields the gateway itself sets, or that libcurl derives from the body. */
+static bool replaced_by_gateway(const char *name)
+{
+    static const char *const replaced[] = {"Host", "Content-Length", "Expect",
+                                           "X-Forwarded-For", "X-Forwarded-Proto",
+                                           "X-Forwarded-Host"};
+
+    for (size_t i = 0; i < sizeof replaced / sizeof replaced[0]; i++)
+        if (strcasecmp(name, replaced[i]) == 0)
+            return true;
+    return false;
+}
+
+static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, const char *name,
+                                          const char *value)
+{
+    struct header_walk *w = cls;
+
+    (void)kind;
+    if (value == NULL || gw_header_is_hop_by_hop(name, w->connection) ||
+        replaced_by_gateway(name))
+        return MHD_YES;
+    w->has_accept |= strcasecmp(name, "Accept") == 0;
+    w->has_content_type |= strcasecmp(name, "Content-Type") == 0;
+    append_field(w, name, value);
+    return w->failed ? MHD_NO : MHD_YES;
+}
+
+/* The header list sent upstream: the client's end-to-end fields as they came, Host kept,
+ * X-Forwarded-* set, and libcurl kept from adding fields of its own. */
+static struct curl_slist *upstream_headers(struct MHD_Connection *c)
+{
+    char *connection = joined_header(c, "Connection");
+    char *forwarded_for = joined_header(c, "X-Forwarded-For");
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    struct header_walk w = {NULL, connection, false, false, false};
+    struct gw_addr peer;
+    char peer_text[64] = "unknown", *xff;
+    size_t xff_len;
+
+    MHD_get_connection_values(c, MHD_HEADER_KIND, copy_request_field, &w);
+    if (host != NULL)
+        append_field(&w, "Host", host);
+    if (peer_addr(c, &peer) == 0)
+        inet_ntop(peer.family, peer.bytes, peer_text, sizeof peer_text);
+    xff_len = (forwarded_for ? strlen(forwarded_for) : 0) + strlen(peer_text) + 3;
+    xff = malloc(xff_len);
+    if (xff != NULL) {
+        snprintf(xff, xff_len, "%s%s%s", forwarded_for ? forwarded_for : "",
+                 forwarded_for ? ", " : "", peer_text);
+        append_field(&w, "X-Forwarded-For", xff);
+    }
+    append_field(&w, "X-Forwarded-Proto", "http");
+    if (host != NULL)
+        append_field(&w, "X-Forwarded-Host", host);
+    w.list = curl_slist_append(w.list, "Expect:");
+    if (!w.has_accept)
+        w.list = curl_slist_append(w.list, "Accept:");
+    if (!w.has_content_type)
+        w.list = curl_slist_append(w.list, "Content-Type:");
+    free(xff);
+    free(connection);
+    free(forwarded_for);
+    if (xff == NULL || w.failed) {
+        curl_slist_free_all(w.list);
+        return NULL;
+    }
+    return w.list;
+}
+
+static ssize_t read_upstream_body(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct gw_request *rq = cls;
+    ssize_t n = gw_upstream_read(rq->connection->upstream, buf, max);
+
+    if (n > 0) {
+        rq->bytes += (uint64_t)n;
+        return n;
+    }
+    if (n == 0)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    gw_warn("route %s: upstream body cut short after %llu bytes; client connection closed",
+            route_of(rq)->name, (unsigned long long)pos);
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static enum MHD_Result upstream_failed(struct gw_request *rq, struct MHD_Connection *c,
+                                       enum gw_upstream_error error)
+{
+    struct gw_route_metrics *metrics = route_runtime_of(rq)->metrics;
+
+    if (error == GW_UPSTREAM_TIMEOUT) {
+        gw_metrics_count_error(metrics, GW_ERR_TIMEOUT);
+        return respond_problem(rq, c, MHD_HTTP_GATEWAY_TIMEOUT,
+                               "the upstream did not answer in time");
+    }
+    if (error == GW_UPSTREAM_CONNECT) {
+        gw_metrics_count_error(metrics, GW_ERR_CONNECT);
+        return respond_problem(rq, c, MHD_HTTP_BAD_GATEWAY,
+                               "the upstream refused the connection or could not be reached");
+    }
+    gw_metrics_count_error(metrics, GW_ERR_OTHER);
+    return respond_problem(rq, c, MHD_HTTP_BAD_GATEWAY, "the upstream's answer could not be read");
+}
+
+static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
+{
+    const struct config_route *route = route_of(rq);
+    struct gw_upstream *upstream;
+    struct gw_forward fw;
+    struct MHD_Response *response;
+    enum gw_upstream_error error;
+    char *connection = NULL;
+    const char *name, *value;
+    size_t cursor = 0, url_len;
+    int64_t length;
+
+    if (rq->connection == NULL)
+        return MHD_NO;
+    if (rq->connection->upstream == NULL)
+        rq->connection->upstream = gw_upstream_new();
+    upstream = rq->connection->upstream;
+    url_len = strlen(route->upstream) + strlen(route->upstream_base_path) + strlen(rq->raw_uri) + 1;
+    rq->upstream_url = malloc(url_len);
+    rq->upstream_headers = upstream_headers(c);
+    if (upstream == NULL || rq->upstream_url == NULL || rq->upstream_headers == NULL)
+        return respond_problem(rq, c, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
+    snprintf(rq->upstream_url, url_len, "%s%s%s", route->upstream, route->upstream_base_path,
+             rq->raw_uri);
+
+    fw = (struct gw_forward){
+        .method = rq->method,
+        .url = rq->upstream_url,
+        .headers = rq->upstream_headers,
+        .body = rq->has_body ? (rq->body ? rq->body : "") : NULL,
+        .body_len = rq->body_len,
+        .timeout_ns = route->timeout_ns,
+        .connect_timeout_ns = route->connect_timeout_ns,
+        .tls_verify = route->tls_verify,
+    };
+    rq->forwarding = true;
+    error = gw_upstream_start(upstream, &fw);
+    if (error != GW_UPSTREAM_OK)
+        return upstream_failed(rq, c, error);
+    rq->upstream_head_ns = mono_ns();
+    rq->upstream_status = gw_upstream_status(upstream);
+    gw_metrics_count_response(route_runtime_of(rq)->metrics, (unsigned)rq->upstream_status);
+
+    length = gw_upstream_content_length(upstream);
+    response = MHD_create_response_from_callback(length >= 0 ? (uint64_t)length : MHD_SIZE_UNKNOWN,
+                                                 RESPONSE_BLOCK, read_upstream_body, rq, NULL);
+    if (response == NULL)
+        return MHD_NO;
+    /* The upstream's Connection field names more fields that stop here. */
+    while (gw_upstream_next_header(upstream, &cursor, &name, &value))
+        if (strcasecmp(name, "Connection") == 0 && connection == NULL)
+            connection = strdup(value);
+    cursor = 0;
+    while (gw_upstream_next_header(upstream, &cursor, &name, &value))
+        if (!gw_header_is_hop_by_hop(name, connection) && strcasecmp(name, "Content-Length") != 0)
+            MHD_add_response_header(response, name, value);
+    free(connection);
+    add_limit_headers(rq, response);
+    return queue(rq, c, (unsigned)rq->upstream_status, response);
+}
+
+/* --- the request's life ---------------------------------------------------------------- */
+
+enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,
+                                  const char *path, const char *method, const char *upload_data,
+                                  size_t *upload_data_size)
+{
+    if (!rq->started) {
+        rq->started = true;
+        rq->method = method;
+        begin(rq, c, path);
+        /* Answering now makes libmicrohttpd close the connection after the answer; worth it
+         * only to avoid reading a body that is refused anyway. Otherwise answer at the final
+         * call, and the connection stays open. */
+        if (rq->refusal != 0 && rq->has_body)
+            return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        take_body(rq, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (rq->refusal != 0)
+        return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
+    return forward(rq, c);
+}
+
+void gw_request_done(struct gw_request *rq)
+{
+    int64_t now = mono_ns();
+    const struct config_route *route = route_of(rq);
+    struct gw_access_entry entry = {
+        .route = route ? route->name : NULL,
+        .method = rq->method ? rq->method : "",
+        .target = rq->raw_uri,
+        .status = rq->status,
+        .decision = gw_decision_name(rq->decision),
+        .upstream_status = rq->upstream_status,
+        .upstream_ms = rq->upstream_head_ns ? (double)(rq->upstream_head_ns - rq->start_ns) / 1e6
+                                            : -1,
+        .duration_ms = (double)(now - rq->start_ns) / 1e6,
+        .bytes = rq->bytes,
+        .client_key = rq->key[0] ? rq->key : NULL,
+    };
+
+    if (rq->forwarding && rq->connection != NULL && rq->connection->upstream != NULL)
+        gw_upstream_finish(rq->connection->upstream);
+    if (route != NULL)
+        gw_metrics_count_request(route_runtime_of(rq)->metrics, rq->decision, now - rq->start_ns);
+    if (rq->started)
+        gw_access_log_write(rq->runtime->access_log_fd, &entry);
+    gw_runtime_release(rq->runtime);
+    curl_slist_free_all(rq->upstream_headers);
+    free(rq->upstream_url);
+    free(rq->body);
+    free(rq->raw_uri);
+    free(rq);
+}

@@ -1,0 +1,40 @@
+/*
+ * request: one request's life inside the gateway, driven by libmicrohttpd's callbacks in
+ * server.c. With the headers in, the route is matched, the client key worked out and the
+ * route's limits asked together (limiter_decide_all); a refused request is answered by sluice
+ * itself, without reading a body it does not need or touching the upstream. An allowed one
+ * has its body gathered (up to server.max_body), is forwarded with its connection's upstream
+ * handles (proxy.h), and its answer streamed back with the RateLimit fields added. When it
+ * ends, it is counted and logged.
+ *
+ * A request holds its runtime (runtime.h) from start to end, so it runs on one config whole.
+ */
+#ifndef SLUICE_GATEWAY_REQUEST_H
+#define SLUICE_GATEWAY_REQUEST_H
+
+#include <microhttpd.h>
+#include <stddef.h>
+
+#include "runtime.h"
+
+/* One client connection: the upstream handles its requests reuse. */
+struct gw_connection {
+    struct gw_upstream *upstream;
+};
+
+struct gw_request;
+
+/* A request that has just named its target. It takes over the caller's reference to
+ * `runtime`. NULL when memory is short. */
+struct gw_request *gw_request_new(struct gw_runtime *runtime, struct gw_connection *connection,
+                                  const char *raw_uri);
+
+/* One call of libmicrohttpd's access handler for this request. */
+enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,
+                                  const char *path, const char *method, const char *upload_data,
+                                  size_t *upload_data_size);
+
+/* The request is over (answered, or the client left): counts it, logs it, frees it. */
+void gw_request_done(struct gw_request *rq);
+
+#endif

@@ -1,0 +1,225 @@
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+static void limit_release(struct gw_limit *limit)
+{
+    struct limiter_stats stats;
+
+    if (limit == NULL || atomic_fetch_sub(&limit->refs, 1) != 1)
+        return;
+    limiter_get_stats(limit->limiter, &stats);
+    atomic_fetch_add(&limit->metrics->retired_evictions, stats.evictions);
+    limiter_free(limit->limiter);
+    free(limit->route);
+    free(limit->name);
+    free(limit);
+}
+
+static bool same_params(const struct limiter_params *a, const struct limiter_params *b)
+{
+    return strcmp(a->algorithm, b->algorithm) == 0 && a->requests == b->requests &&
+           a->per_ns == b->per_ns && a->burst == b->burst && a->max_clients == b->max_clients;
+}
+
+/* The limiter of `route`'s limit `want` in `previous`, with a new reference, or NULL. */
+static struct gw_limit *carried_over(const struct gw_runtime *previous, const char *route,
+                                     const char *name, const struct limiter_params *want)
+{
+    for (size_t i = 0; previous != NULL && i < previous->config->n_routes; i++) {
+        const struct gw_route_runtime *r = &previous->routes[i];
+
+        for (size_t j = 0; j < r->n_limits; j++) {
+            struct gw_limit *limit = r->limits[j];
+
+            if (strcmp(limit->route, route) == 0 && strcmp(limit->name, name) == 0 &&
+                same_params(limiter_get_params(limit->limiter), want)) {
+                atomic_fetch_add(&limit->refs, 1);
+                return limit;
+            }
+        }
+    }
+    return NULL;
+}
+
+static struct gw_limit *new_limit(const char *route, const struct config_limit *cl,
+                                  const struct limiter_params *params,
+                                  struct gw_route_metrics *metrics, char *err, size_t err_len)
+{
+    struct gw_limit *limit = calloc(1, sizeof *limit);
+    char why[LIMITER_ERR_LEN];
+
+    if (limit == NULL) {
+        snprintf(err, err_len, "out of memory");
+        return NULL;
+    }
+    atomic_init(&limit->refs, 1);
+    limit->metrics = metrics;
+    limit->route = strdup(route);
+    limit->name = strdup(cl->name);
+    limit->limiter = limiter_create(params, why);
+    if (limit->limiter == NULL || limit->route == NULL || limit->name == NULL) {
+        snprintf(err, err_len, "route %.100s, limit %.100s: %s", route, cl->name,
+                 limit->limiter ? "out of memory" : why);
+        limiter_free(limit->limiter);
+        free(limit->route);
+        free(limit->name);
+        free(limit);
+        return NULL;
+    }
+    return limit;
+}
+
+/* The RateLimit-Policy value: "burst";q=10;w=1, "daily";q=10000;w=86400 */
+static char *policy_of(const struct gw_route_runtime *r)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    char item[GW_FIELD_LEN];
+
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < r->n_limits; i++) {
+        gw_format_policy(item, r->limits[i]->name, limiter_get_params(r->limits[i]->limiter));
+        fprintf(out, "%s%s", i > 0 ? ", " : "", item);
+    }
+    fclose(out);
+    return text;
+}
+
+static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime *previous,
+                       struct gw_metrics *metrics, char *err, size_t err_len)
+{
+    const struct config_route *cr = &rt->config->routes[i];
+    struct gw_route_runtime *r = &rt->routes[i];
+
+    r->metrics = gw_metrics_route(metrics, cr->name);
+    if (r->metrics == NULL) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    for (size_t j = 0; j < cr->n_limits; j++) {
+        struct limiter_params params = cr->limits[j].params;
+
+        params.max_clients = rt->config->max_clients;
+        r->limits[j] = carried_over(previous, cr->name, cr->limits[j].name, &params);
+        if (r->limits[j] == NULL)
+            r->limits[j] = new_limit(cr->name, &cr->limits[j], &params, r->metrics, err, err_len);
+        if (r->limits[j] == NULL)
+            return -1;
+        r->limiters[j] = r->limits[j]->limiter;
+        r->n_limits++;
+    }
+    if (r->n_limits > 0 && (r->policy = policy_of(r)) == NULL) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static int open_access_log(const char *where)
+{
+    if (strcmp(where, "off") == 0)
+        return -1;
+    if (strcmp(where, "stdout") == 0)
+        return STDOUT_FILENO;
+    return open(where, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+}
+
+static void runtime_free(struct gw_runtime *rt)
+{
+    for (size_t i = 0; rt->routes != NULL && i < rt->config->n_routes; i++) {
+        for (size_t j = 0; j < rt->routes[i].n_limits; j++)
+            limit_release(rt->routes[i].limits[j]);
+        free(rt->routes[i].policy);
+    }
+    free(rt->routes);
+    if (rt->access_log_fd > STDERR_FILENO)
+        close(rt->access_log_fd);
+    config_free(rt->config);
+    free(rt);
+}
+
+struct gw_runtime *gw_runtime_build(struct config *config, const struct gw_runtime *previous,
+                                    struct gw_metrics *metrics, char *err, size_t err_len)
+{
+    struct gw_runtime *rt = calloc(1, sizeof *rt);
+
+    if (rt == NULL) {
+        snprintf(err, err_len, "out of memory");
+        config_free(config);
+        return NULL;
+    }
+    atomic_init(&rt->refs, 1);
+    rt->config = config;
+    rt->access_log_fd = -1;
+    rt->routes = calloc(config->n_routes, sizeof *rt->routes);
+    if (rt->routes == NULL) {
+        snprintf(err, err_len, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < config->n_routes; i++)
+        if (build_route(rt, i, previous, metrics, err, err_len) != 0)
+            goto fail;
+    rt->access_log_fd = open_access_log(config->server.access_log);
+    if (rt->access_log_fd < 0 && strcmp(config->server.access_log, "off") != 0) {
+        snprintf(err, err_len, "cannot open access_log %.200s", config->server.access_log);
+        goto fail;
+    }
+    return rt;
+
+fail:
+    runtime_free(rt);
+    return NULL;
+}
+
+void gw_runtime_hold(struct gw_runtime *rt)
+{
+    atomic_fetch_add_explicit(&rt->refs, 1, memory_order_relaxed);
+}
+
+void gw_runtime_release(struct gw_runtime *rt)
+{
+    if (rt != NULL && atomic_fetch_sub_explicit(&rt->refs, 1, memory_order_acq_rel) == 1)
+        runtime_free(rt);
+}
+
+void gw_runtime_limiter_gauges(void *runtime, FILE *out)
+{
+    const struct gw_runtime *rt = runtime;
+
+    fputs("# HELP sluice_limiter_clients Client states held by a route's limits.\n"
+          "# TYPE sluice_limiter_clients gauge\n",
+          out);
+    for (size_t i = 0; i < rt->config->n_routes; i++) {
+        uint64_t most = 0;
+
+        for (size_t j = 0; j < rt->routes[i].n_limits; j++) {
+            struct limiter_stats stats;
+
+            limiter_get_stats(rt->routes[i].limiters[j], &stats);
+            most = stats.clients > most ? stats.clients : most;
+        }
+        fprintf(out, "sluice_limiter_clients{route=\"%s\"} %llu\n", rt->config->routes[i].name,
+                (unsigned long long)most);
+    }
+    fputs("# HELP sluice_limiter_evictions_total Live client states evicted to make room.\n"
+          "# TYPE sluice_limiter_evictions_total counter\n",
+          out);
+    for (size_t i = 0; i < rt->config->n_routes; i++) {
+        uint64_t evictions = atomic_load(&rt->routes[i].metrics->retired_evictions);
+
+        for (size_t j = 0; j < rt->routes[i].n_limits; j++) {
+            struct limiter_stats stats;
+
+            limiter_get_stats(rt->routes[i].limiters[j], &stats);
+            evictions += stats.evictions;
+        }
+        fprintf(out, "sluice_limiter_evictions_total{route=\"%s\"} %llu\n",
+                rt->config->routes[i].name, (unsigned long long)evictions);
+    }
+}

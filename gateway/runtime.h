@@ -1,0 +1,61 @@
+/*
+ * runtime: what one loaded configuration runs on. The config itself, each route's limiters
+ * and counters, the access log.
+ *
+ * A reload builds a new runtime beside the current one and swaps it in. Every request holds a
+ * reference to the runtime it started under, so it finishes on that config whole, and an old
+ * runtime is freed when its last request ends.
+ *
+ * Limiters carry over: a limit whose route name, limit name, parameters (algorithm, requests,
+ * per, burst) and limiter.max_clients are all unchanged keeps its limiter, and with it every
+ * client's state (a client that spent its quota stays limited). A limit that changed in any
+ * of these starts afresh: every client gets the new limit's full quota. Limits of routes that
+ * disappear are freed with the last runtime that uses them.
+ */
+#ifndef SLUICE_GATEWAY_RUNTIME_H
+#define SLUICE_GATEWAY_RUNTIME_H
+
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "limiter.h"
+#include "metrics.h"
+#include "respond.h"
+
+/* A limiter, shared by the runtimes whose config has the same limit. */
+struct gw_limit {
+    _Atomic unsigned refs;
+    struct limiter *limiter;
+    char *route, *name; /* what makes a limit "the same" across reloads, with its params */
+    struct gw_route_metrics *metrics;
+};
+
+struct gw_route_runtime {
+    struct limiter *limiters[LIMITER_MAX_PER_REQUEST]; /* for limiter_decide_all() */
+    struct gw_limit *limits[LIMITER_MAX_PER_REQUEST];
+    size_t n_limits;
+    char *policy; /* the RateLimit-Policy value: one item per limit */
+    struct gw_route_metrics *metrics;
+};
+
+struct gw_runtime {
+    _Atomic unsigned refs;
+    struct config *config; /* owned */
+    struct gw_route_runtime *routes; /* one per config->routes */
+    int access_log_fd; /* -1 when off */
+};
+
+/* Builds a runtime for `config`, which it takes over (freed with the runtime, or at once on
+ * failure). Limits equal to ones of `previous` (may be NULL) share their limiters. Returns
+ * the runtime with one reference, or NULL with `err` filled. */
+struct gw_runtime *gw_runtime_build(struct config *config, const struct gw_runtime *previous,
+                                    struct gw_metrics *metrics, char *err, size_t err_len);
+
+void gw_runtime_hold(struct gw_runtime *runtime);
+void gw_runtime_release(struct gw_runtime *runtime);
+
+/* The limiter gauges of `runtime` (a struct gw_runtime *), for gw_metrics_render(). */
+void gw_runtime_limiter_gauges(void *runtime, FILE *out);
+
+#endif
