@@ -9,9 +9,9 @@ ASAN     := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
 TSAN     := -O1 -fsanitize=thread
 
 # pkg-config names and the Debian packages that provide them
-PKGS := libmicrohttpd libcurl yaml-0.1 cunit libsodium
+PKGS := libmicrohttpd libcurl yaml-0.1 cunit libsodium json-c
 DEBS := pkg-config libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcunit1-dev libsodium-dev \
-        openssl
+        libjson-c-dev openssl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Expanded when a recipe runs, after the dependency check has installed what was missing.
@@ -56,21 +56,29 @@ build/tsan/%.o: %.c | build/.deps-ok
 	@$(CC) $(CPPFLAGS) $(CFLAGS) $(TSAN) -MMD -MP -c $< -o $@
 
 build/sluice: $(call objs,build/obj,$(SLUICE_SRC))
-	$(CC) $(CFLAGS) $^ $(GATEWAY_LIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS) $^ $(GATEWAY_LIBS) -o $@
 build/asan/sluice: $(call objs,build/asan,$(SLUICE_SRC))
-	$(CC) $(CFLAGS) $(ASAN) $^ $(GATEWAY_LIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS) $(ASAN) $^ $(GATEWAY_LIBS) -o $@
 build/test_upstream: $(call objs,build/obj,tests/upstream/upstream.c)
-	$(CC) $(CFLAGS) $^ -o $@
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS) $^ -o $@
 build/test_unit: $(call objs,build/obj,$(UNIT_SRC))
-	$(CC) $(CFLAGS) $^ $(TEST_LIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS) $^ $(TEST_LIBS) -o $@
 build/asan/test_unit: $(call objs,build/asan,$(UNIT_SRC))
-	$(CC) $(CFLAGS) $(ASAN) $^ $(TEST_LIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS) $(ASAN) $^ $(TEST_LIBS) -o $@
 build/tsan/test_unit: $(call objs,build/tsan,$(UNIT_SRC))
-	$(CC) $(CFLAGS) $(TSAN) $^ $(TEST_LIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS) $(TSAN) $^ $(TEST_LIBS) -o $@
 build/test_integration: $(call objs,build/obj,$(INTEG_SRC))
-	$(CC) $(CFLAGS) $^ $(TEST_LIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS) $^ $(TEST_LIBS) $(shell pkg-config --libs json-c) -o $@
 build/limiter_bench: $(call objs,build/obj,$(BENCH_SRC))
-	$(CC) $(CFLAGS) $^ $(LIMITER_LIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS) $^ $(LIMITER_LIBS) -o $@
 
 # The unit suites plain, under ASan+UBSan, and the concurrency suites under TSan; then the
 # integration suites against build/sluice, and again against an ASan+UBSan build of it. Any

@@ -194,7 +194,7 @@ static int drive(struct gw_upstream *u, bool (*ready)(const struct gw_upstream *
     while (!ready(u) && !u->done) {
         int running, queued;
         CURLMsg *msg;
-        int64_t left;
+        int64_t left_ms;
 
         curl_multi_perform(u->multi, &running);
         while ((msg = curl_multi_info_read(u->multi, &queued)) != NULL)
@@ -204,10 +204,10 @@ static int drive(struct gw_upstream *u, bool (*ready)(const struct gw_upstream *
             }
         if (ready(u) || u->done)
             break;
-        left = (deadline - now_ns()) / 1000000;
-        if (left <= 0 || atomic_load(&aborting))
+        left_ms = (deadline - now_ns() + 999999) / 1000000; /* never wake before the deadline */
+        if (left_ms <= 0 || atomic_load(&aborting))
             return -1;
-        curl_multi_poll(u->multi, NULL, 0, left < POLL_SLICE_MS ? (int)left : POLL_SLICE_MS,
+        curl_multi_poll(u->multi, NULL, 0, left_ms < POLL_SLICE_MS ? (int)left_ms : POLL_SLICE_MS,
                         NULL);
     }
     return 0;

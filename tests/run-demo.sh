@@ -16,7 +16,9 @@ sluice listens on http://127.0.0.1:8080, in front of a demo upstream on 127.0.0.
   curl -si -H 'X-API-Key: demo' 'http://127.0.0.1:8080/api/items?[1-6]' | grep -E '^(HTTP|Retry-After|RateLimit:)'
 
 The first is proxied; in the second, key "demo" spends its burst of 5 and the sixth gets 429.
-Edit config/sluice.yaml and restart to change the limits. Ctrl-C stops both.
+Edit config/sluice.yaml and save: the limits change at once. Metrics:
+  curl -s http://127.0.0.1:9901/metrics | grep sluice_requests_total
+Ctrl-C stops both.
 
 TEXT
 build/sluice -c config/sluice.yaml

@@ -60,12 +60,16 @@ static void test_example_loads(void)
     CU_ASSERT_PTR_NULL(c->routes[0].methods[2]);
     CU_ASSERT_EQUAL(c->routes[0].key_kind, CONFIG_KEY_HEADER);
     CU_ASSERT_STRING_EQUAL(c->routes[0].key_name, "X-API-Key");
-    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_limits, 1);
-    CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].name, "api"); /* named after its route */
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_limits, 2);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].name, "burst");
     CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].params.algorithm, "token_bucket");
     CU_ASSERT_EQUAL(c->routes[0].limits[0].params.requests, 10);
     CU_ASSERT_EQUAL(c->routes[0].limits[0].params.per_ns, 60000000000);
     CU_ASSERT_EQUAL(c->routes[0].limits[0].params.burst, 5);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].limits[1].name, "daily");
+    CU_ASSERT_EQUAL(c->routes[0].limits[1].params.per_ns, 86400000000000);
+    CU_ASSERT_STRING_EQUAL(c->routes[1].limits[0].name, "default"); /* named after its route */
+    CU_ASSERT_STRING_EQUAL(c->routes[0].upstream, "http://127.0.0.1:9000"); /* ${..:-default} */
     CU_ASSERT_TRUE(c->server.watch_config);
     CU_ASSERT_STRING_EQUAL(c->server.access_log, "stdout");
     CU_ASSERT_STRING_EQUAL(c->routes[1].upstream, "http://127.0.0.1:9000");
@@ -138,6 +142,37 @@ static void test_errors_are_positioned(void)
     expect_error("server: {}\n", 1, 1, "at least one route is required");
     expect_error("routes: [\n", 2, 1, "YAML syntax");
     expect_error("", 1, 1, "empty");
+    expect_error(ROUTE_HEAD "    limit:\n      - {algorithm: gcra, requests: 1, per: 1s}\n", 6, 9,
+                 "each limit of a list needs a name");
+    expect_error(ROUTE_HEAD "    limit:\n      - {name: a, algorithm: gcra, requests: 1, per: 1s}\n"
+                            "      - {name: a, algorithm: gcra, requests: 2, per: 1s}\n",
+                 7, 16, "limit \"a\" appears twice");
+    expect_error(ROUTE_HEAD "    limit: []\n", 5, 12, "a list of 1 to 8 limits");
+    expect_error(ROUTE_HEAD "    timeout: \"${SLUICE_TEST_SURELY_UNSET}\"\n", 5, 14,
+                 "${SLUICE_TEST_SURELY_UNSET} is not set and has no default");
+    expect_error(ROUTE_HEAD "    timeout: \"${1BAD}\"\n", 5, 14, "expected ${NAME}");
+    expect_error(ROUTE_HEAD "    timeout: \"${UNCLOSED\"\n", 5, 14, "expected ${NAME}");
+}
+
+static void test_environment(void)
+{
+    char *errors = NULL;
+    struct config *c;
+
+    setenv("SLUICE_TEST_TIMEOUT", "3s", 1);
+    setenv("SLUICE_TEST_EMPTY", "", 1);
+    c = load_text(ROUTE_HEAD "    timeout: \"${SLUICE_TEST_TIMEOUT}\"\n"
+                             "    connect_timeout: \"${SLUICE_TEST_EMPTY:-250}ms\"\n"
+                             "    key: \"header:X-${SLUICE_TEST_UNSET_TOO:-Key}\"\n",
+                  &errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].timeout_ns, 3000000000);
+    CU_ASSERT_EQUAL(c->routes[0].connect_timeout_ns, 250000000); /* empty takes the default */
+    CU_ASSERT_STRING_EQUAL(c->routes[0].key_name, "X-Key");
+    config_free(c);
+    unlink(path);
+    unsetenv("SLUICE_TEST_TIMEOUT");
+    unsetenv("SLUICE_TEST_EMPTY");
 }
 
 /* Every problem is reported, not just the first. */
@@ -174,5 +209,6 @@ void register_load_tests(void)
     add_test(s, "defaults, and the upstream's parts", test_defaults_and_upstream_parts);
     add_test(s, "each problem is FILE:LINE:COL", test_errors_are_positioned);
     add_test(s, "every problem is reported", test_all_errors_reported);
+    add_test(s, "${VAR} and ${VAR:-default}", test_environment);
     add_test(s, "a missing file is an error", test_missing_file);
 }

@@ -85,20 +85,74 @@ const char *sluice_binary(void)
     return path != NULL && path[0] != '\0' ? path : "build/sluice";
 }
 
+static void write_config(const char *path, const char *yaml, va_list ap)
+{
+    FILE *f = fopen(path, "w");
+
+    vfprintf(f, yaml, ap);
+    fclose(f);
+}
+
+void rewrite_config(struct proc *p, bool in_place, const char *yaml, ...)
+{
+    char temporary[96];
+    va_list ap;
+
+    snprintf(temporary, sizeof temporary, "%s.new", p->config_path);
+    va_start(ap, yaml);
+    write_config(in_place ? p->config_path : temporary, yaml, ap);
+    va_end(ap);
+    if (!in_place)
+        rename(temporary, p->config_path);
+}
+
+bool wait_for_log(const struct proc *p, const char *text, int count, int timeout_ms)
+{
+    for (int waited = 0; waited <= timeout_ms; waited += 10) {
+        char *log = read_log(p);
+        int seen = 0;
+
+        for (char *at = log; at != NULL && (at = strstr(at, text)) != NULL; at++)
+            seen++;
+        free(log);
+        if (seen >= count)
+            return true;
+        sleep_ms(10);
+    }
+    return false;
+}
+
+double metric(const struct proc *p, const char *series)
+{
+    struct reply r;
+    double value = -1;
+    size_t len = strlen(series);
+
+    http(p->admin_port, "GET", "/metrics", NULL, NULL, &r);
+    for (char *line = r.body; line != NULL && *line != '\0'; line = strchr(line, '\n')) {
+        if (*line == '\n')
+            line++;
+        if (strncmp(line, series, len) == 0 && line[len] == ' ') {
+            value = strtod(line + len + 1, NULL);
+            break;
+        }
+    }
+    reply_free(&r);
+    return value;
+}
+
 int start_sluice(struct proc *p, const char *yaml, ...)
 {
     va_list ap;
-    FILE *f;
     int fd;
 
     memset(p, 0, sizeof *p);
     snprintf(p->config_path, sizeof p->config_path, "/tmp/sluice-it-XXXXXX");
     fd = mkstemp(p->config_path);
-    f = fdopen(fd, "w");
+    close(fd);
     va_start(ap, yaml);
-    vfprintf(f, yaml, ap);
+    write_config(p->config_path, yaml, ap);
     va_end(ap);
-    fclose(f);
     snprintf(p->log_path, sizeof p->log_path, "%s.log", p->config_path);
     snprintf(p->access_path, sizeof p->access_path, "%s.access", p->config_path);
 
@@ -117,6 +171,10 @@ int start_sluice(struct proc *p, const char *yaml, ...)
         int status;
 
         if (at != NULL && sscanf(strrchr(at, ':') + 1, "%u", &p->port) == 1) {
+            char *admin = strstr(log, "/readyz) on port ");
+
+            if (admin != NULL)
+                sscanf(admin, "/readyz) on port %u", &p->admin_port);
             free(log);
             return 0;
         }

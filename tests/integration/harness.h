@@ -15,6 +15,7 @@
 struct proc {
     pid_t pid;
     unsigned port;
+    unsigned admin_port; /* 0 unless the config sets admin_listen */
     char log_path[80];    /* sluice's stderr */
     char access_path[80]; /* its stdout, where the access log goes by default */
     char config_path[64];
@@ -31,6 +32,16 @@ const char *sluice_binary(void);
 /* Writes `yaml` (a printf format; "%1$u" is the upstream's port) to a file and starts
  * sluice on it. 0, or -1 if it did not come up (its log is printed). */
 int start_sluice(struct proc *p, const char *yaml, ...);
+
+/* Replaces the config file the way an editor does (a new file renamed over it) or, with
+ * `in_place`, by rewriting it. Same format as start_sluice(). */
+void rewrite_config(struct proc *p, bool in_place, const char *yaml, ...);
+
+/* Waits up to `timeout_ms` for the log to hold `text` `count` times or more. */
+bool wait_for_log(const struct proc *p, const char *text, int count, int timeout_ms);
+
+/* The value of the /metrics sample that starts with `series` (name and labels), or -1. */
+double metric(const struct proc *p, const char *series);
 
 /* SIGTERM, then waits up to `wait_ms`; returns the exit status, or -1 (then it is killed). */
 int stop_sluice(struct proc *p, int wait_ms);
@@ -69,5 +80,7 @@ void register_proxy_tests(void);
 void register_limits_tests(void);
 void register_cli_tests(void);
 void register_upstreams_tests(void);
+void register_reload_tests(void);
+void register_observe_tests(void);
 
 #endif

@@ -23,6 +23,8 @@ int main(int argc, char **argv)
     register_limits_tests();
     register_cli_tests();
     register_upstreams_tests();
+    register_reload_tests();
+    register_observe_tests();
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)
             CU_set_suite_active(s, CU_FALSE);

@@ -1,0 +1,200 @@
+/* What operators watch: /metrics, /healthz, /readyz and the access log; and several limits
+ * on one route. */
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static struct proc gw;
+
+static const char config[] =
+    "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
+    "routes:\n"
+    "  - name: limited\n    match: {path_prefix: /limited/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    key: \"header:X-API-Key\"\n"
+    "    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n"
+    "  - name: dry\n    match: {path_prefix: /dry/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    dry_run: true\n"
+    "    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n"
+    "  - name: exempt\n    match: {path_prefix: /exempt/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    exempt: [\"127.0.0.1\"]\n"
+    "    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n"
+    "  - name: dead\n    match: {path_prefix: /dead/}\n    upstream: \"http://127.0.0.1:1\"\n"
+    "  - name: codes\n    match: {path_prefix: /status/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "  - name: slow\n    match: {path_prefix: /slow}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    timeout: 200ms\n"
+    "  - name: layered\n    match: {path_prefix: /layered/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    limit:\n"
+    "      - {name: burst, algorithm: token_bucket, requests: 2, per: 1s}\n"
+    "      - {name: daily, algorithm: fixed_window, requests: 3, per: 1d}\n";
+
+static int init(void)
+{
+    return start_sluice(&gw, config, upstream.port);
+}
+
+static int clean(void)
+{
+    return stop_sluice(&gw, 5000) == 0 ? 0 : -1;
+}
+
+static long get(const char *target, const char *api_key)
+{
+    char field[128];
+    const char *headers[] = {field, NULL};
+    struct reply r;
+    long status;
+
+    snprintf(field, sizeof field, "X-API-Key: %s", api_key ? api_key : "");
+    http(gw.port, "GET", target, api_key ? headers : NULL, NULL, &r);
+    status = r.status;
+    reply_free(&r);
+    return status;
+}
+
+static void test_metrics_count(void)
+{
+    struct reply r;
+
+    CU_ASSERT_EQUAL(get("/limited/a?secret=1", "key-one"), 200);
+    CU_ASSERT_EQUAL(get("/limited/a", "key-one"), 429);
+    CU_ASSERT_EQUAL(get("/dry/a", NULL), 200);
+    CU_ASSERT_EQUAL(get("/dry/a", NULL), 200);
+    CU_ASSERT_EQUAL(get("/exempt/a", NULL), 200);
+    CU_ASSERT_EQUAL(get("/dead/a", NULL), 502);
+    CU_ASSERT_EQUAL(get("/slow?ms=2000", NULL), 504);
+    CU_ASSERT_EQUAL(get("/limited/a", "key-two"), 200);
+    CU_ASSERT_EQUAL(get("/status/503", NULL), 503);
+
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"limited\",decision=\"allowed\"}"), 2);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"limited\",decision=\"denied\"}"), 1);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"dry\",decision=\"allowed\"}"), 1);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"dry\",decision=\"dry_run_denied\"}"),
+                    1);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"exempt\",decision=\"exempt\"}"), 1);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_upstream_responses_total{route=\"limited\",code=\"200\"}"),
+                    2);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_upstream_responses_total{route=\"codes\",code=\"503\"}"),
+                    1);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_upstream_errors_total{route=\"dead\",kind=\"connect\"}"), 1);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_upstream_errors_total{route=\"slow\",kind=\"timeout\"}"), 1);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_upstream_errors_total{route=\"slow\",kind=\"other\"}"), 0);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_request_duration_seconds_count{route=\"limited\"}"), 3);
+    CU_ASSERT_EQUAL(
+        metric(&gw, "sluice_request_duration_seconds_bucket{route=\"limited\",le=\"+Inf\"}"), 3);
+    CU_ASSERT_TRUE(metric(&gw, "sluice_request_duration_seconds_sum{route=\"slow\"}") >= 0.2);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_limiter_clients{route=\"limited\"}"), 2);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_limiter_evictions_total{route=\"limited\"}"), 0);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_config_reloads_total{result=\"success\"}"), 0);
+    CU_ASSERT_TRUE(metric(&gw, "sluice_connections_active") >= 0);
+
+    http(gw.admin_port, "GET", "/metrics", NULL, NULL, &r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "# TYPE sluice_request_duration_seconds histogram\n"));
+    CU_ASSERT_STRING_EQUAL(header(&r, "Content-Type"), "text/plain; version=0.0.4");
+    reply_free(&r);
+}
+
+static void test_health_endpoints(void)
+{
+    struct reply r;
+
+    http(gw.admin_port, "GET", "/healthz", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    reply_free(&r);
+    http(gw.admin_port, "GET", "/readyz", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    reply_free(&r);
+    http(gw.admin_port, "GET", "/elsewhere", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 404);
+    reply_free(&r);
+    /* The proxied port never serves them: there /metrics is just a path with no route. */
+    http(gw.port, "GET", "/metrics", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 404);
+    CU_ASSERT_PTR_NULL(strstr(r.body, "sluice_requests_total"));
+    reply_free(&r);
+}
+
+/* Every line is a JSON object with the promised fields; no API key and no query in it. */
+static void test_access_log_is_json(void)
+{
+    char *log, *line, *save = NULL;
+    int lines = 0, denied = 0;
+
+    sleep_ms(100);
+    log = read_file(gw.access_path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(log);
+    CU_ASSERT_PTR_NULL(strstr(log, "key-one"));
+    CU_ASSERT_PTR_NULL(strstr(log, "secret"));
+    for (line = strtok_r(log, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        enum json_tokener_error error;
+        struct json_object *o = json_tokener_parse_verbose(line, &error), *v;
+        const char *fields[] = {"time", "route", "method", "path", "status", "decision",
+                                "upstream_status", "upstream_ms", "duration_ms", "bytes", "client"};
+
+        CU_ASSERT_PTR_NOT_NULL(o);
+        if (o == NULL) {
+            fprintf(stderr, "not JSON: %s\n", line);
+            continue;
+        }
+        lines++;
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+            CU_ASSERT_TRUE(json_object_object_get_ex(o, fields[i], NULL));
+        if (json_object_object_get_ex(o, "decision", &v) &&
+            strcmp(json_object_get_string(v), "denied") == 0) {
+            denied++;
+            json_object_object_get_ex(o, "status", &v);
+            CU_ASSERT_EQUAL(json_object_get_int(v), 429);
+            json_object_object_get_ex(o, "path", &v);
+            CU_ASSERT_STRING_EQUAL(json_object_get_string(v), "/limited/a");
+            json_object_object_get_ex(o, "client", &v);
+            CU_ASSERT_EQUAL(strlen(json_object_get_string(v)), 16);
+            json_object_object_get_ex(o, "upstream_status", &v);
+            CU_ASSERT_EQUAL(json_object_get_int(v), 0);
+        }
+        json_object_put(o);
+    }
+    CU_ASSERT_TRUE(lines >= 8);
+    CU_ASSERT_TRUE(denied >= 1);
+    free(log);
+}
+
+/* A burst limit and a daily one: both policies advertised, the binding one reported, and a
+ * request refused by one is charged to neither. */
+static void test_several_limits(void)
+{
+    struct reply r;
+
+    http(gw.port, "GET", "/layered/x", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_STRING_EQUAL(header(&r, "RateLimit-Policy"),
+                           "\"burst\";q=2;w=1, \"daily\";q=3;w=86400");
+    CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"burst\";r=1;"));
+    reply_free(&r);
+    CU_ASSERT_EQUAL(get("/layered/x", NULL), 200);
+    http(gw.port, "GET", "/layered/x", NULL, NULL, &r); /* the burst is spent */
+    CU_ASSERT_EQUAL(r.status, 429);
+    CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"burst\";r=0;"));
+    CU_ASSERT_STRING_EQUAL(header(&r, "Retry-After"), "1");
+    reply_free(&r);
+    sleep_ms(1000);
+    /* The day allows one more; had the refused request been charged to it, none. */
+    CU_ASSERT_EQUAL(get("/layered/x", NULL), 200);
+    http(gw.port, "GET", "/layered/x", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 429);
+    CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"daily\";r=0;"));
+    CU_ASSERT_TRUE(atol(header(&r, "Retry-After")) > 1);
+    reply_free(&r);
+}
+
+void register_observe_tests(void)
+{
+    CU_pSuite s = add_suite_with("observe", init, clean);
+
+    add_test(s, "every metric is there and counts", test_metrics_count);
+    add_test(s, "/healthz, /readyz, and only on the admin port", test_health_endpoints);
+    add_test(s, "access log lines are JSON without secrets", test_access_log_is_json);
+    add_test(s, "several limits on one route", test_several_limits);
+}
