@@ -30,7 +30,7 @@ BENCH_SRC   := $(LIMITER_SRC) tests/bench/limiter_bench.c
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test run bench deps clean format
+.PHONY: all test run bench deps clean format container-test
 all: build/sluice build/test_upstream build/test_unit build/test_integration build/limiter_bench
 
 build/.deps-ok:
@@ -96,6 +96,10 @@ test: build/test_unit build/asan/test_unit build/tsan/test_unit build/sluice bui
 # A demo upstream and the gateway in front of it, with config/sluice.yaml.
 run: build/sluice build/test_upstream
 	tests/run-demo.sh
+
+# The container image, built and checked with podman (see tests/container-test.sh).
+container-test:
+	tests/container-test.sh
 
 bench: build/limiter_bench
 	build/limiter_bench

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <curl/curl.h>
+
 #include "config.h"
 #include "log.h"
 #include "proxy.h"
@@ -18,11 +20,19 @@ static const char usage[] =
     "usage: sluice -c FILE           run the gateway with the configuration in FILE\n"
     "       sluice --check -c FILE   validate FILE: exit 0, or print FILE:LINE:COL: problem\n"
     "                                lines and exit 1\n"
+    "       sluice --healthcheck URL exit 0 if URL answers 2xx within 2 s, else 1 (for a\n"
+    "                                container's HEALTHCHECK: no curl needed in the image)\n"
     "       sluice --version | --help\n"
     "\n"
     "Signals: SIGHUP reloads FILE (so does saving it, unless server.watch_config is false);\n"
     "SIGTERM or SIGINT stop accepting connections, let requests in flight finish (up to\n"
     "server.drain_timeout) and exit 0.\n";
+
+static size_t discard(char *data, size_t size, size_t n, void *cls)
+{
+    (void)data, (void)cls;
+    return size * n;
+}
 
 /* Logs what an operator should know before traffic flows. */
 static void warn_about(const struct config *config)
@@ -117,12 +127,44 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     return 0;
 }
 
+/* GET `url`: 0 when it answers 2xx within 2 s. */
+static int healthcheck(const char *url)
+{
+    CURL *curl = curl_easy_init();
+    long status = 0;
+    CURLcode rc;
+
+    if (curl == NULL)
+        return 1;
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 2000L);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_NOBODY, 0L);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard);
+    rc = curl_easy_perform(curl);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(curl);
+    if (rc != CURLE_OK || status < 200 || status > 299) {
+        fprintf(stderr, "sluice: healthcheck %s: %s\n", url,
+                rc != CURLE_OK ? curl_easy_strerror(rc) : "not a 2xx answer");
+        return 1;
+    }
+    return 0;
+}
+
+/* Does nothing: installed so that the signals sigwait() takes are delivered even to PID 1,
+ * which the kernel spares every signal left at its default action. */
+static void take_signal(int sig)
+{
+    (void)sig;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option options[] = {
         {"config", required_argument, NULL, 'c'}, {"check", no_argument, NULL, 'k'},
         {"version", no_argument, NULL, 'v'},      {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"healthcheck", required_argument, NULL, 'H'}, {NULL, 0, NULL, 0},
     };
     const char *path = NULL;
     bool check = false;
@@ -142,6 +184,8 @@ int main(int argc, char **argv)
         case 'v':
             printf("sluice %s\n", SLUICE_VERSION);
             return 0;
+        case 'H':
+            return healthcheck(optarg);
         case 'h':
             fputs(usage, stdout);
             return 0;
@@ -173,6 +217,9 @@ int main(int argc, char **argv)
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
+    signal(SIGTERM, take_signal);
+    signal(SIGINT, take_signal);
+    signal(SIGHUP, take_signal);
     signal(SIGPIPE, SIG_IGN);
 
     return serve(config, path, &signals);

@@ -66,6 +66,27 @@ static void test_version_help_usage(void)
     CU_ASSERT_EQUAL(run("--bogus", out, sizeof out), 2);
 }
 
+static void test_healthcheck(void)
+{
+    struct proc gw;
+    char args[128], out[1024];
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw,
+                                       "server: {listen: \"127.0.0.1:0\", "
+                                       "admin_listen: \"127.0.0.1:0\"}\nroutes:\n"
+                                       "  - name: a\n    match: {path_prefix: /}\n"
+                                       "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                                       upstream.port),
+                          0);
+    snprintf(args, sizeof args, "--healthcheck http://127.0.0.1:%u/healthz", gw.admin_port);
+    CU_ASSERT_EQUAL(run(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "--healthcheck http://127.0.0.1:%u/nothing", gw.admin_port);
+    CU_ASSERT_EQUAL(run(args, out, sizeof out), 1);
+    CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+    CU_ASSERT_EQUAL(run("--healthcheck http://127.0.0.1:1/healthz", out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "healthcheck"));
+}
+
 static void test_port_taken(void)
 {
     struct proc first;
@@ -141,5 +162,6 @@ void register_cli_tests(void)
     add_test(s, "--check names every problem", test_check);
     add_test(s, "--version, --help and bad usage", test_version_help_usage);
     add_test(s, "a taken port is a clear error", test_port_taken);
+    add_test(s, "--healthcheck", test_healthcheck);
     add_test(s, "SIGTERM drains requests in flight", test_sigterm_drains);
 }
