@@ -18,12 +18,15 @@ mkdir -p "$WORK"
 say() { printf '== %s\n' "$*"; }
 fail() { printf 'FAILED: %s\n' "$*" >&2; exit 1; }
 
-# A loopback port nothing listens on.
+# A loopback port no socket uses, below the kernel's ephemeral range (so that no outgoing
+# connection can take it meanwhile), and not $1.
 free_port() {
-  local port
-  for _ in $(seq 50); do
-    port=$((20000 + RANDOM % 20000))
-    ss -Hltn "sport = :$port" | grep -q . || { echo "$port"; return; }
+  local port low
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+  for _ in $(seq 100); do
+    port=$((10000 + RANDOM % (low - 10000)))
+    [ "$port" != "${1:-}" ] || continue
+    ss -Htan "sport = :$port" | grep -q . || { echo "$port"; return; }
   done
   fail "no free port"
 }
@@ -91,7 +94,8 @@ routes:
     limit: {algorithm: fixed_window, requests: 3, per: 1h}
 YAML
 chmod -R a+rX "$conf"
-http_port=$(free_port) admin_port=$(free_port)
+http_port=$(free_port)
+admin_port=$(free_port "$http_port")
 # A pod shares one network namespace: sluice reaches the upstream on its loopback.
 podman pod create --name "$POD" -p "127.0.0.1:$http_port:8080" -p "127.0.0.1:$admin_port:9901" >/dev/null
 podman run -d -q --pod "$POD" --name "$POD-upstream" "$UPSTREAM_IMAGE" test_upstream 127.0.0.1:9000 >/dev/null
