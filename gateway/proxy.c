@@ -11,6 +11,7 @@
 #define BODY_BUFFER    (64 * 1024)
 #define HEAD_MAX       (64 * 1024) /* response heads beyond this are refused */
 #define POLL_SLICE_MS  200         /* longest single wait, so an abort is seen promptly */
+#define IDLE_HANDLES   1024        /* pooled handles, each with its idle connections */
 
 struct gw_upstream {
     CURL *easy;
@@ -30,45 +31,36 @@ struct gw_upstream {
     int64_t timeout_ns;
 };
 
-static CURLSH *share;
-static pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+/* Idle handles, each with the upstream connections it keeps open. A client connection takes
+ * one when it first forwards and gives it back when it closes; the mutex is taken then, never
+ * per request. */
+static struct {
+    pthread_mutex_t lock;
+    struct gw_upstream *idle[IDLE_HANDLES];
+    size_t n_idle;
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static atomic_bool aborting;
-
-static void share_lock(CURL *handle, curl_lock_data data, curl_lock_access access, void *cls)
-{
-    (void)handle, (void)access, (void)cls;
-    pthread_mutex_lock(&share_locks[data]);
-}
-
-static void share_unlock(CURL *handle, curl_lock_data data, void *cls)
-{
-    (void)handle, (void)cls;
-    pthread_mutex_unlock(&share_locks[data]);
-}
 
 int gw_proxy_init(void)
 {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return -1;
-    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-        pthread_mutex_init(&share_locks[i], NULL);
-    share = curl_share_init();
-    if (share == NULL)
-        return -1;
-    curl_share_setopt(share, CURLSHOPT_LOCKFUNC, share_lock);
-    curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, share_unlock);
-    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
-    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-    return 0;
+    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+static void upstream_free(struct gw_upstream *u)
+{
+    gw_upstream_finish(u);
+    curl_multi_cleanup(u->multi);
+    curl_easy_cleanup(u->easy);
+    free(u->head);
+    free(u);
 }
 
 void gw_proxy_cleanup(void)
 {
-    curl_share_cleanup(share);
-    share = NULL;
-    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-        pthread_mutex_destroy(&share_locks[i]);
+    pthread_mutex_lock(&pool.lock);
+    while (pool.n_idle > 0)
+        upstream_free(pool.idle[--pool.n_idle]);
+    pthread_mutex_unlock(&pool.lock);
     curl_global_cleanup();
 }
 
@@ -77,30 +69,42 @@ void gw_proxy_abort_all(void)
     atomic_store(&aborting, true);
 }
 
-struct gw_upstream *gw_upstream_new(void)
+struct gw_upstream *gw_upstream_acquire(void)
 {
-    struct gw_upstream *u = calloc(1, sizeof *u);
+    struct gw_upstream *u = NULL;
 
+    pthread_mutex_lock(&pool.lock);
+    if (pool.n_idle > 0)
+        u = pool.idle[--pool.n_idle];
+    pthread_mutex_unlock(&pool.lock);
+    if (u != NULL)
+        return u;
+
+    u = calloc(1, sizeof *u);
     if (u == NULL)
         return NULL;
     u->easy = curl_easy_init();
     u->multi = curl_multi_init();
     if (u->easy == NULL || u->multi == NULL) {
-        gw_upstream_free(u);
+        upstream_free(u);
         return NULL;
     }
     return u;
 }
 
-void gw_upstream_free(struct gw_upstream *u)
+void gw_upstream_release(struct gw_upstream *u)
 {
     if (u == NULL)
         return;
     gw_upstream_finish(u);
-    curl_multi_cleanup(u->multi);
-    curl_easy_cleanup(u->easy);
-    free(u->head);
-    free(u);
+    pthread_mutex_lock(&pool.lock);
+    if (pool.n_idle < IDLE_HANDLES && !atomic_load(&aborting)) {
+        pool.idle[pool.n_idle++] = u;
+        u = NULL;
+    }
+    pthread_mutex_unlock(&pool.lock);
+    if (u != NULL)
+        upstream_free(u);
 }
 
 static int64_t now_ns(void)
@@ -219,7 +223,6 @@ static void set_request_options(struct gw_upstream *u, const struct gw_forward *
 
     curl_easy_reset(e);
     curl_easy_setopt(e, CURLOPT_URL, fw->url);
-    curl_easy_setopt(e, CURLOPT_SHARE, share);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L); /* the path goes out byte for byte */
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
@@ -298,6 +301,15 @@ bool gw_upstream_next_header(const struct gw_upstream *u, size_t *cursor, const 
     *cursor += strlen(*name) + 1;
     *value = u->head + *cursor;
     *cursor += strlen(*value) + 1;
+    return true;
+}
+
+bool gw_upstream_whole_body(const struct gw_upstream *u, const char **body, size_t *len)
+{
+    if (!u->done || u->result != CURLE_OK || u->paused)
+        return false;
+    *body = u->body + u->body_off;
+    *len = u->body_len - u->body_off;
     return true;
 }
 

@@ -1,10 +1,13 @@
 /*
  * proxy: one request forwarded upstream with libcurl, its answer pulled back piece by piece.
  *
- * Each client connection's thread owns one `struct gw_upstream`: a curl easy handle and a multi
- * handle that it reuses for every request on that connection. All of them share one connection
- * cache (a curl share object), so a keep-alive client, or the next client, reuses an idle
- * upstream connection instead of opening a new one.
+ * Each client connection's thread holds one `struct gw_upstream`: a curl easy handle and a
+ * multi handle, whose connection cache keeps its upstream connections open between requests.
+ * It is taken from a pool when the client connection first forwards and given back when the
+ * client leaves, open connections and all, so a keep-alive client and the next client alike
+ * reuse upstream connections. The pool's mutex is taken once per client connection, never per
+ * request, and no lock is shared between requests: a shared curl connection cache would lock
+ * several times per transfer, and measured slower under load.
  *
  * The exchange is pull-driven, to fit libmicrohttpd's content reader: gw_upstream_start()
  * runs the transfer until the response head is in, then gw_upstream_read() runs it again each
@@ -44,17 +47,17 @@ struct gw_forward {
     bool tls_verify;
 };
 
-/* Once per process, before any other call: libcurl and the shared connection cache.
- * 0, or -1. */
+/* Once per process, before any other call (and cleanup after the last). 0, or -1. */
 int gw_proxy_init(void);
 void gw_proxy_cleanup(void);
 
 /* Makes later and running transfers give up at their next wait (for shutdown). */
 void gw_proxy_abort_all(void);
 
-/* A connection thread's handles; freed with gw_upstream_free(). NULL when memory is short. */
-struct gw_upstream *gw_upstream_new(void);
-void gw_upstream_free(struct gw_upstream *upstream);
+/* Handles for one client connection, from the pool or new; given back with
+ * gw_upstream_release(). NULL when memory is short. */
+struct gw_upstream *gw_upstream_acquire(void);
+void gw_upstream_release(struct gw_upstream *upstream);
 
 /* Sends the request and waits for the response head. GW_UPSTREAM_OK, or the kind of
  * failure (then nothing is left running). `forward` and what it points to must stay valid
@@ -71,6 +74,11 @@ int64_t gw_upstream_content_length(const struct gw_upstream *upstream);
  * `name` and `value` stay valid until gw_upstream_finish(). */
 bool gw_upstream_next_header(const struct gw_upstream *upstream, size_t *cursor,
                              const char **name, const char **value);
+
+/* True when the transfer has ended and its whole body is buffered: `*body` then points at it
+ * (valid until gw_upstream_finish()). Small answers usually arrive whole with their head,
+ * and can then be sent to the client in one go. */
+bool gw_upstream_whole_body(const struct gw_upstream *upstream, const char **body, size_t *len);
 
 /* Up to `max` body bytes into `buf`: the count, 0 at the end of the body, or -1 when the
  * transfer failed or stalled past `timeout` (the client's copy is then truncated). */

@@ -416,6 +416,13 @@ static ssize_t read_upstream_body(void *cls, uint64_t pos, char *buf, size_t max
     return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
+/* Whether the answer to `method` with `status` has a body whose length is its own: not HEAD's,
+ * not 1xx, 204 or 304 (whose Content-Length, if any, describes another answer). */
+static bool carries_body(const char *method, long status)
+{
+    return strcmp(method, "HEAD") != 0 && status >= 200 && status != 204 && status != 304;
+}
+
 static enum MHD_Result upstream_failed(struct gw_request *rq, struct MHD_Connection *c,
                                        enum gw_upstream_error error)
 {
@@ -443,14 +450,14 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     struct MHD_Response *response;
     enum gw_upstream_error error;
     char *connection = NULL;
-    const char *name, *value;
-    size_t cursor = 0, url_len;
+    const char *name, *value, *body;
+    size_t cursor = 0, url_len, body_len;
     int64_t length;
 
     if (rq->connection == NULL)
         return MHD_NO;
     if (rq->connection->upstream == NULL)
-        rq->connection->upstream = gw_upstream_new();
+        rq->connection->upstream = gw_upstream_acquire();
     upstream = rq->connection->upstream;
     url_len = strlen(route->upstream) + strlen(route->upstream_base_path) + strlen(rq->raw_uri) + 1;
     rq->upstream_url = malloc(url_len);
@@ -479,8 +486,16 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     gw_metrics_count_response(route_runtime_of(rq)->metrics, (unsigned)rq->upstream_status);
 
     length = gw_upstream_content_length(upstream);
-    response = MHD_create_response_from_callback(length >= 0 ? (uint64_t)length : MHD_SIZE_UNKNOWN,
-                                                 RESPONSE_BLOCK, read_upstream_body, rq, NULL);
+    if (carries_body(rq->method, rq->upstream_status) &&
+        gw_upstream_whole_body(upstream, &body, &body_len)) {
+        /* One buffer: libmicrohttpd sends head and body in a single write. */
+        response = MHD_create_response_from_buffer(body_len, (void *)body, MHD_RESPMEM_MUST_COPY);
+        rq->bytes = body_len;
+    } else {
+        response = MHD_create_response_from_callback(
+            length >= 0 ? (uint64_t)length : MHD_SIZE_UNKNOWN, RESPONSE_BLOCK,
+            read_upstream_body, rq, NULL);
+    }
     if (response == NULL)
         return MHD_NO;
     /* The upstream's Connection field names more fields that stop here. */

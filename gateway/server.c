@@ -97,7 +97,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     }
     gw_metrics_connection(s->metrics, -1);
     if (conn != NULL) {
-        gw_upstream_free(conn->upstream);
+        gw_upstream_release(conn->upstream);
         free(conn);
     }
     *socket_context = NULL;
