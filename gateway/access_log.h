@@ -19,8 +19,8 @@ struct gw_access_entry {
     unsigned status;
     const char *decision;
     long upstream_status; /* 0 when the upstream was not asked or did not answer */
-    double upstream_ms;   /* time to the upstream's response head; < 0 when none */
-    double duration_ms;
+    int64_t upstream_ns;  /* time to the upstream's response head; 0 when none */
+    int64_t duration_ns;
     uint64_t bytes; /* body bytes sent to the client */
     const char *client_key; /* NULL when none was worked out */
 };

@@ -25,15 +25,14 @@ struct gw_upstream {
     char *head; /* "name\0value\0" pairs of the final response head */
     size_t head_len, head_cap;
 
-    char body[BODY_BUFFER];
+    char *body; /* BODY_BUFFER bytes, allocated at the first body byte and not zeroed, so that
+                   memory is touched only as far as answers reach */
     size_t body_len, body_off;
     bool paused;
     int64_t timeout_ns;
 };
 
-/* Idle handles, each with the upstream connections it keeps open. A client connection takes
- * one when it first forwards and gives it back when it closes; the mutex is taken then, never
- * per request. */
+/* Idle handles, each with the upstream connections it keeps open. */
 static struct {
     pthread_mutex_t lock;
     struct gw_upstream *idle[IDLE_HANDLES];
@@ -52,6 +51,7 @@ static void upstream_free(struct gw_upstream *u)
     curl_multi_cleanup(u->multi);
     curl_easy_cleanup(u->easy);
     free(u->head);
+    free(u->body);
     free(u);
 }
 
@@ -169,6 +169,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *cls)
     struct gw_upstream *u = cls;
     size_t len = size * n;
 
+    if (u->body == NULL && (u->body = malloc(BODY_BUFFER)) == NULL)
+        return 0; /* fails the transfer */
     if (u->body_off == u->body_len)
         u->body_off = u->body_len = 0;
     if (len > BODY_BUFFER - u->body_len) {

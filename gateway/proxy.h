@@ -1,13 +1,12 @@
 /*
  * proxy: one request forwarded upstream with libcurl, its answer pulled back piece by piece.
  *
- * Each client connection's thread holds one `struct gw_upstream`: a curl easy handle and a
- * multi handle, whose connection cache keeps its upstream connections open between requests.
- * It is taken from a pool when the client connection first forwards and given back when the
- * client leaves, open connections and all, so a keep-alive client and the next client alike
- * reuse upstream connections. The pool's mutex is taken once per client connection, never per
- * request, and no lock is shared between requests: a shared curl connection cache would lock
- * several times per transfer, and measured slower under load.
+ * A request being forwarded holds one `struct gw_upstream`: a curl easy handle and a multi
+ * handle, whose connection cache keeps its upstream connections open. It is taken from a pool
+ * for the exchange and given back after, open connections and all, so the next request, from
+ * any client, reuses them, and idle keep-alive clients hold no handles. The pool's mutex is
+ * held for a push or a pop; a curl share object with one shared connection cache was the
+ * alternative, but it locks several times per transfer and measured slower under load.
  *
  * The exchange is pull-driven, to fit libmicrohttpd's content reader: gw_upstream_start()
  * runs the transfer until the response head is in, then gw_upstream_read() runs it again each

@@ -20,7 +20,6 @@
 
 struct gw_request {
     struct gw_runtime *runtime;
-    struct gw_connection *connection;
     char *raw_uri; /* as the client sent it, forwarded byte for byte */
     const char *method;
     int64_t start_ns;
@@ -39,9 +38,9 @@ struct gw_request {
     char *body;
     size_t body_len, body_cap;
 
+    struct gw_upstream *upstream; /* from the pool while forwarding, or NULL */
     struct curl_slist *upstream_headers;
     char *upstream_url;
-    bool forwarding;
     int64_t upstream_head_ns; /* when the response head came; 0 if it did not */
     long upstream_status;
     unsigned status;
@@ -66,8 +65,7 @@ static const struct gw_route_runtime *route_runtime_of(const struct gw_request *
     return &rq->runtime->routes[rq->route];
 }
 
-struct gw_request *gw_request_new(struct gw_runtime *runtime, struct gw_connection *connection,
-                                  const char *raw_uri)
+struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri)
 {
     struct gw_request *rq = calloc(1, sizeof *rq);
 
@@ -77,7 +75,6 @@ struct gw_request *gw_request_new(struct gw_runtime *runtime, struct gw_connecti
         return NULL;
     }
     rq->runtime = runtime;
-    rq->connection = connection;
     rq->route = -1;
     rq->start_ns = mono_ns();
     return rq;
@@ -403,7 +400,7 @@ static struct curl_slist *upstream_headers(struct MHD_Connection *c)
 static ssize_t read_upstream_body(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct gw_request *rq = cls;
-    ssize_t n = gw_upstream_read(rq->connection->upstream, buf, max);
+    ssize_t n = gw_upstream_read(rq->upstream, buf, max);
 
     if (n > 0) {
         rq->bytes += (uint64_t)n;
@@ -454,11 +451,8 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     size_t cursor = 0, url_len, body_len;
     int64_t length;
 
-    if (rq->connection == NULL)
-        return MHD_NO;
-    if (rq->connection->upstream == NULL)
-        rq->connection->upstream = gw_upstream_acquire();
-    upstream = rq->connection->upstream;
+    /* Handles are held only while forwarding, so idle keep-alive clients hold none. */
+    upstream = rq->upstream = gw_upstream_acquire();
     url_len = strlen(route->upstream) + strlen(route->upstream_base_path) + strlen(rq->raw_uri) + 1;
     rq->upstream_url = malloc(url_len);
     rq->upstream_headers = upstream_headers(c);
@@ -477,7 +471,6 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
         .connect_timeout_ns = route->connect_timeout_ns,
         .tls_verify = route->tls_verify,
     };
-    rq->forwarding = true;
     error = gw_upstream_start(upstream, &fw);
     if (error != GW_UPSTREAM_OK)
         return upstream_failed(rq, c, error);
@@ -549,15 +542,13 @@ void gw_request_done(struct gw_request *rq)
         .status = rq->status,
         .decision = gw_decision_name(rq->decision),
         .upstream_status = rq->upstream_status,
-        .upstream_ms = rq->upstream_head_ns ? (double)(rq->upstream_head_ns - rq->start_ns) / 1e6
-                                            : -1,
-        .duration_ms = (double)(now - rq->start_ns) / 1e6,
+        .upstream_ns = rq->upstream_head_ns ? rq->upstream_head_ns - rq->start_ns : 0,
+        .duration_ns = now - rq->start_ns,
         .bytes = rq->bytes,
         .client_key = rq->key[0] ? rq->key : NULL,
     };
 
-    if (rq->forwarding && rq->connection != NULL && rq->connection->upstream != NULL)
-        gw_upstream_finish(rq->connection->upstream);
+    gw_upstream_release(rq->upstream);
     if (route != NULL)
         gw_metrics_count_request(route_runtime_of(rq)->metrics, rq->decision, now - rq->start_ns);
     if (rq->started)

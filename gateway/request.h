@@ -3,8 +3,8 @@
  * server.c. With the headers in, the route is matched, the client key worked out and the
  * route's limits asked together (limiter_decide_all); a refused request is answered by sluice
  * itself, without reading a body it does not need or touching the upstream. An allowed one
- * has its body gathered (up to server.max_body), is forwarded with its connection's upstream
- * handles (proxy.h), and its answer streamed back with the RateLimit fields added. When it
+ * has its body gathered (up to server.max_body), is forwarded with upstream handles taken
+ * from the pool for the time of the exchange (proxy.h), and its answer streamed back with the RateLimit fields added. When it
  * ends, it is counted and logged.
  *
  * A request holds its runtime (runtime.h) from start to end, so it runs on one config whole.
@@ -17,17 +17,11 @@
 
 #include "runtime.h"
 
-/* One client connection: the upstream handles its requests reuse. */
-struct gw_connection {
-    struct gw_upstream *upstream;
-};
-
 struct gw_request;
 
 /* A request that has just named its target. It takes over the caller's reference to
  * `runtime`. NULL when memory is short. */
-struct gw_request *gw_request_new(struct gw_runtime *runtime, struct gw_connection *connection,
-                                  const char *raw_uri);
+struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri);
 
 /* One call of libmicrohttpd's access handler for this request. */
 enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,

@@ -60,11 +60,12 @@ const char *gw_status_title(unsigned status)
     }
 }
 
-size_t gw_json_escape(char *out, size_t cap, const char *text)
+size_t gw_json_escape(char *out, size_t cap, const char *text, size_t text_len)
 {
+    const unsigned char *end = (const unsigned char *)text + text_len;
     size_t len = 0;
 
-    for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
+    for (const unsigned char *c = (const unsigned char *)text; c < end && *c != '\0'; c++) {
         char piece[8];
         size_t n;
 
@@ -90,8 +91,8 @@ char *gw_problem_json(unsigned status, const char *detail, const char *route)
     char *body = NULL;
     size_t len;
 
-    gw_json_escape(detail_json, sizeof detail_json, detail);
-    gw_json_escape(route_json, sizeof route_json, route ? route : "");
+    gw_json_escape(detail_json, sizeof detail_json, detail, SIZE_MAX);
+    gw_json_escape(route_json, sizeof route_json, route ? route : "", SIZE_MAX);
     len = (size_t)snprintf(NULL, 0, PROBLEM_FORMAT, gw_status_title(status), status, detail_json,
                            route ? ",\"route\":\"" : "", route_json, route ? "\"" : "") + 1;
     body = malloc(len);

@@ -29,9 +29,9 @@ int64_t gw_retry_after_seconds(int64_t retry_after_ms);
  * string the caller frees, or NULL when memory is short. */
 char *gw_problem_json(unsigned status, const char *detail, const char *route);
 
-/* Writes `text` escaped for the inside of a JSON string into `out` (cut short rather than
- * overflow); returns the length written. */
-size_t gw_json_escape(char *out, size_t cap, const char *text);
+/* Writes the first `len` bytes of `text` (or up to its NUL), escaped for the inside of a
+ * JSON string, into `out` (cut short rather than overflow); returns the length written. */
+size_t gw_json_escape(char *out, size_t cap, const char *text, size_t len);
 
 /* The reason phrase of an HTTP status sluice sends itself. */
 const char *gw_status_title(unsigned status);

@@ -49,11 +49,9 @@ static struct gw_runtime *acquire_runtime(struct gw_server *s)
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     struct gw_server *s = cls;
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    struct gw_request *rq =
-        gw_request_new(acquire_runtime(s), info ? info->socket_context : NULL, uri);
+    struct gw_request *rq = gw_request_new(acquire_runtime(s), uri);
 
+    (void)c;
     if (rq != NULL)
         atomic_fetch_add(&s->in_flight, 1);
     return rq;
@@ -87,20 +85,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                           enum MHD_ConnectionNotificationCode code)
 {
     struct gw_server *s = cls;
-    struct gw_connection *conn = *socket_context;
 
-    (void)c;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        *socket_context = calloc(1, sizeof(struct gw_connection));
-        gw_metrics_connection(s->metrics, 1);
-        return;
-    }
-    gw_metrics_connection(s->metrics, -1);
-    if (conn != NULL) {
-        gw_upstream_release(conn->upstream);
-        free(conn);
-    }
-    *socket_context = NULL;
+    (void)c, (void)socket_context;
+    gw_metrics_connection(s->metrics, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -256,6 +243,10 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
         const struct MHD_OptionItem options[] = {
             {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->fixed.max_connections, NULL},
             {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout_s, NULL},
+            /* Per connection: the request head must fit (else 431), and the whole buffer is
+             * touched, so it is kept small for the sake of memory at many connections. */
+            {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)(16 * 1024), NULL},
+            {MHD_OPTION_THREAD_STACK_SIZE, (intptr_t)(512 * 1024), NULL},
             {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, s},
             {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
             {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
