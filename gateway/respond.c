@@ -62,10 +62,10 @@ const char *gw_status_title(unsigned status)
 
 size_t gw_json_escape(char *out, size_t cap, const char *text, size_t text_len)
 {
-    const unsigned char *end = (const unsigned char *)text + text_len;
     size_t len = 0;
 
-    for (const unsigned char *c = (const unsigned char *)text; c < end && *c != '\0'; c++) {
+    for (size_t i = 0; i < text_len && text[i] != '\0'; i++) {
+        const unsigned char *c = (const unsigned char *)text + i;
         char piece[8];
         size_t n;
 
