@@ -101,8 +101,10 @@ run: build/sluice build/test_upstream
 container-test:
 	tests/container-test.sh
 
-bench: build/limiter_bench
+# The limiter on its own, then sluice against nginx side by side (tests/bench/compare.sh).
+bench: build/limiter_bench build/sluice
 	build/limiter_bench
+	tests/bench/compare.sh
 
 format:
 	clang-format -i $(sort $(SLUICE_SRC) $(UNIT_SRC) $(INTEG_SRC) $(BENCH_SRC) \

@@ -109,18 +109,27 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
                                        unsigned status, const char *detail)
 {
     const struct config_route *route = route_of(rq);
-    char *body = gw_problem_json(status, detail, route ? route->name : NULL);
     struct MHD_Response *response;
+    char *body;
     size_t len;
 
-    if (body == NULL)
-        return MHD_NO;
-    len = strlen(body);
-    response = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-    if (response == NULL) {
-        free(body);
-        return MHD_NO;
+    if (status == MHD_HTTP_TOO_MANY_REQUESTS) {
+        /* The route's 429 body never changes: made once per config, and it lives as long as
+         * this request holds the runtime. */
+        body = route_runtime_of(rq)->denied_body;
+        len = strlen(body);
+        response = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_PERSISTENT);
+    } else {
+        body = gw_problem_json(status, detail, route ? route->name : NULL);
+        if (body == NULL)
+            return MHD_NO;
+        len = strlen(body);
+        response = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+        if (response == NULL)
+            free(body);
     }
+    if (response == NULL)
+        return MHD_NO;
     MHD_add_response_header(response, "Content-Type", "application/problem+json");
     add_limit_headers(rq, response);
     if (status == MHD_HTTP_TOO_MANY_REQUESTS) {
@@ -267,8 +276,7 @@ static void begin(struct gw_request *rq, struct MHD_Connection *c, const char *p
     else if (length != NULL && strtoull(length, NULL, 10) > config->server.max_body)
         refuse(rq, MHD_HTTP_CONTENT_TOO_LARGE, TOO_LARGE);
     else if (!decide(rq, c))
-        refuse(rq, MHD_HTTP_TOO_MANY_REQUESTS,
-               "rate limit exceeded; retry after the time in Retry-After");
+        refuse(rq, MHD_HTTP_TOO_MANY_REQUESTS, GW_DENIED_DETAIL);
 }
 
 static void take_body(struct gw_request *rq, const char *data, size_t len)

@@ -62,19 +62,25 @@ const char *gw_status_title(unsigned status)
 
 size_t gw_json_escape(char *out, size_t cap, const char *text, size_t text_len)
 {
+    static const char hex[] = "0123456789abcdef";
     size_t len = 0;
 
     for (size_t i = 0; i < text_len && text[i] != '\0'; i++) {
-        const unsigned char *c = (const unsigned char *)text + i;
-        char piece[8];
-        size_t n;
+        unsigned char c = (unsigned char)text[i];
+        char piece[6];
+        size_t n = 0;
 
-        if (*c == '"' || *c == '\\')
-            n = (size_t)snprintf(piece, sizeof piece, "\\%c", *c);
-        else if (*c < 0x20 || *c == 0x7f)
-            n = (size_t)snprintf(piece, sizeof piece, "\\u%04x", *c);
-        else
-            n = (size_t)snprintf(piece, sizeof piece, "%c", *c);
+        if (c == '"' || c == '\\') {
+            piece[n++] = '\\';
+            piece[n++] = (char)c;
+        } else if (c < 0x20 || c == 0x7f) {
+            memcpy(piece, "\\u00", 4);
+            piece[4] = hex[c >> 4];
+            piece[5] = hex[c & 15];
+            n = 6;
+        } else {
+            piece[n++] = (char)c;
+        }
         if (len + n >= cap)
             break;
         memcpy(out + len, piece, n);

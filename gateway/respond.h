@@ -15,6 +15,7 @@
 #include "limiter.h"
 
 #define GW_FIELD_LEN 160
+#define GW_DENIED_DETAIL "rate limit exceeded; retry after the time in Retry-After"
 
 void gw_format_policy(char out[GW_FIELD_LEN], const char *route,
                       const struct limiter_params *params);

@@ -114,7 +114,8 @@ static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime 
         r->limiters[j] = r->limits[j]->limiter;
         r->n_limits++;
     }
-    if (r->n_limits > 0 && (r->policy = policy_of(r)) == NULL) {
+    r->denied_body = gw_problem_json(429, GW_DENIED_DETAIL, cr->name);
+    if (r->denied_body == NULL || (r->n_limits > 0 && (r->policy = policy_of(r)) == NULL)) {
         snprintf(err, err_len, "out of memory");
         return -1;
     }
@@ -136,6 +137,7 @@ static void runtime_free(struct gw_runtime *rt)
         for (size_t j = 0; j < rt->routes[i].n_limits; j++)
             limit_release(rt->routes[i].limits[j]);
         free(rt->routes[i].policy);
+        free(rt->routes[i].denied_body);
     }
     free(rt->routes);
     if (rt->access_log_fd > STDERR_FILENO)

@@ -35,7 +35,8 @@ struct gw_route_runtime {
     struct limiter *limiters[LIMITER_MAX_PER_REQUEST]; /* for limiter_decide_all() */
     struct gw_limit *limits[LIMITER_MAX_PER_REQUEST];
     size_t n_limits;
-    char *policy; /* the RateLimit-Policy value: one item per limit */
+    char *policy;      /* the RateLimit-Policy value: one item per limit */
+    char *denied_body; /* the problem+json body of this route's 429 */
     struct gw_route_metrics *metrics;
 };
 
