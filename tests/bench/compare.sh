@@ -133,10 +133,10 @@ while kill -0 "$wrk_pid" 2>/dev/null; do
   r=$(rss_kib); [ "${r:-0}" -gt "$peak" ] && peak=$r; sleep 0.1
 done
 before=$(rss_kib) big_peak=$before
-curl -s -o /dev/null "http://127.0.0.1:$GW/big" &
+curl -s -o /dev/null -w '%{size_download}' "http://127.0.0.1:$GW/big" >"$dir/big.size" &
 curl_pid=$!
 while kill -0 "$curl_pid" 2>/dev/null; do
   r=$(rss_kib); [ "${r:-0}" -gt "$big_peak" ] && big_peak=$r; sleep 0.05
 done
-printf 'sluice RSS: %d MiB at 512 connections after 100,000+ distinct clients; +%d KiB while 1 GiB streamed through\n' \
-  "$((peak / 1024))" "$((big_peak - before))"
+printf 'sluice RSS: %d MiB at 512 connections after 100,000+ distinct clients; +%d KiB while %s bytes streamed through\n' \
+  "$((peak / 1024))" "$((big_peak - before))" "$(cat "$dir/big.size")"
