@@ -9,14 +9,14 @@ ASAN     := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
 TSAN     := -O1 -fsanitize=thread
 
 # pkg-config names and the Debian packages that provide them
-PKGS := libmicrohttpd libcurl yaml-0.1 cunit libsodium json-c
+PKGS := libmicrohttpd libcurl yaml-0.1 cunit libsodium json-c hiredis
 DEBS := pkg-config libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcunit1-dev libsodium-dev \
-        libjson-c-dev openssl
+        libjson-c-dev libhiredis-dev openssl redis-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Expanded when a recipe runs, after the dependency check has installed what was missing.
 LIMITER_LIBS = $(shell pkg-config --libs libsodium)
-GATEWAY_LIBS = $(shell pkg-config --libs libmicrohttpd libcurl yaml-0.1 libsodium)
+GATEWAY_LIBS = $(shell pkg-config --libs libmicrohttpd libcurl yaml-0.1 libsodium hiredis)
 TEST_LIBS    = $(shell pkg-config --libs cunit) $(GATEWAY_LIBS)
 
 LIMITER_SRC := $(wildcard limiter/*.c)
@@ -34,7 +34,7 @@ objs = $(patsubst %.c,$(1)/%.o,$(2))
 all: build/sluice build/test_upstream build/test_unit build/test_integration build/limiter_bench
 
 build/.deps-ok:
-	@(pkg-config --exists $(PKGS) && command -v openssl) >/dev/null 2>&1 || \
+	@(pkg-config --exists $(PKGS) && command -v openssl && command -v redis-server) >/dev/null 2>&1 || \
 		$(MAKE) --no-print-directory deps
 	@mkdir -p build && touch $@
 

@@ -9,10 +9,11 @@
  *
  *   server:   listen, admin_listen, trusted_proxies, max_connections, client_timeout,
  *             max_body, drain_timeout, watch_config, access_log
- *   limiter:  max_clients
+ *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
+ *             on_store_error
  *   routes:   name, match {path_prefix, methods, host}, upstream, timeout, connect_timeout,
  *             key, ipv6_prefix, limit {algorithm, requests, per, burst} (or a list of such
- *             limits, each with a name), dry_run, exempt, tls_verify
+ *             limits, each with a name), store, dry_run, exempt, tls_verify
  *
  * Any scalar value may use ${VAR} or ${VAR:-default} (the default also when VAR is empty);
  * a variable that is unset and has no default is an error at its position.
@@ -46,6 +47,16 @@ struct config_endpoint {
 
 enum config_key_kind { CONFIG_KEY_IP, CONFIG_KEY_HEADER, CONFIG_KEY_QUERY };
 
+/* Where client states live: in this process, or shared by every replica in Redis. */
+enum config_store { CONFIG_STORE_MEMORY, CONFIG_STORE_REDIS };
+
+/* What a route in Redis does while Redis is down or slow. */
+enum config_store_error {
+    CONFIG_ON_STORE_ERROR_LOCAL, /* limit in this process, quota divided by replicas */
+    CONFIG_ON_STORE_ERROR_ALLOW,
+    CONFIG_ON_STORE_ERROR_DENY,
+};
+
 /* One named limit of a route. `limit:` as a single mapping gives one limit named after the
  * route; as a list, each item names itself. */
 struct config_limit {
@@ -67,6 +78,8 @@ struct config_route {
     uint32_t ipv6_prefix_len;
     struct config_limit *limits; /* all must allow a request; NULL when unlimited */
     size_t n_limits;
+    enum config_store store; /* limiter.store unless the route sets its own */
+    bool store_set;
     bool dry_run;
     struct config_cidrs exempt;
     bool tls_verify;
@@ -86,6 +99,16 @@ struct config {
         char *access_log; /* "stdout", "off", or a file path */
     } server;
     uint32_t max_clients;
+    enum config_store store;
+    struct {
+        struct config_endpoint address;
+        char *password; /* NULL when none */
+        uint32_t db;
+        int64_t timeout_ns;
+        char *prefix;
+    } redis;
+    uint32_t replicas;
+    enum config_store_error on_store_error;
     struct config_route *routes;
     size_t n_routes;
 };

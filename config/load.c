@@ -325,8 +325,70 @@ static const struct field server_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
+/* An enumeration: the index of `text` in `names`, or -1 after reporting it. */
+static int parse_choice(struct loader *ld, yaml_node_t *node, const char *key,
+                        const char *const *names, size_t n_names)
+{
+    const char *text = scalar(ld, node, key);
+
+    for (size_t i = 0; text != NULL && i < n_names; i++)
+        if (strcmp(text, names[i]) == 0)
+            return (int)i;
+    if (text != NULL)
+        errorf(ld, node, "%s: \"%s\" is not one of %s%s%s%s%s", key, text, names[0],
+               n_names > 2 ? ", " : " or ", names[1], n_names > 2 ? " or " : "",
+               n_names > 2 ? names[2] : "");
+    return -1;
+}
+
+static const char *const store_names[] = {"memory", "redis"};
+
+static void parse_store(struct loader *ld, yaml_node_t *node, void *target)
+{
+    int choice = parse_choice(ld, node, "store", store_names, 2);
+
+    if (choice >= 0)
+        *(enum config_store *)target = (enum config_store)choice;
+}
+
+static void parse_config_store(struct loader *ld, yaml_node_t *node, void *object)
+{
+    parse_store(ld, node, &((struct config *)object)->store);
+}
+
+static void parse_on_store_error(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const char *const names[] = {"local", "allow", "deny"};
+    int choice = parse_choice(ld, node, "on_store_error", names, 3);
+
+    if (choice >= 0)
+        ((struct config *)object)->on_store_error = (enum config_store_error)choice;
+}
+
+static const struct field redis_fields[] = {
+    {"address", V_ENDPOINT, offsetof(struct config, redis.address), 0, 0, NULL},
+    {"password", V_STRING, offsetof(struct config, redis.password), 0, 0, NULL},
+    {"db", V_U32, offsetof(struct config, redis.db), 0, 1000000, NULL},
+    {"timeout", V_DURATION, offsetof(struct config, redis.timeout_ns), 0, 0, NULL},
+    {"prefix", V_STRING, offsetof(struct config, redis.prefix), 0, 0, NULL},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static void parse_redis(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config *config = object;
+
+    walk_mapping(ld, node, redis_fields, config, "redis");
+    if (config->redis.timeout_ns <= 0)
+        errorf(ld, value_or_self(ld, node, "timeout"), "timeout: must be above zero");
+}
+
 static const struct field limiter_fields[] = {
     {"max_clients", V_U32, offsetof(struct config, max_clients), 1, 100000000, NULL},
+    {"store", V_CUSTOM, 0, 0, 0, parse_config_store},
+    {"redis", V_CUSTOM, 0, 0, 0, parse_redis},
+    {"replicas", V_U32, offsetof(struct config, replicas), 1, 10000, NULL},
+    {"on_store_error", V_CUSTOM, 0, 0, 0, parse_on_store_error},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -553,6 +615,14 @@ static void parse_limit(struct loader *ld, yaml_node_t *node, void *object)
     }
 }
 
+static void parse_route_store(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+
+    parse_store(ld, node, &route->store);
+    route->store_set = true;
+}
+
 static const struct field route_fields[] = {
     {"name", V_STRING, offsetof(struct config_route, name), 0, 0, NULL},
     {"match", V_CUSTOM, 0, 0, 0, parse_match},
@@ -562,6 +632,7 @@ static const struct field route_fields[] = {
     {"key", V_CUSTOM, 0, 0, 0, parse_key},
     {"ipv6_prefix", V_U32, offsetof(struct config_route, ipv6_prefix_len), 1, 128, NULL},
     {"limit", V_CUSTOM, 0, 0, 0, parse_limit},
+    {"store", V_CUSTOM, 0, 0, 0, parse_route_store},
     {"dry_run", V_BOOL, offsetof(struct config_route, dry_run), 0, 0, NULL},
     {"exempt", V_CIDRS, offsetof(struct config_route, exempt), 0, 0, NULL},
     {"tls_verify", V_BOOL, offsetof(struct config_route, tls_verify), 0, 0, NULL},
@@ -650,6 +721,9 @@ static void set_defaults(struct config *config)
     config->server.drain_timeout_ns = 10 * (int64_t)1000000000;
     config->server.watch_config = true;
     config->max_clients = LIMITER_DEFAULT_MAX_CLIENTS;
+    config->redis.db = 0;
+    config->redis.timeout_ns = 5 * (int64_t)1000000;
+    config->replicas = 1;
 }
 
 /* Parses the file into ld->doc; reports a syntax error and returns -1 on failure. */
@@ -715,6 +789,14 @@ struct config *config_load(const char *path, char **errors)
         ld.n_errors++;
     if (config->server.access_log == NULL)
         config->server.access_log = strdup("stdout");
+    if (config->redis.prefix == NULL)
+        config->redis.prefix = strdup("sluice:");
+    if (config->redis.address.host == NULL)
+        config_parse_endpoint("127.0.0.1:6379", &config->redis.address);
+    /* Routes that name no store of their own use limiter.store. */
+    for (size_t i = 0; i < config->n_routes; i++)
+        if (!config->routes[i].store_set)
+            config->routes[i].store = config->store;
     for (size_t i = 0; i < ld.n_expanded; i++)
         free(ld.expanded[i]);
     free(ld.expanded);
@@ -757,6 +839,9 @@ void config_free(struct config *config)
     free(config->server.admin_listen.host);
     free(config->server.trusted_proxies.items);
     free(config->server.access_log);
+    free(config->redis.address.host);
+    free(config->redis.password);
+    free(config->redis.prefix);
     free(config->path);
     free(config);
 }

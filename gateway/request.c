@@ -236,8 +236,21 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
     if (r->n_limits == 0)
         return true;
     rq->limited = true;
-    if (limiter_decide_all(r->limiters, r->n_limits, rq->key, limiter_now_ns(), rq->decisions) ==
-        0) {
+    if (r->shared && gw_store_decide(rq->runtime->store, route->name, r->limit_names,
+                                     r->shared_param_ptrs, r->n_limits, rq->key,
+                                     rq->decisions) == GW_STORE_OK) {
+        for (size_t i = 0; i < r->n_limits; i++)
+            allowed &= rq->decisions[i].allowed;
+    } else if (r->shared && rq->runtime->config->on_store_error == CONFIG_ON_STORE_ERROR_ALLOW) {
+        rq->limited = false; /* no shared count to report */
+        return true;
+    } else if (r->shared && rq->runtime->config->on_store_error == CONFIG_ON_STORE_ERROR_DENY) {
+        rq->decisions[0] = (struct limiter_decision){.limit = r->shared_params[0].requests,
+                                                     .reset_ms = 1000,
+                                                     .retry_after_ms = 1000};
+        allowed = false;
+    } else if (limiter_decide_all(r->limiters, r->n_limits, rq->key, limiter_now_ns(),
+                                  rq->decisions) == 0) {
         for (size_t i = 0; i < r->n_limits; i++)
             allowed &= rq->decisions[i].allowed;
     } else {

@@ -74,7 +74,7 @@ static struct gw_limit *new_limit(const char *route, const struct config_limit *
 }
 
 /* The RateLimit-Policy value: "burst";q=10;w=1, "daily";q=10000;w=86400 */
-static char *policy_of(const struct gw_route_runtime *r)
+static char *policy_of(const struct config_route *cr)
 {
     char *text = NULL;
     size_t len = 0;
@@ -83,12 +83,17 @@ static char *policy_of(const struct gw_route_runtime *r)
 
     if (out == NULL)
         return NULL;
-    for (size_t i = 0; i < r->n_limits; i++) {
-        gw_format_policy(item, r->limits[i]->name, limiter_get_params(r->limits[i]->limiter));
+    for (size_t i = 0; i < cr->n_limits; i++) {
+        gw_format_policy(item, cr->limits[i].name, &cr->limits[i].params);
         fprintf(out, "%s%s", i > 0 ? ", " : "", item);
     }
     fclose(out);
     return text;
+}
+
+static uint64_t share_of(uint64_t quota, uint32_t replicas)
+{
+    return quota / replicas > 0 ? quota / replicas : 1;
 }
 
 static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime *previous,
@@ -102,9 +107,23 @@ static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime 
         snprintf(err, err_len, "out of memory");
         return -1;
     }
+    r->shared = cr->store == CONFIG_STORE_REDIS;
     for (size_t j = 0; j < cr->n_limits; j++) {
         struct limiter_params params = cr->limits[j].params;
+        bool takes_burst = strcmp(params.algorithm, "token_bucket") == 0 ||
+                           strcmp(params.algorithm, "gcra") == 0;
 
+        if (takes_burst && params.burst == 0)
+            params.burst = params.requests;
+        if (r->shared) {
+            r->limit_names[j] = cr->limits[j].name;
+            r->shared_params[j] = params;
+            r->shared_param_ptrs[j] = &r->shared_params[j];
+            /* The local fallback: this replica's share of the quota. */
+            params.requests = share_of(params.requests, rt->config->replicas);
+            if (takes_burst)
+                params.burst = share_of(params.burst, rt->config->replicas);
+        }
         params.max_clients = rt->config->max_clients;
         r->limits[j] = carried_over(previous, cr->name, cr->limits[j].name, &params);
         if (r->limits[j] == NULL)
@@ -115,7 +134,7 @@ static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime 
         r->n_limits++;
     }
     r->denied_body = gw_problem_json(429, GW_DENIED_DETAIL, cr->name);
-    if (r->denied_body == NULL || (r->n_limits > 0 && (r->policy = policy_of(r)) == NULL)) {
+    if (r->denied_body == NULL || (r->n_limits > 0 && (r->policy = policy_of(cr)) == NULL)) {
         snprintf(err, err_len, "out of memory");
         return -1;
     }
@@ -147,7 +166,8 @@ static void runtime_free(struct gw_runtime *rt)
 }
 
 struct gw_runtime *gw_runtime_build(struct config *config, const struct gw_runtime *previous,
-                                    struct gw_metrics *metrics, char *err, size_t err_len)
+                                    struct gw_metrics *metrics, struct gw_store *store,
+                                    char *err, size_t err_len)
 {
     struct gw_runtime *rt = calloc(1, sizeof *rt);
 
@@ -158,6 +178,7 @@ struct gw_runtime *gw_runtime_build(struct config *config, const struct gw_runti
     }
     atomic_init(&rt->refs, 1);
     rt->config = config;
+    rt->store = store;
     rt->access_log_fd = -1;
     rt->routes = calloc(config->n_routes, sizeof *rt->routes);
     if (rt->routes == NULL) {

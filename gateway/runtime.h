@@ -22,6 +22,7 @@
 #include "limiter.h"
 #include "metrics.h"
 #include "respond.h"
+#include "store.h"
 
 /* A limiter, shared by the runtimes whose config has the same limit. */
 struct gw_limit {
@@ -35,6 +36,12 @@ struct gw_route_runtime {
     struct limiter *limiters[LIMITER_MAX_PER_REQUEST]; /* for limiter_decide_all() */
     struct gw_limit *limits[LIMITER_MAX_PER_REQUEST];
     size_t n_limits;
+    /* Routes in the shared store: their limits as Redis runs them (burst defaulted), while
+     * `limiters` above are the local fallback, each quota divided by limiter.replicas. */
+    bool shared;
+    const char *limit_names[LIMITER_MAX_PER_REQUEST];
+    struct limiter_params shared_params[LIMITER_MAX_PER_REQUEST];
+    const struct limiter_params *shared_param_ptrs[LIMITER_MAX_PER_REQUEST];
     char *policy;      /* the RateLimit-Policy value: one item per limit */
     char *denied_body; /* the problem+json body of this route's 429 */
     struct gw_route_metrics *metrics;
@@ -43,6 +50,7 @@ struct gw_route_runtime {
 struct gw_runtime {
     _Atomic unsigned refs;
     struct config *config; /* owned */
+    struct gw_store *store; /* the server's; outlives every runtime */
     struct gw_route_runtime *routes; /* one per config->routes */
     int access_log_fd; /* -1 when off */
 };
@@ -51,7 +59,8 @@ struct gw_runtime {
  * failure). Limits equal to ones of `previous` (may be NULL) share their limiters. Returns
  * the runtime with one reference, or NULL with `err` filled. */
 struct gw_runtime *gw_runtime_build(struct config *config, const struct gw_runtime *previous,
-                                    struct gw_metrics *metrics, char *err, size_t err_len);
+                                    struct gw_metrics *metrics, struct gw_store *store,
+                                    char *err, size_t err_len);
 
 void gw_runtime_hold(struct gw_runtime *runtime);
 void gw_runtime_release(struct gw_runtime *runtime);

@@ -16,7 +16,7 @@
 
 /* What a running daemon was started with; changing these needs a restart. */
 struct fixed_settings {
-    struct config_endpoint listen, admin_listen;
+    struct config_endpoint listen, admin_listen, redis;
     uint32_t max_connections;
     int64_t client_timeout_ns;
     bool watch_config;
@@ -26,6 +26,7 @@ struct gw_server {
     pthread_mutex_t swap; /* guards `current`: held only to take a reference or to swap */
     struct gw_runtime *current;
     struct gw_metrics *metrics;
+    struct gw_store *store;
     struct fixed_settings fixed;
     struct MHD_Daemon *daemon, *admin;
     atomic_uint in_flight;
@@ -131,6 +132,7 @@ static char *render_metrics(struct gw_server *s)
 
     if (out != NULL) {
         gw_metrics_render(s->metrics, out, gw_runtime_limiter_gauges, rt);
+        gw_store_render_metrics(s->store, out);
         fclose(out);
     }
     gw_runtime_release(rt);
@@ -207,8 +209,10 @@ static void free_server(struct gw_server *s)
 {
     gw_runtime_release(s->current);
     gw_metrics_free(s->metrics);
+    gw_store_free(s->store);
     free(s->fixed.listen.host);
     free(s->fixed.admin_listen.host);
+    free(s->fixed.redis.host);
     pthread_mutex_destroy(&s->swap);
     free(s);
 }
@@ -228,13 +232,15 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
     s->fixed.client_timeout_ns = config->server.client_timeout_ns;
     s->fixed.watch_config = config->server.watch_config;
     s->metrics = gw_metrics_new();
-    if (s->metrics == NULL || copy_endpoint(&s->fixed.listen, &config->server.listen) != 0 ||
-        copy_endpoint(&s->fixed.admin_listen, &config->server.admin_listen) != 0) {
+    s->store = gw_store_new(config);
+    if (s->metrics == NULL || s->store == NULL || copy_endpoint(&s->fixed.listen, &config->server.listen) != 0 ||
+        copy_endpoint(&s->fixed.admin_listen, &config->server.admin_listen) != 0 ||
+        copy_endpoint(&s->fixed.redis, &config->redis.address) != 0) {
         config_free(config);
         snprintf(err, GW_ERR_LEN, "out of memory");
         goto fail;
     }
-    s->current = gw_runtime_build(config, NULL, s->metrics, err, GW_ERR_LEN);
+    s->current = gw_runtime_build(config, NULL, s->metrics, s->store, err, GW_ERR_LEN);
     if (s->current == NULL)
         goto fail;
 
@@ -312,6 +318,8 @@ static void warn_restart_needed(const struct fixed_settings *fixed, const struct
         gw_warn("reload: server.max_connections changed; it takes effect on restart");
     if (fixed->client_timeout_ns != next->server.client_timeout_ns)
         gw_warn("reload: server.client_timeout changed; it takes effect on restart");
+    if (!same_endpoint(&fixed->redis, &next->redis.address))
+        gw_warn("reload: limiter.redis changed; it takes effect on restart");
     if (fixed->watch_config != next->server.watch_config)
         gw_warn("reload: server.watch_config changed; it takes effect on restart");
 }
@@ -325,7 +333,7 @@ int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR
     old = s->current;
     pthread_mutex_unlock(&s->swap);
     /* Only the reloading thread swaps, so `old` stays current while the next is built. */
-    next = gw_runtime_build(config, old, s->metrics, err, GW_ERR_LEN);
+    next = gw_runtime_build(config, old, s->metrics, s->store, err, GW_ERR_LEN);
     gw_metrics_count_reload(s->metrics, next != NULL);
     if (next == NULL)
         return -1;

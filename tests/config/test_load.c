@@ -154,6 +154,51 @@ static void test_errors_are_positioned(void)
     expect_error(ROUTE_HEAD "    timeout: \"${UNCLOSED\"\n", 5, 14, "expected ${NAME}");
 }
 
+static void test_store_settings(void)
+{
+    char *errors = NULL;
+    struct config *c = load_text("limiter:\n  store: redis\n  replicas: 3\n  on_store_error: deny\n"
+                                 "  redis: {address: \"10.1.2.3:6380\", password: pw, db: 2, "
+                                 "timeout: 20ms, prefix: \"rl:\"}\n" ROUTE_HEAD
+                                 "  - name: local\n    match: {path_prefix: /l/}\n"
+                                 "    upstream: \"http://127.0.0.1:9\"\n    store: memory\n",
+                                 &errors);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->store, CONFIG_STORE_REDIS);
+    CU_ASSERT_EQUAL(c->replicas, 3);
+    CU_ASSERT_EQUAL(c->on_store_error, CONFIG_ON_STORE_ERROR_DENY);
+    CU_ASSERT_STRING_EQUAL(c->redis.address.host, "10.1.2.3");
+    CU_ASSERT_EQUAL(c->redis.address.port, 6380);
+    CU_ASSERT_STRING_EQUAL(c->redis.password, "pw");
+    CU_ASSERT_EQUAL(c->redis.db, 2);
+    CU_ASSERT_EQUAL(c->redis.timeout_ns, 20000000);
+    CU_ASSERT_STRING_EQUAL(c->redis.prefix, "rl:");
+    CU_ASSERT_EQUAL(c->routes[0].store, CONFIG_STORE_REDIS); /* from limiter.store */
+    CU_ASSERT_EQUAL(c->routes[1].store, CONFIG_STORE_MEMORY); /* its own */
+    config_free(c);
+    unlink(path);
+
+    c = load_text(ROUTE_HEAD, &errors); /* the defaults */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->store, CONFIG_STORE_MEMORY);
+    CU_ASSERT_EQUAL(c->on_store_error, CONFIG_ON_STORE_ERROR_LOCAL);
+    CU_ASSERT_EQUAL(c->replicas, 1);
+    CU_ASSERT_STRING_EQUAL(c->redis.address.host, "127.0.0.1");
+    CU_ASSERT_EQUAL(c->redis.address.port, 6379);
+    CU_ASSERT_EQUAL(c->redis.timeout_ns, 5000000);
+    CU_ASSERT_STRING_EQUAL(c->redis.prefix, "sluice:");
+    config_free(c);
+    unlink(path);
+
+    expect_error("limiter: {store: disk}\n" ROUTE_HEAD, 1, 18,
+                 "store: \"disk\" is not one of memory or redis");
+    expect_error("limiter: {on_store_error: panic}\n" ROUTE_HEAD, 1, 27,
+                 "on_store_error: \"panic\" is not one of local, allow or deny");
+    expect_error("limiter: {replicas: 0}\n" ROUTE_HEAD, 1, 21, "replicas: \"0\"");
+    expect_error("limiter: {redis: {timeout: 0}}\n" ROUTE_HEAD, 1, 28, "must be above zero");
+}
+
 static void test_environment(void)
 {
     char *errors = NULL;
@@ -210,5 +255,6 @@ void register_load_tests(void)
     add_test(s, "each problem is FILE:LINE:COL", test_errors_are_positioned);
     add_test(s, "every problem is reported", test_all_errors_reported);
     add_test(s, "${VAR} and ${VAR:-default}", test_environment);
+    add_test(s, "the shared store's settings", test_store_settings);
     add_test(s, "a missing file is an error", test_missing_file);
 }

@@ -1,4 +1,6 @@
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -20,6 +22,67 @@ void sleep_ms(int ms)
     struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
 
     nanosleep(&t, NULL);
+}
+
+unsigned free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    unsigned port = 0;
+
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+int start_redis(struct redis *r)
+{
+    char port[16], command[128];
+
+    if (r->port == 0) /* else started again where it was */
+        r->port = free_port();
+    snprintf(port, sizeof port, "%u", r->port);
+    r->pid = fork();
+    if (r->pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
+               "--save", "", "--appendonly", "no", "--enable-debug-command", "local",
+               (char *)NULL);
+        _exit(127);
+    }
+    snprintf(command, sizeof command, "redis-cli -p %u ping >/dev/null 2>&1", r->port);
+    for (int i = 0; i < 200; i++) {
+        if (system(command) == 0)
+            return 0;
+        sleep_ms(10);
+    }
+    fprintf(stderr, "redis-server did not start\n");
+    stop_redis(r);
+    return -1;
+}
+
+void stop_redis(struct redis *r)
+{
+    if (r->pid > 0) {
+        kill(r->pid, SIGKILL);
+        waitpid(r->pid, NULL, 0);
+        r->pid = 0;
+    }
+}
+
+void redis_cli(const struct redis *r, const char *args)
+{
+    char command[256];
+
+    snprintf(command, sizeof command, "redis-cli -p %u %s >/dev/null 2>&1 &", r->port, args);
+    if (system(command) != 0)
+        fprintf(stderr, "redis-cli %s failed\n", args);
 }
 
 int start_upstream(void)

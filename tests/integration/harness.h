@@ -73,6 +73,21 @@ void upstream_stats(unsigned long *requests, unsigned long *connections);
 
 void sleep_ms(int ms);
 
+/* A loopback port that was free a moment ago. */
+unsigned free_port(void);
+
+/* A real redis-server without persistence, on a free loopback port, or on r->port again
+ * when it was started before; 0, or -1. */
+struct redis {
+    pid_t pid;
+    unsigned port;
+};
+int start_redis(struct redis *r);
+void stop_redis(struct redis *r);
+
+/* Runs redis-cli against `r` with `args` (a shell fragment) in the background. */
+void redis_cli(const struct redis *r, const char *args);
+
 CU_pSuite add_suite_with(const char *name, CU_InitializeFunc init, CU_CleanupFunc clean);
 void add_test(CU_pSuite suite, const char *name, CU_TestFunc test);
 
@@ -82,5 +97,6 @@ void register_cli_tests(void);
 void register_upstreams_tests(void);
 void register_reload_tests(void);
 void register_observe_tests(void);
+void register_store_tests(void);
 
 #endif

@@ -10,21 +10,6 @@
 
 #include "harness.h"
 
-/* A port that was free a moment ago. */
-static unsigned free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    unsigned port = 0;
-
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 /* openssl s_server with a fresh self-signed certificate: a real TLS upstream. */
 static void test_https_upstream(void)
 {

@@ -1,0 +1,410 @@
+/* The shared store in Redis; design in store.h. */
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "store.h"
+
+#define POOL_SIZE       64
+#define FIRST_BACKOFF   (100 * (int64_t)1000000)
+#define LONGEST_BACKOFF (5 * (int64_t)1000000000)
+
+/* KEYS[i]: limit i's key. ARGV[1]: the number of limits n; then per limit: algorithm (1
+ * token_bucket, 2 gcra, 3 fixed_window, 4 sliding_window_log, 5 sliding_window_counter),
+ * requests, per in microseconds, burst. Returns per limit: allowed (0/1), remaining, reset
+ * and retry-after in milliseconds (rounded up). Writes happen only when every limit allows.
+ * Times are microseconds from Redis's TIME; numbers are written with %.0f so that no
+ * timestamp turns into an exponent. */
+static const char script[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+    "local function int(x) return string.format('%.0f', x) end\n"
+    "local function ttl(us) return int(math.ceil(us / 1000) + 1) end\n"
+    "local out, writes, all = {}, {}, true\n"
+    "for i = 1, tonumber(ARGV[1]) do\n"
+    "  local a = 1 + (i - 1) * 4\n"
+    "  local algo, requests = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])\n"
+    "  local per, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])\n"
+    "  local key = KEYS[i]\n"
+    "  local allowed, remaining, reset, retry = 0, 0, 0, 0\n"
+    "  if algo <= 2 then\n"
+    "    local interval = math.ceil(per / requests)\n"
+    "    local tolerance = burst * interval\n"
+    "    local tat = tonumber(redis.call('GET', key) or '0')\n"
+    "    local ahead = math.max(tat, now) + interval - now\n"
+    "    if ahead <= tolerance then\n"
+    "      allowed, remaining, reset = 1, math.floor((tolerance - ahead) / interval), ahead\n"
+    "      writes[#writes + 1] = {'SET', key, int(now + ahead), 'PX', ttl(ahead)}\n"
+    "    else\n"
+    "      reset, retry = math.max(tat - now, 0), ahead - tolerance\n"
+    "    end\n"
+    "  elseif algo == 3 then\n"
+    "    local start = now - now % per\n"
+    "    local wkey = key .. ':' .. int(start)\n"
+    "    local count = tonumber(redis.call('GET', wkey) or '0')\n"
+    "    if count < requests then\n"
+    "      allowed, remaining, reset = 1, requests - count - 1, start + per - now\n"
+    "      writes[#writes + 1] = {'INCR', wkey}\n"
+    "      writes[#writes + 1] = {'PEXPIRE', wkey, ttl(per)}\n"
+    "    else\n"
+    "      reset, retry = start + per - now, start + per - now\n"
+    "    end\n"
+    "  elseif algo == 4 then\n"
+    "    redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - per))\n"
+    "    local count = redis.call('ZCARD', key)\n"
+    "    if count < requests then\n"
+    "      allowed, remaining, reset = 1, requests - count - 1, per\n"
+    "      writes[#writes + 1] = {'ZADD', key, int(now), int(now) .. ':' .. count}\n"
+    "      writes[#writes + 1] = {'PEXPIRE', key, ttl(per)}\n"
+    "    else\n"
+    "      local oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])\n"
+    "      local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])\n"
+    "      reset, retry = newest + per - now, oldest + per - now\n"
+    "    end\n"
+    "  else\n"
+    "    local start = now - now % per\n"
+    "    local ckey = key .. ':' .. int(start)\n"
+    "    local curr = tonumber(redis.call('GET', ckey) or '0')\n"
+    "    local prev = tonumber(redis.call('GET', key .. ':' .. int(start - per)) or '0')\n"
+    "    local elapsed = now - start\n"
+    "    local slack = requests * per - curr * per - prev * (per - elapsed)\n"
+    "    if slack > 0 then\n"
+    "      allowed, curr, slack = 1, curr + 1, slack - per\n"
+    "      if slack > 0 then remaining = math.ceil(slack / per) end\n"
+    "      writes[#writes + 1] = {'INCR', ckey}\n"
+    "      writes[#writes + 1] = {'PEXPIRE', ckey, ttl(2 * per)}\n"
+    "    else\n"
+    "      local wait, left = -1, requests - curr\n"
+    "      if curr < requests then\n"
+    "        if prev < left then wait = 0 else\n"
+    "          local e = math.floor(per * (prev - left) / prev) + 1\n"
+    "          if e < per then wait = math.max(e - elapsed, 0) end\n"
+    "        end\n"
+    "      end\n"
+    "      if wait < 0 then\n"
+    "        wait = per - elapsed\n"
+    "        if curr >= requests then wait = wait + math.floor(per * (curr - requests) / curr) + 1 end\n"
+    "      end\n"
+    "      retry = wait\n"
+    "    end\n"
+    "    if curr > 0 then reset = start + 2 * per - now elseif prev > 0 then reset = start + per - now end\n"
+    "  end\n"
+    "  if allowed == 0 then all = false end\n"
+    "  out[#out + 1] = allowed\n"
+    "  out[#out + 1] = remaining\n"
+    "  out[#out + 1] = math.ceil(reset / 1000)\n"
+    "  out[#out + 1] = math.ceil(retry / 1000)\n"
+    "end\n"
+    "if all then\n"
+    "  for _, w in ipairs(writes) do redis.call(unpack(w)) end\n"
+    "end\n"
+    "return out\n";
+
+struct gw_store {
+    char *host, *password, *prefix;
+    int port;
+    uint32_t db;
+    struct timeval timeout;
+
+    pthread_mutex_t lock; /* the pool and the script's digest */
+    redisContext *idle[POOL_SIZE];
+    size_t n_idle;
+    char sha[41];
+
+    atomic_bool degraded;
+    _Atomic int64_t retry_at_ns; /* while degraded: when one call may probe Redis again */
+    _Atomic int64_t backoff_ns;
+    _Atomic uint64_t errors;
+};
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct gw_store *gw_store_new(const struct config *config)
+{
+    struct gw_store *s = calloc(1, sizeof *s);
+
+    if (s == NULL)
+        return NULL;
+    s->host = strdup(config->redis.address.host);
+    s->port = config->redis.address.port;
+    s->password = config->redis.password ? strdup(config->redis.password) : NULL;
+    s->prefix = strdup(config->redis.prefix);
+    s->db = config->redis.db;
+    s->timeout.tv_sec = config->redis.timeout_ns / 1000000000;
+    s->timeout.tv_usec = config->redis.timeout_ns % 1000000000 / 1000;
+    pthread_mutex_init(&s->lock, NULL);
+    atomic_init(&s->backoff_ns, FIRST_BACKOFF);
+    if (s->host == NULL || s->prefix == NULL || (config->redis.password && !s->password)) {
+        gw_store_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void gw_store_free(struct gw_store *s)
+{
+    if (s == NULL)
+        return;
+    while (s->n_idle > 0)
+        redisFree(s->idle[--s->n_idle]);
+    pthread_mutex_destroy(&s->lock);
+    free(s->host);
+    free(s->password);
+    free(s->prefix);
+    free(s);
+}
+
+static bool reply_ok(redisReply *r)
+{
+    return r != NULL && r->type != REDIS_REPLY_ERROR;
+}
+
+/* A connection from the pool, or a new one (authenticated, its database selected). */
+static redisContext *take_connection(struct gw_store *s)
+{
+    redisContext *c = NULL;
+    char db[16];
+
+    pthread_mutex_lock(&s->lock);
+    if (s->n_idle > 0)
+        c = s->idle[--s->n_idle];
+    pthread_mutex_unlock(&s->lock);
+    if (c != NULL)
+        return c;
+
+    c = redisConnectWithTimeout(s->host, s->port, s->timeout);
+    if (c == NULL || c->err != 0 || redisSetTimeout(c, s->timeout) != REDIS_OK)
+        goto fail;
+    if (s->password != NULL) {
+        const char *argv[] = {"AUTH", s->password};
+        redisReply *r = redisCommandArgv(c, 2, argv, NULL);
+        bool ok = reply_ok(r);
+
+        freeReplyObject(r);
+        if (!ok)
+            goto fail;
+    }
+    if (s->db != 0) {
+        const char *argv[] = {"SELECT", db};
+        redisReply *r;
+        bool ok;
+
+        snprintf(db, sizeof db, "%u", s->db);
+        r = redisCommandArgv(c, 2, argv, NULL);
+        ok = reply_ok(r);
+        freeReplyObject(r);
+        if (!ok)
+            goto fail;
+    }
+    return c;
+fail:
+    redisFree(c);
+    return NULL;
+}
+
+static void give_back(struct gw_store *s, redisContext *c)
+{
+    pthread_mutex_lock(&s->lock);
+    if (s->n_idle < POOL_SIZE) {
+        s->idle[s->n_idle++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    redisFree(c);
+}
+
+/* Loads the script into Redis (it forgets it on restart) and keeps its digest. */
+static int load_script(struct gw_store *s, redisContext *c)
+{
+    const char *argv[] = {"SCRIPT", "LOAD", script};
+    redisReply *r = redisCommandArgv(c, 3, argv, NULL);
+    int rc = -1;
+
+    if (r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40) {
+        pthread_mutex_lock(&s->lock);
+        memcpy(s->sha, r->str, 41);
+        pthread_mutex_unlock(&s->lock);
+        rc = 0;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+static int algorithm_code(const char *name)
+{
+    static const char *const names[] = {"token_bucket", "gcra", "fixed_window",
+                                        "sliding_window_log", "sliding_window_counter"};
+
+    for (int i = 0; i < 5; i++)
+        if (strcmp(names[i], name) == 0)
+            return i + 1;
+    return 0;
+}
+
+/* Runs the script for one request. 0 and `out` filled, or -1 (`c` is then to be dropped when
+ * `*broken`). */
+static int run_script(struct gw_store *s, redisContext *c, const char *route,
+                      const char *const *names, const struct limiter_params *const *limits,
+                      size_t n, const char *client_key, struct limiter_decision *out,
+                      bool *broken)
+{
+    enum { MAX_ARGS = 4 + LIMITER_MAX_PER_REQUEST * 5 };
+    char keys[LIMITER_MAX_PER_REQUEST][320], numbers[LIMITER_MAX_PER_REQUEST * 4 + 2][24];
+    char client_hex[33], sha[41];
+    unsigned char digest[16];
+    const char *argv[MAX_ARGS];
+    redisReply *r = NULL;
+    int argc = 0, rc = -1;
+
+    crypto_generichash(digest, sizeof digest, (const unsigned char *)client_key,
+                       strlen(client_key), NULL, 0);
+    sodium_bin2hex(client_hex, sizeof client_hex, digest, sizeof digest);
+    pthread_mutex_lock(&s->lock);
+    memcpy(sha, s->sha, sizeof sha);
+    pthread_mutex_unlock(&s->lock);
+
+    argv[argc++] = "EVALSHA";
+    argv[argc++] = sha;
+    snprintf(numbers[0], sizeof numbers[0], "%zu", n);
+    argv[argc++] = numbers[0];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof keys[i], "%.64s%.64s:%.64s:%s", s->prefix, route, names[i],
+                 client_hex);
+        argv[argc++] = keys[i];
+    }
+    argv[argc++] = numbers[0];
+    for (size_t i = 0; i < n; i++) {
+        char(*f)[24] = &numbers[1 + i * 4];
+
+        snprintf(f[0], sizeof f[0], "%d", algorithm_code(limits[i]->algorithm));
+        snprintf(f[1], sizeof f[1], "%llu", (unsigned long long)limits[i]->requests);
+        snprintf(f[2], sizeof f[2], "%lld", (long long)(limits[i]->per_ns / 1000));
+        snprintf(f[3], sizeof f[3], "%llu", (unsigned long long)limits[i]->burst);
+        for (int k = 0; k < 4; k++)
+            argv[argc++] = f[k];
+    }
+
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (sha[0] == '\0' || attempt == 1) {
+            if (load_script(s, c) != 0) {
+                *broken = true;
+                return -1;
+            }
+            pthread_mutex_lock(&s->lock);
+            memcpy(sha, s->sha, sizeof sha);
+            pthread_mutex_unlock(&s->lock);
+        }
+        freeReplyObject(r);
+        r = redisCommandArgv(c, argc, argv, NULL);
+        if (r == NULL || r->type != REDIS_REPLY_ERROR || strncmp(r->str, "NOSCRIPT", 8) != 0)
+            break;
+    }
+    *broken = r == NULL;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 4 * n) {
+        rc = 0;
+        for (size_t i = 0; i < n; i++) {
+            memset(&out[i], 0, sizeof out[i]);
+            out[i].allowed = r->element[4 * i]->integer != 0;
+            out[i].limit = limits[i]->requests;
+            out[i].remaining = (uint64_t)r->element[4 * i + 1]->integer;
+            out[i].reset_ms = r->element[4 * i + 2]->integer;
+            out[i].retry_after_ms = r->element[4 * i + 3]->integer;
+        }
+    } else if (r != NULL && r->type == REDIS_REPLY_ERROR) {
+        gw_warn("store: redis answered: %.200s", r->str);
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* False while degraded and backing off; then true for exactly one caller at a time. */
+static bool may_try(struct gw_store *s)
+{
+    int64_t at, now;
+
+    if (!atomic_load(&s->degraded))
+        return true;
+    at = atomic_load(&s->retry_at_ns);
+    now = mono_ns();
+    return now >= at &&
+           atomic_compare_exchange_strong(&s->retry_at_ns, &at, now + atomic_load(&s->backoff_ns));
+}
+
+static void note_failure(struct gw_store *s)
+{
+    int64_t backoff = atomic_load(&s->backoff_ns);
+
+    /* Whatever broke one connection most likely broke the idle ones too: drop them, so that
+     * the next probe opens a fresh one rather than failing on a dead one. */
+    pthread_mutex_lock(&s->lock);
+    while (s->n_idle > 0)
+        redisFree(s->idle[--s->n_idle]);
+    pthread_mutex_unlock(&s->lock);
+
+    atomic_fetch_add(&s->errors, 1);
+    if (!atomic_exchange(&s->degraded, true)) {
+        gw_warn("store: redis at %s:%d failed; limiting per on_store_error until it answers",
+                s->host, s->port);
+        backoff = FIRST_BACKOFF;
+    } else if (backoff < LONGEST_BACKOFF) {
+        backoff = backoff * 2 < LONGEST_BACKOFF ? backoff * 2 : LONGEST_BACKOFF;
+    }
+    atomic_store(&s->backoff_ns, backoff);
+    atomic_store(&s->retry_at_ns, mono_ns() + backoff);
+}
+
+static void note_success(struct gw_store *s)
+{
+    if (atomic_load(&s->degraded) && atomic_exchange(&s->degraded, false)) {
+        atomic_store(&s->backoff_ns, FIRST_BACKOFF);
+        gw_info("store: redis at %s:%d answers again; shared limits restored", s->host, s->port);
+    }
+}
+
+enum gw_store_result gw_store_decide(struct gw_store *s, const char *route,
+                                     const char *const *names,
+                                     const struct limiter_params *const *limits, size_t n,
+                                     const char *client_key, struct limiter_decision *out)
+{
+    redisContext *c;
+    bool broken = true;
+
+    if (n == 0 || n > LIMITER_MAX_PER_REQUEST || !may_try(s))
+        return GW_STORE_FAILED;
+    c = take_connection(s);
+    if (c == NULL || run_script(s, c, route, names, limits, n, client_key, out, &broken) != 0) {
+        if (c != NULL && !broken)
+            give_back(s, c);
+        else
+            redisFree(c);
+        note_failure(s);
+        return GW_STORE_FAILED;
+    }
+    give_back(s, c);
+    note_success(s);
+    return GW_STORE_OK;
+}
+
+void gw_store_render_metrics(const struct gw_store *s, FILE *out)
+{
+    fprintf(out,
+            "# HELP sluice_store_errors_total Calls to the shared store that failed.\n"
+            "# TYPE sluice_store_errors_total counter\n"
+            "sluice_store_errors_total %llu\n"
+            "# HELP sluice_store_degraded 1 while the shared store is failing and routes limit "
+            "per on_store_error.\n"
+            "# TYPE sluice_store_degraded gauge\n"
+            "sluice_store_degraded %d\n",
+            (unsigned long long)atomic_load(&s->errors), atomic_load(&s->degraded) ? 1 : 0);
+}
