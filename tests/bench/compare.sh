@@ -6,7 +6,8 @@
 # One upstream (nginx, one worker, a 20-byte body) serves both proxies; the nginx proxy runs
 # worker_processes auto with upstream keepalive, as a user would run it. Each round measures,
 # in turn, the upstream alone, then each proxy on an allowed path and on a denied path (429
-# from the limiter), then each proxy at 512 connections. Figures are medians over the rounds;
+# from the limiter), then each proxy at 512 connections, and sluice with its shared store in
+# Redis (a local redis-server) against its memory store. Figures are medians over the rounds;
 # ratios are what count, since absolute numbers drift on a shared machine. Then sluice's
 # memory: RSS at 512 connections after 100,000 distinct clients, and the RSS growth while a
 # 1 GiB response streams through it. Every target is on 127.0.0.1; every run ends by itself.
@@ -23,14 +24,16 @@ need() {
 need nginx nginx
 need wrk wrk
 need curl curl
+need redis-server redis-server
 
 dir=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT INT TERM
 
-UP=18190 NGX=18191 GW=18192
+UP=18190 NGX=18191 GW=18192 REDIS=18193
 truncate -s 1G "$dir/big"
+chmod 755 "$dir" && chmod 644 "$dir/big"   # nginx workers run as nobody
 cat >"$dir/upstream.conf" <<EOF
 worker_processes 1; daemon off; pid $dir/up.pid; error_log $dir/up.err warn;
 events { worker_connections 8192; }
@@ -56,7 +59,14 @@ cat >"$dir/gateway.yaml" <<EOF
 server:
   listen: "127.0.0.1:$GW"
   access_log: "off"        # as nginx's
+limiter:
+  redis: {address: "127.0.0.1:$REDIS", timeout: 50ms}
 routes:
+  - name: shared
+    match: { path_prefix: /shared/ }
+    upstream: "http://127.0.0.1:$UP"
+    store: redis
+    limit: { algorithm: token_bucket, requests: 100000000, per: 1s }
   - name: deny
     match: { path_prefix: /deny/ }
     upstream: "http://127.0.0.1:$UP"
@@ -80,6 +90,7 @@ request = function()
   return wrk.format("GET", "/k/" .. n, {["X-API-Key"] = "client-" .. n})
 end
 EOF
+redis-server --port $REDIS --bind 127.0.0.1 --save "" --appendonly no >"$dir/redis.log" 2>&1 & pids+=($!)
 nginx -c "$dir/upstream.conf" & pids+=($!)
 nginx -c "$dir/proxy.conf" & pids+=($!)
 "$gw" -c "$dir/gateway.yaml" >"$dir/gw.log" 2>&1 & gw_pid=$!; pids+=($gw_pid)
@@ -111,17 +122,20 @@ for ((i = 1; i <= rounds; i++)); do
   R[sluice_denied]+="$(run "$conns" -H 'X-API-Key: k' "http://127.0.0.1:$GW/deny/x")"$'\n'
   R[nginx_512]+="$(run 512 "http://127.0.0.1:$NGX/x")"$'\n'
   R[sluice_512]+="$(run 512 "http://127.0.0.1:$GW/x")"$'\n'
+  R[sluice_redis]+="$(run "$conns" "http://127.0.0.1:$GW/shared/x")"$'\n'
 done
 
 col() { printf '%s' "${R[$1]}" | awk -v f="$2" 'NF{print $f}' | median; }
 printf '\n%-16s %10s %9s %9s %8s %9s\n' target req/s p50_ms p99_ms errors non-2xx
-for t in upstream nginx_proxied sluice_proxied nginx_denied sluice_denied nginx_512 sluice_512; do
+for t in upstream nginx_proxied sluice_proxied nginx_denied sluice_denied nginx_512 sluice_512 \
+    sluice_redis; do
   printf '%-16s %10s %9s %9s %8s %9s\n' "$t" "$(col $t 1)" "$(col $t 2)" "$(col $t 3)" "$(col $t 4)" "$(col $t 5)"
 done
 ratio() { awk -v a="$(col "$1" "$3")" -v b="$(col "$2" "$3")" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'; }
 printf '\nsluice/nginx  proxied req/s %s   p99 %s   denied req/s %s   512 connections req/s %s\n' \
   "$(ratio sluice_proxied nginx_proxied 1)" "$(ratio sluice_proxied nginx_proxied 3)" \
   "$(ratio sluice_denied nginx_denied 1)" "$(ratio sluice_512 nginx_512 1)"
+printf 'sluice, Redis store/memory store  proxied req/s %s\n' "$(ratio sluice_redis sluice_proxied 1)"
 
 # Memory: 100,000 distinct clients first, then 512 connections; the highest RSS sampled.
 rss_kib() { awk '/^VmRSS/{print $2}' "/proc/$gw_pid/status"; }
