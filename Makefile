@@ -11,7 +11,7 @@ TSAN     := -O1 -fsanitize=thread
 # pkg-config names and the Debian packages that provide them
 PKGS := libmicrohttpd libcurl yaml-0.1 cunit libsodium json-c hiredis
 DEBS := pkg-config libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcunit1-dev libsodium-dev \
-        libjson-c-dev libhiredis-dev openssl redis-server
+        libjson-c-dev libhiredis-dev openssl redis-server clang libclang-rt-14-dev valgrind
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Expanded when a recipe runs, after the dependency check has installed what was missing.
@@ -28,13 +28,21 @@ UNIT_SRC    := $(LIMITER_SRC) $(CONFIG_SRC) $(GATEWAY_SRC) \
 INTEG_SRC   := $(wildcard tests/integration/*.c)
 BENCH_SRC   := $(LIMITER_SRC) tests/bench/limiter_bench.c
 
+# libFuzzer targets (clang), each over the code it names, with ASan and UBSan.
+FUZZ_TARGETS := config units keys headers
+FUZZ_SRC     := $(LIMITER_SRC) $(CONFIG_SRC) gateway/keys.c gateway/headers.c
+FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_SECONDS ?= 60
+
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test run bench deps clean format container-test
+.PHONY: all test run bench deps clean format container-test fuzz fuzz-regressions
+.SECONDARY:
 all: build/sluice build/test_upstream build/test_unit build/test_integration build/limiter_bench
 
 build/.deps-ok:
-	@(pkg-config --exists $(PKGS) && command -v openssl && command -v redis-server) >/dev/null 2>&1 || \
+	@(pkg-config --exists $(PKGS) && command -v openssl && command -v redis-server && \
+		command -v clang && command -v valgrind) >/dev/null 2>&1 || \
 		$(MAKE) --no-print-directory deps
 	@mkdir -p build && touch $@
 
@@ -50,6 +58,11 @@ build/asan/%.o: %.c | build/.deps-ok
 	@mkdir -p $(@D)
 	@echo "  CC  $@"
 	@$(CC) $(CPPFLAGS) $(CFLAGS) $(ASAN) -MMD -MP -c $< -o $@
+build/fuzz/%.o: %.c | build/.deps-ok
+	@mkdir -p $(@D)
+	@echo "  CC  $@"
+	@clang $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pthread $(FUZZ_FLAGS) \
+		-fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 build/tsan/%.o: %.c | build/.deps-ok
 	@mkdir -p $(@D)
 	@echo "  CC  $@"
@@ -76,6 +89,9 @@ build/tsan/test_unit: $(call objs,build/tsan,$(UNIT_SRC))
 build/test_integration: $(call objs,build/obj,$(INTEG_SRC))
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $^ $(TEST_LIBS) $(shell pkg-config --libs json-c) -o $@
+build/fuzz/fuzz_%: build/fuzz/tests/fuzz/fuzz_%.o $(call objs,build/fuzz,$(FUZZ_SRC))
+	@echo "  LD  $@"
+	@clang $(FUZZ_FLAGS) -fsanitize=fuzzer $^ $(GATEWAY_LIBS) -o $@
 build/limiter_bench: $(call objs,build/obj,$(BENCH_SRC))
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $^ $(LIMITER_LIBS) -o $@
@@ -96,6 +112,27 @@ test: build/test_unit build/asan/test_unit build/tsan/test_unit build/sluice bui
 # A demo upstream and the gateway in front of it, with config/sluice.yaml.
 run: build/sluice build/test_upstream
 	tests/run-demo.sh
+
+# Each fuzz target for FUZZ_SECONDS from its seed corpus (tests/fuzz/corpus/), keeping what
+# it learns in build/fuzz/corpus/. A crash stops the run and is saved as build/fuzz/crash-*.
+fuzz: $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS)) fuzz-regressions
+	@for t in $(FUZZ_TARGETS); do \
+		mkdir -p build/fuzz/corpus/$$t; \
+		echo "  FUZZ $$t for $(FUZZ_SECONDS) s"; \
+		build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=1024 \
+			-artifact_prefix=build/fuzz/ -print_final_stats=1 \
+			build/fuzz/corpus/$$t tests/fuzz/corpus/$$t 2>build/fuzz/$$t.log || \
+			{ tail -40 build/fuzz/$$t.log; exit 1; }; \
+		grep -E 'stat::number_of_executed_units' build/fuzz/$$t.log; \
+	done
+
+# Every input that once crashed a target, run once.
+fuzz-regressions: $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+		set -- tests/fuzz/regressions/$$t/*; [ -e "$$1" ] || continue; \
+		build/fuzz/fuzz_$$t "$$@" >build/fuzz/$$t-regressions.log 2>&1 || \
+			{ tail -40 build/fuzz/$$t-regressions.log; exit 1; }; \
+	done
 
 # The container image, built and checked with podman (see tests/container-test.sh).
 container-test:

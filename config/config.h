@@ -117,6 +117,11 @@ struct config {
  * `*errors` set to one "FILE:LINE:COL: message" line per problem (the caller frees it). */
 struct config *config_load(const char *path, char **errors);
 
+/* The same for `len` bytes of YAML in memory, reported as coming from `name`. */
+struct config *config_parse(const char *name, const char *text, size_t len, char **errors);
+
+#define CONFIG_MAX_FILE (16 * 1024 * 1024)
+
 void config_free(struct config *config);
 
 /* Parses a duration: 250ms, 10s, 1m, 2h, 1d, or a bare number of seconds. 0 or -1. */

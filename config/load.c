@@ -726,20 +726,14 @@ static void set_defaults(struct config *config)
     config->replicas = 1;
 }
 
-/* Parses the file into ld->doc; reports a syntax error and returns -1 on failure. */
-static int read_document(struct loader *ld)
+/* Parses `text` into ld->doc; reports a syntax error and returns -1 on failure. */
+static int read_document(struct loader *ld, const char *text, size_t len)
 {
     yaml_parser_t parser;
-    FILE *file = fopen(ld->path, "rb");
     int rc = -1;
 
-    if (file == NULL) {
-        fprintf(ld->errors, "%s: cannot read: %s\n", ld->path, strerror(errno));
-        ld->n_errors++;
-        return -1;
-    }
     yaml_parser_initialize(&parser);
-    yaml_parser_set_input_file(&parser, file);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &ld->doc)) {
         fprintf(ld->errors, "%s:%zu:%zu: YAML syntax: %s%s%s\n", ld->path,
                 parser.problem_mark.line + 1, parser.problem_mark.column + 1,
@@ -755,13 +749,12 @@ static int read_document(struct loader *ld)
         rc = 0;
     }
     yaml_parser_delete(&parser);
-    fclose(file);
     return rc;
 }
 
-struct config *config_load(const char *path, char **errors)
+struct config *config_parse(const char *name, const char *text, size_t len, char **errors)
 {
-    struct loader ld = {.path = path};
+    struct loader ld = {.path = name};
     struct config *config = calloc(1, sizeof *config);
     yaml_node_t *root;
 
@@ -776,8 +769,8 @@ struct config *config_load(const char *path, char **errors)
         return NULL;
     }
     set_defaults(config);
-    config->path = strdup(path);
-    if (read_document(&ld) == 0) {
+    config->path = strdup(name);
+    if (read_document(&ld, text, len) == 0) {
         root = yaml_document_get_root_node(&ld.doc);
         walk_mapping(&ld, root, top_fields, config, "top level");
         if (root->type == YAML_MAPPING_NODE && find_value(&ld, root, "routes") == NULL)
@@ -808,6 +801,36 @@ struct config *config_load(const char *path, char **errors)
         return NULL;
     }
     free(ld.errors_text);
+    return config;
+}
+
+struct config *config_load(const char *path, char **errors)
+{
+    char *text = NULL, buf[65536];
+    size_t len = 0, n;
+    FILE *file = fopen(path, "rb"), *out;
+    struct config *config;
+
+    if (file == NULL || (out = open_memstream(&text, &len)) == NULL) {
+        char message[512];
+
+        snprintf(message, sizeof message, "%s: cannot read: %s\n", path, strerror(errno));
+        *errors = strdup(message);
+        if (file != NULL)
+            fclose(file);
+        return NULL;
+    }
+    while ((n = fread(buf, 1, sizeof buf, file)) > 0 && len < CONFIG_MAX_FILE)
+        fwrite(buf, 1, n, out);
+    fclose(file);
+    fclose(out);
+    if (len >= CONFIG_MAX_FILE) {
+        free(text);
+        *errors = strdup("the config file is larger than 16 MiB\n");
+        return NULL;
+    }
+    config = config_parse(path, text, len, errors);
+    free(text);
     return config;
 }
 
