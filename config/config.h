@@ -7,7 +7,8 @@
  * wholly valid or not returned at all, so the gateway never runs half a file. Durations are
  * kept in nanoseconds, sizes in bytes. Nothing here opens a socket.
  *
- *   server:   listen, admin_listen, trusted_proxies, max_connections, client_timeout,
+ *   server:   listen, admin_listen, trusted_proxies, max_connections, max_connections_per_ip,
+ *             client_timeout,
  *             max_body, drain_timeout, watch_config, access_log
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
  *             on_store_error
@@ -92,6 +93,7 @@ struct config {
         struct config_endpoint admin_listen; /* host NULL when not set */
         struct config_cidrs trusted_proxies;
         uint32_t max_connections;
+        uint32_t max_connections_per_ip; /* 0: no cap */
         int64_t client_timeout_ns;
         uint64_t max_body;
         int64_t drain_timeout_ns;

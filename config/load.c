@@ -317,6 +317,8 @@ static const struct field server_fields[] = {
     {"admin_listen", V_ENDPOINT, offsetof(struct config, server.admin_listen), 0, 0, NULL},
     {"trusted_proxies", V_CIDRS, offsetof(struct config, server.trusted_proxies), 0, 0, NULL},
     {"max_connections", V_U32, offsetof(struct config, server.max_connections), 1, 1000000, NULL},
+    {"max_connections_per_ip", V_U32, offsetof(struct config, server.max_connections_per_ip), 0,
+     1000000, NULL},
     {"client_timeout", V_DURATION, offsetof(struct config, server.client_timeout_ns), 0, 0, NULL},
     {"max_body", V_SIZE, offsetof(struct config, server.max_body), 0, 0, NULL},
     {"drain_timeout", V_DURATION, offsetof(struct config, server.drain_timeout_ns), 0, 0, NULL},

@@ -271,6 +271,59 @@ static void refuse(struct gw_request *rq, unsigned status, const char *detail)
     }
 }
 
+struct head_check {
+    unsigned content_lengths, transfer_encodings, hosts;
+    bool chunked, malformed;
+};
+
+static bool is_token_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static enum MHD_Result check_field(void *cls, enum MHD_ValueKind kind, const char *name,
+                                   size_t name_len, const char *value, size_t value_len)
+{
+    struct head_check *h = cls;
+
+    (void)kind;
+    for (size_t i = 0; i < name_len; i++)
+        h->malformed |= name[i] == '\0' || !is_token_char(name[i]);
+    for (size_t i = 0; value != NULL && i < value_len; i++)
+        h->malformed |= value[i] == '\0' || value[i] == '\r' || value[i] == '\n';
+    if (strcasecmp(name, "Content-Length") == 0)
+        h->content_lengths++;
+    if (strcasecmp(name, "Host") == 0)
+        h->hosts++;
+    if (strcasecmp(name, "Transfer-Encoding") == 0) {
+        h->transfer_encodings++;
+        h->chunked = value != NULL && strcasecmp(value, "chunked") == 0;
+    }
+    return MHD_YES;
+}
+
+/* Refuses a head that two parties could read two ways (request smuggling) or that would
+ * carry bytes into the upstream's head: several Content-Lengths or Hosts, Content-Length
+ * with Transfer-Encoding, a coding other than chunked, CR, LF or NUL in a value, a field
+ * name that is no token. True when refused. */
+static bool refuse_ambiguous(struct gw_request *rq, struct MHD_Connection *c)
+{
+    struct head_check h = {0};
+
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, check_field, &h);
+    if (h.malformed)
+        refuse(rq, MHD_HTTP_BAD_REQUEST, "a header field holds characters it may not");
+    else if (h.content_lengths > 1 || h.hosts > 1 || h.transfer_encodings > 1 ||
+             (h.content_lengths > 0 && h.transfer_encodings > 0))
+        refuse(rq, MHD_HTTP_BAD_REQUEST,
+               "the request's length or host is given twice or two ways; it is refused rather "
+               "than guessed");
+    else if (h.transfer_encodings > 0 && !h.chunked)
+        refuse(rq, MHD_HTTP_NOT_IMPLEMENTED, "only the chunked transfer coding is accepted");
+    return rq->refusal != 0;
+}
+
 /* The first call for a request: its headers are in, its body not yet. Decides whether it
  * will be forwarded or refused. */
 static void begin(struct gw_request *rq, struct MHD_Connection *c, const char *path)
@@ -280,12 +333,16 @@ static void begin(struct gw_request *rq, struct MHD_Connection *c, const char *p
 
     rq->has_body = length != NULL ||
                    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding") != NULL;
+    if (rq->raw_uri[0] != '/') { /* absolute-form, CONNECT's authority-form, OPTIONS * */
+        refuse(rq, MHD_HTTP_BAD_REQUEST, "the request target must be a path (origin-form)");
+        return;
+    }
+    if (refuse_ambiguous(rq, c))
+        return;
     rq->route = gw_route_match(config, rq->method, path,
                                MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"));
     if (rq->route < 0)
         refuse(rq, MHD_HTTP_NOT_FOUND, "no route matches this request");
-    else if (rq->raw_uri[0] != '/')
-        refuse(rq, MHD_HTTP_BAD_REQUEST, "the request target must be a path (origin-form)");
     else if (length != NULL && strtoull(length, NULL, 10) > config->server.max_body)
         refuse(rq, MHD_HTTP_CONTENT_TOO_LARGE, TOO_LARGE);
     else if (!decide(rq, c))

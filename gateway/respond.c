@@ -49,6 +49,8 @@ const char *gw_status_title(unsigned status)
         return "Too Many Requests";
     case 500:
         return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
     case 502:
         return "Bad Gateway";
     case 503:

@@ -1,7 +1,9 @@
 /* The HTTP fronts: the proxy daemon and the admin daemon; design in server.h. */
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,13 +19,26 @@
 /* What a running daemon was started with; changing these needs a restart. */
 struct fixed_settings {
     struct config_endpoint listen, admin_listen, redis;
-    uint32_t max_connections;
+    uint32_t max_connections, max_connections_per_ip;
     int64_t client_timeout_ns;
     bool watch_config;
 };
 
+/* A client connection, watched for reading its request too slowly. */
+struct watched {
+    int fd;
+    _Atomic int64_t read_deadline_ns; /* 0 while a request is being answered */
+    bool head_seen;                    /* the current request's first call happened */
+    struct watched *prev, *next;
+};
+
 struct gw_server {
     pthread_mutex_t swap; /* guards `current`: held only to take a reference or to swap */
+    pthread_mutex_t watch_lock; /* guards the list below: taken per connection, not request */
+    struct watched *watched;
+    pthread_t reaper;
+    int reaper_stop[2];
+    int64_t client_timeout_ns;
     struct gw_runtime *current;
     struct gw_metrics *metrics;
     struct gw_store *store;
@@ -58,14 +73,38 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     return rq;
 }
 
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct watched *watched_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return info ? info->socket_context : NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
                                   void **req_cls)
 {
+    struct watched *w = watched_of(c);
+
     (void)cls, (void)version;
     if (*req_cls == NULL)
         return MHD_NO; /* no memory for it: drop the connection */
+    /* Read whole (head, then any body, ending with an empty call): no deadline while it is
+     * answered. */
+    if (w != NULL && !w->head_seen)
+        w->head_seen = true;
+    else if (w != NULL && *upload_data_size == 0)
+        atomic_store_explicit(&w->read_deadline_ns, 0, memory_order_relaxed);
     return gw_request_handle(*req_cls, c, url, method, upload_data, upload_data_size);
 }
 
@@ -73,8 +112,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode why)
 {
     struct gw_server *s = cls;
+    struct watched *w = watched_of(c);
 
-    (void)c, (void)why;
+    (void)why;
+    if (w != NULL) { /* the next request on this connection must come in time, too */
+        w->head_seen = false;
+        atomic_store_explicit(&w->read_deadline_ns, mono_ns() + s->client_timeout_ns,
+                              memory_order_relaxed);
+    }
     if (*req_cls != NULL) {
         gw_request_done(*req_cls);
         atomic_fetch_sub(&s->in_flight, 1);
@@ -86,9 +131,43 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                           enum MHD_ConnectionNotificationCode code)
 {
     struct gw_server *s = cls;
+    struct watched *w = *socket_context;
 
-    (void)c, (void)socket_context;
     gw_metrics_connection(s->metrics, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+        w = calloc(1, sizeof *w);
+        if (w == NULL || info == NULL) {
+            free(w);
+            return;
+        }
+        w->fd = info->connect_fd;
+        atomic_init(&w->read_deadline_ns, mono_ns() + s->client_timeout_ns);
+        pthread_mutex_lock(&s->watch_lock);
+        w->next = s->watched;
+        if (s->watched != NULL)
+            s->watched->prev = w;
+        s->watched = w;
+        pthread_mutex_unlock(&s->watch_lock);
+        *socket_context = w;
+        return;
+    }
+    if (w == NULL)
+        return;
+    /* Called before libmicrohttpd closes the socket: once unlinked, the reaper cannot touch
+     * an fd number that is about to be reused. */
+    pthread_mutex_lock(&s->watch_lock);
+    if (w->prev != NULL)
+        w->prev->next = w->next;
+    else
+        s->watched = w->next;
+    if (w->next != NULL)
+        w->next->prev = w->prev;
+    pthread_mutex_unlock(&s->watch_lock);
+    free(w);
+    *socket_context = NULL;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -164,6 +243,33 @@ static enum MHD_Result on_admin(void *cls, struct MHD_Connection *c, const char 
                         strdup("not found: try /metrics, /healthz or /readyz\n"));
 }
 
+/* --- slow clients --------------------------------------------------------------------- */
+
+/* libmicrohttpd's timeout is an idle one: a client sending a byte now and then would keep
+ * its connection, and its thread, forever. Every connection must deliver a whole request
+ * within client_timeout of the connection opening or of the last answer; the reaper shuts
+ * down the socket of one that does not, and libmicrohttpd then closes it as broken. */
+static void *reap_slow_clients(void *arg)
+{
+    struct gw_server *s = arg;
+    struct pollfd stop = {s->reaper_stop[0], POLLIN, 0};
+
+    while (poll(&stop, 1, 250) == 0) {
+        int64_t now = mono_ns();
+
+        pthread_mutex_lock(&s->watch_lock);
+        for (struct watched *w = s->watched; w != NULL; w = w->next) {
+            int64_t deadline = atomic_load_explicit(&w->read_deadline_ns, memory_order_relaxed);
+
+            if (deadline != 0 && now > deadline &&
+                atomic_compare_exchange_strong(&w->read_deadline_ns, &deadline, 0))
+                shutdown(w->fd, SHUT_RDWR);
+        }
+        pthread_mutex_unlock(&s->watch_lock);
+    }
+    return NULL;
+}
+
 /* --- life cycle ------------------------------------------------------------------------ */
 
 /* Starts a daemon on `where`; NULL with `err` filled. */
@@ -207,6 +313,13 @@ static int copy_endpoint(struct config_endpoint *to, const struct config_endpoin
 
 static void free_server(struct gw_server *s)
 {
+    if (s->reaper_stop[1] > 0) {
+        if (write(s->reaper_stop[1], "x", 1) == 1)
+            pthread_join(s->reaper, NULL);
+        close(s->reaper_stop[0]);
+        close(s->reaper_stop[1]);
+    }
+    pthread_mutex_destroy(&s->watch_lock);
     gw_runtime_release(s->current);
     gw_metrics_free(s->metrics);
     gw_store_free(s->store);
@@ -228,7 +341,17 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
         return NULL;
     }
     pthread_mutex_init(&s->swap, NULL);
+    pthread_mutex_init(&s->watch_lock, NULL);
+    s->client_timeout_ns = config->server.client_timeout_ns;
+    if (pipe(s->reaper_stop) != 0 ||
+        pthread_create(&s->reaper, NULL, reap_slow_clients, s) != 0) {
+        s->reaper_stop[0] = s->reaper_stop[1] = 0;
+        config_free(config);
+        snprintf(err, GW_ERR_LEN, "cannot start the slow-client reaper");
+        goto fail;
+    }
     s->fixed.max_connections = config->server.max_connections;
+    s->fixed.max_connections_per_ip = config->server.max_connections_per_ip;
     s->fixed.client_timeout_ns = config->server.client_timeout_ns;
     s->fixed.watch_config = config->server.watch_config;
     s->metrics = gw_metrics_new();
@@ -248,11 +371,13 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
     {
         const struct MHD_OptionItem options[] = {
             {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->fixed.max_connections, NULL},
+            {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)s->fixed.max_connections_per_ip, NULL},
             {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout_s, NULL},
             /* Per connection: the request head must fit (else 431), and the whole buffer is
              * touched, so it is kept small for the sake of memory at many connections. */
             {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)(16 * 1024), NULL},
             {MHD_OPTION_THREAD_STACK_SIZE, (intptr_t)(512 * 1024), NULL},
+            {MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL},
             {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, s},
             {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
             {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
@@ -314,8 +439,9 @@ static void warn_restart_needed(const struct fixed_settings *fixed, const struct
                 fixed->listen.host, fixed->listen.port);
     if (!same_endpoint(&fixed->admin_listen, &next->server.admin_listen))
         gw_warn("reload: server.admin_listen changed; it takes effect on restart");
-    if (fixed->max_connections != next->server.max_connections)
-        gw_warn("reload: server.max_connections changed; it takes effect on restart");
+    if (fixed->max_connections != next->server.max_connections ||
+        fixed->max_connections_per_ip != next->server.max_connections_per_ip)
+        gw_warn("reload: server.max_connections(_per_ip) changed; it takes effect on restart");
     if (fixed->client_timeout_ns != next->server.client_timeout_ns)
         gw_warn("reload: server.client_timeout changed; it takes effect on restart");
     if (!same_endpoint(&fixed->redis, &next->redis.address))

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -323,6 +324,66 @@ int http(unsigned port, const char *method, const char *target, const char *cons
     curl_slist_free_all(list);
     curl_easy_cleanup(curl);
     return rc == CURLE_OK ? 0 : -1;
+}
+
+static size_t count_bytes(char *data, size_t size, size_t n, void *cls)
+{
+    (void)data;
+    *(unsigned long long *)cls += size * n;
+    return size * n;
+}
+
+long http_count(unsigned port, const char *target, unsigned long long *bytes)
+{
+    CURL *curl = curl_easy_init();
+    char url[1024];
+    long status = 0;
+
+    *bytes = 0;
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", port, target);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, count_bytes);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, bytes);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
+    if (curl_easy_perform(curl) == CURLE_OK)
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(curl);
+    return status;
+}
+
+int raw_connect(unsigned port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+int raw_exchange(unsigned port, const char *request, size_t len, char *answer, size_t cap,
+                 int timeout_ms)
+{
+    int fd = raw_connect(port), status = 0;
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    size_t got = 0;
+    ssize_t n;
+
+    answer[0] = '\0';
+    if (fd < 0)
+        return 0;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (send(fd, request, len, MSG_NOSIGNAL) == (ssize_t)len)
+        while (got + 1 < cap && (n = recv(fd, answer + got, cap - got - 1, 0)) > 0)
+            got += (size_t)n;
+    answer[got] = '\0';
+    close(fd);
+    if (sscanf(answer, "HTTP/1.%*d %d", &status) != 1)
+        status = 0;
+    return status;
 }
 
 void reply_free(struct reply *r)

@@ -64,6 +64,18 @@ int http(unsigned port, const char *method, const char *target, const char *cons
          const char *body, struct reply *out);
 void reply_free(struct reply *r);
 
+/* GET `target`, counting the body's bytes without keeping them; the status, or 0. */
+long http_count(unsigned port, const char *target, unsigned long long *bytes);
+
+/* A raw connection to 127.0.0.1:`port`; -1 when refused. */
+int raw_connect(unsigned port);
+
+/* Sends `len` bytes of `request` on a new connection and reads the answer until the server
+ * closes, `cap` bytes, or `timeout_ms`; the status of the answer's first line, 0 when none
+ * came. */
+int raw_exchange(unsigned port, const char *request, size_t len, char *answer, size_t cap,
+                 int timeout_ms);
+
 /* The value of header `name` in `r` (a static copy), or NULL. */
 const char *header(const struct reply *r, const char *name);
 
@@ -98,5 +110,6 @@ void register_upstreams_tests(void);
 void register_reload_tests(void);
 void register_observe_tests(void);
 void register_store_tests(void);
+void register_hostile_tests(void);
 
 #endif

@@ -9,6 +9,7 @@
  *   /bytes?n=N         N bytes of body, with Content-Length
  *   /chunked?n=N       N bytes of body, chunked
  *   /cut?n=N           promises 2N bytes, sends N, closes the connection
+ *   /garbage           answers bytes that are not HTTP, then closes
  *   /hop               answers with hop-by-hop fields that a proxy must drop
  *   /stats             "requests R\nconnections C\n" since start (not counting /stats)
  *   anything else      echoes the request: method, target, every header, then the body
@@ -134,6 +135,10 @@ static int serve_request(FILE *fd, const char *method, const char *target, const
         snprintf(text, sizeof text, "HTTP/1.1 200 Test\r\nContent-Length: %lu\r\n\r\n", 2 * n);
         send_text(fd, text);
         send_filler(fd, n, false);
+        return -1;
+    }
+    if (strcmp(target, "/garbage") == 0) {
+        send_text(fd, "\x16\x03\x01 this is not HTTP at all\r\n\r\n");
         return -1;
     }
     if (strcmp(target, "/hop") == 0)

@@ -1,0 +1,340 @@
+/* What the internet sends: malformed and ambiguous requests, slow and greedy clients, broken
+ * upstreams. The gateway answers or closes, never forwards ambiguously, and keeps serving. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static struct proc gw;
+
+static const char config[] =
+    "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", max_body: 1KiB}\n"
+    "routes:\n"
+    "  - name: spoof\n    match: {path_prefix: /spoof/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n"
+    "  - name: main\n    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:%1$u\"\n";
+
+static int init(void)
+{
+    return start_sluice(&gw, config, upstream.port);
+}
+
+static int clean(void)
+{
+    return stop_sluice(&gw, 5000) == 0 ? 0 : -1;
+}
+
+static int exchange(const char *request, char *answer, size_t cap)
+{
+    return raw_exchange(gw.port, request, strlen(request), answer, cap, 3000);
+}
+
+static void assert_still_serving(void)
+{
+    struct reply r;
+
+    http(gw.port, "GET", "/status/200", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    reply_free(&r);
+}
+
+static unsigned long upstream_requests(void)
+{
+    unsigned long requests, connections;
+
+    upstream_stats(&requests, &connections);
+    return requests;
+}
+
+/* Each is answered by sluice itself, never forwarded, and the next client is served. */
+static void test_malformed_and_ambiguous_heads(void)
+{
+    static const struct {
+        const char *request;
+        int status;
+    } cases[] = {
+        {"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nHost: x\r\n Folded: y\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\n\r\n", 400},                        /* HTTP/1.1 without Host */
+        {"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400},  /* two Hosts */
+        {"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400},
+        /* smuggling: both lengths, two lengths, an unknown coding */
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n"
+         "\r\n5\r\nhello\r\n0\r\n\r\n",
+         400},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+         400},
+        {"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+        /* a bare CR inside a value would end the line at some upstreams */
+        {"GET /echo HTTP/1.1\r\nHost: x\r\nX-A: a\rX-Injected: 1\r\n\r\n", 400},
+        /* not a path: absolute-form, CONNECT, OPTIONS * */
+        {"GET http://169.254.169.254/latest HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"CONNECT internal:443 HTTP/1.1\r\nHost: internal:443\r\n\r\n", 400},
+        {"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+    };
+    char answer[4096];
+    unsigned long before = upstream_requests();
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int status = exchange(cases[i].request, answer, sizeof answer);
+
+        if (status != cases[i].status)
+            fprintf(stderr, "\ncase %zu: expected %d, got %d: %.80s\n", i, cases[i].status, status,
+                    answer);
+        CU_ASSERT_EQUAL(status, cases[i].status);
+    }
+    CU_ASSERT_EQUAL(upstream_requests(), before);
+    /* Garbage for a request line: closed without an answer, or 400. */
+    CU_ASSERT_TRUE(exchange("\x16\x03\x01 not http\r\n\r\n", answer, sizeof answer) % 400 == 0);
+    assert_still_serving();
+}
+
+/* A 64 KiB header does not fit: 431, and nothing reaches the upstream. */
+static void test_huge_header(void)
+{
+    size_t len = 70 * 1024;
+    char *request = malloc(len + 64), answer[4096];
+
+    memcpy(request, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Big: ", 36);
+    memset(request + 36, 'a', 64 * 1024);
+    memcpy(request + 36 + 64 * 1024, "\r\n\r\n", 5);
+    CU_ASSERT_EQUAL(raw_exchange(gw.port, request, strlen(request), answer, sizeof answer, 3000),
+                    431);
+    free(request);
+    assert_still_serving();
+}
+
+/* A NUL ends the value where libmicrohttpd reads it: nothing after it is forwarded. */
+static void test_nul_in_a_value(void)
+{
+    static const char request[] = "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                  "X-A: before\0after\r\n\r\n";
+    char answer[8192];
+    int status = raw_exchange(gw.port, request, sizeof request - 1, answer, sizeof answer, 3000);
+
+    CU_ASSERT_TRUE(status == 200 || status == 400);
+    CU_ASSERT_PTR_NULL(strstr(answer, "after"));
+    assert_still_serving();
+}
+
+/* A client behind no trusted proxy cannot pick its key with X-Forwarded-For. */
+static void test_spoofed_forwarded_for(void)
+{
+    const char *first[] = {"X-Forwarded-For: 198.51.100.1", NULL};
+    const char *second[] = {"X-Forwarded-For: 198.51.100.2", NULL};
+    struct reply r;
+
+    http(gw.port, "GET", "/spoof/x", first, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    reply_free(&r);
+    http(gw.port, "GET", "/spoof/x", second, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 429); /* the same client: 127.0.0.1 */
+    reply_free(&r);
+}
+
+/* Broken upstreams: garbage is a 502, and a client that leaves mid-body costs nothing. */
+static void test_broken_upstreams_and_clients(void)
+{
+    unsigned long long bytes;
+    char request[] = "GET /bytes?n=100000000 HTTP/1.1\r\nHost: x\r\n\r\n", buf[65536];
+    int fd;
+
+    CU_ASSERT_EQUAL(http_count(gw.port, "/garbage", &bytes), 502);
+    /* A client reads a little of a 100 MB answer and hangs up: the gateway's next write finds
+     * the socket closed (EPIPE, with SIGPIPE ignored), and it goes on. */
+    fd = raw_connect(gw.port);
+    CU_ASSERT_FATAL(fd >= 0);
+    send(fd, request, strlen(request), MSG_NOSIGNAL);
+    CU_ASSERT_TRUE(recv(fd, buf, sizeof buf, MSG_WAITALL) > 0);
+    close(fd);
+    sleep_ms(200);
+    CU_ASSERT_EQUAL(kill(gw.pid, 0), 0);
+    assert_still_serving();
+}
+
+/* 1 GiB through the gateway, whole. */
+static void test_one_gibibyte(void)
+{
+    unsigned long long bytes;
+
+    CU_ASSERT_EQUAL(http_count(gw.port, "/bytes?n=1073741824", &bytes), 200);
+    CU_ASSERT_EQUAL(bytes, 1073741824ULL);
+}
+
+static int thread_count(pid_t pid)
+{
+    char path[64];
+    struct dirent *e;
+    int n = 0;
+    DIR *d;
+
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    d = opendir(path);
+    while (d != NULL && (e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Slowloris: clients that send a header a byte at a time cannot take more than
+ * max_connections threads nor keep one past client_timeout; at the cap, new connections are
+ * turned away at once while an established client keeps being served. */
+static void test_slowloris(void)
+{
+    enum { CAP = 8 };
+    struct proc slow;
+    int loris[CAP], keep, extra, baseline;
+    char answer[1024];
+    const char *keepalive = "GET /status/200 HTTP/1.1\r\nHost: x\r\n\r\n";
+    double start;
+    ssize_t n;
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&slow,
+                                       "server: {listen: \"127.0.0.1:0\", max_connections: %2$d, "
+                                       "client_timeout: 2s}\nroutes:\n  - name: r\n"
+                                       "    match: {path_prefix: /}\n"
+                                       "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                                       upstream.port, CAP),
+                          0);
+    baseline = thread_count(slow.pid);
+    keep = raw_connect(slow.port);
+    send(keep, keepalive, strlen(keepalive), MSG_NOSIGNAL);
+    CU_ASSERT_TRUE(recv(keep, answer, sizeof answer, 0) > 0);
+    for (int i = 0; i < CAP - 1; i++) {
+        loris[i] = raw_connect(slow.port);
+        send(loris[i], "G", 1, MSG_NOSIGNAL);
+    }
+    sleep_ms(300);
+    CU_ASSERT_TRUE(thread_count(slow.pid) <= baseline + CAP);
+    /* At the cap: the next connection is closed at once, not queued. */
+    start = seconds_now();
+    extra = raw_connect(slow.port);
+    if (extra >= 0) {
+        struct timeval tv = {2, 0};
+
+        setsockopt(extra, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        send(extra, keepalive, strlen(keepalive), MSG_NOSIGNAL);
+        n = recv(extra, answer, sizeof answer, 0);
+        CU_ASSERT_TRUE(n <= 0);
+        close(extra);
+    }
+    CU_ASSERT_TRUE(seconds_now() - start < 1.0);
+    /* The established client is still served meanwhile. */
+    send(keep, keepalive, strlen(keepalive), MSG_NOSIGNAL);
+    n = recv(keep, answer, sizeof answer - 1, 0);
+    CU_ASSERT_TRUE(n > 0 && strncmp(answer, "HTTP/1.1 200", 12) == 0);
+    /* Trickling a byte at a time, the slow ones are dropped after client_timeout. */
+    for (int second = 0; second < 4; second++) {
+        for (int i = 0; i < CAP - 1; i++)
+            send(loris[i], "E", 1, MSG_NOSIGNAL);
+        sleep_ms(1000);
+    }
+    for (int i = 0; i < CAP - 1; i++) {
+        struct timeval tv = {1, 0};
+
+        setsockopt(loris[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        errno = 0;
+        n = recv(loris[i], answer, sizeof answer, 0);
+        /* Closed by the server (an end of file or a reset), not still waiting. */
+        CU_ASSERT_TRUE(n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
+                       (n > 0 && strncmp(answer, "HTTP/1.1 4", 10) == 0));
+        close(loris[i]);
+    }
+    close(keep);
+    sleep_ms(200);
+    CU_ASSERT_TRUE(thread_count(slow.pid) <= baseline + 1);
+    CU_ASSERT_EQUAL(stop_sluice(&slow, 5000), 0);
+}
+
+/* server.max_connections_per_ip: the fourth connection from one address is turned away. */
+static void test_connections_per_ip(void)
+{
+    struct proc capped;
+    int fds[3], extra;
+    char answer[256];
+    struct timeval tv = {2, 0};
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&capped,
+                                       "server: {listen: \"127.0.0.1:0\", "
+                                       "max_connections_per_ip: 3}\nroutes:\n  - name: r\n"
+                                       "    match: {path_prefix: /}\n"
+                                       "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                                       upstream.port),
+                          0);
+    for (int i = 0; i < 3; i++)
+        fds[i] = raw_connect(capped.port);
+    sleep_ms(200);
+    extra = raw_connect(capped.port);
+    if (extra >= 0) {
+        setsockopt(extra, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        send(extra, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27, MSG_NOSIGNAL);
+        CU_ASSERT_TRUE(recv(extra, answer, sizeof answer, 0) <= 0);
+        close(extra);
+    }
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+    sleep_ms(200);
+    CU_ASSERT_EQUAL(stop_sluice(&capped, 5000), 0);
+}
+
+/* Many distinct keys: the table stays at max_clients, evicting and counting. (The limiter's
+ * own tests push a million keys through a table; here 20,000 go through the binary.) */
+static void test_many_keys_stay_bounded(void)
+{
+    struct proc keyed;
+    char field[64];
+    const char *headers[] = {field, NULL};
+    struct reply r;
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&keyed,
+                                       "server: {listen: \"127.0.0.1:0\", "
+                                       "admin_listen: \"127.0.0.1:0\", access_log: \"off\"}\n"
+                                       "limiter: {max_clients: 1000}\nroutes:\n  - name: r\n"
+                                       "    match: {path_prefix: /}\n"
+                                       "    upstream: \"http://127.0.0.1:%1$u\"\n"
+                                       "    key: \"header:X-API-Key\"\n"
+                                       "    limit: {algorithm: fixed_window, requests: 5, "
+                                       "per: 1h}\n",
+                                       upstream.port),
+                          0);
+    for (int i = 0; i < 20000; i++) {
+        snprintf(field, sizeof field, "X-API-Key: key-%d", i);
+        http(keyed.port, "GET", "/status/204", headers, NULL, &r);
+        reply_free(&r);
+    }
+    CU_ASSERT_TRUE(metric(&keyed, "sluice_limiter_clients{route=\"r\"}") <= 1000);
+    CU_ASSERT_TRUE(metric(&keyed, "sluice_limiter_evictions_total{route=\"r\"}") >= 19000);
+    CU_ASSERT_EQUAL(stop_sluice(&keyed, 5000), 0);
+}
+
+void register_hostile_tests(void)
+{
+    CU_pSuite s = add_suite_with("hostile", init, clean);
+
+    add_test(s, "malformed and ambiguous heads are refused", test_malformed_and_ambiguous_heads);
+    add_test(s, "a 64 KiB header gets 431", test_huge_header);
+    add_test(s, "a NUL in a value forwards nothing after it", test_nul_in_a_value);
+    add_test(s, "X-Forwarded-For from an untrusted peer is ignored", test_spoofed_forwarded_for);
+    add_test(s, "broken upstreams and clients that leave", test_broken_upstreams_and_clients);
+    add_test(s, "1 GiB passes whole", test_one_gibibyte);
+    add_test(s, "slowloris is bounded and timed out", test_slowloris);
+    add_test(s, "max_connections_per_ip", test_connections_per_ip);
+    add_test(s, "20,000 keys stay within max_clients", test_many_keys_stay_bounded);
+}
