@@ -33,6 +33,7 @@ FUZZ_TARGETS := config units keys headers
 FUZZ_SRC     := $(LIMITER_SRC) $(CONFIG_SRC) gateway/keys.c gateway/headers.c
 FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
+TEST_FUZZ_SECONDS ?= 10   # per target within make test; make fuzz runs FUZZ_SECONDS
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
@@ -97,10 +98,12 @@ build/limiter_bench: $(call objs,build/obj,$(BENCH_SRC))
 	@$(CC) $(CFLAGS) $^ $(LIMITER_LIBS) -o $@
 
 # The unit suites plain, under ASan+UBSan, and the concurrency suites under TSan; then the
-# integration suites against build/sluice, and again against an ASan+UBSan build of it. Any
-# sanitizer report fails its run (the integration suites check that sluice exits 0).
+# integration suites against build/sluice (one of them under valgrind's memcheck), and again
+# against an ASan+UBSan build of it; then each fuzz target briefly, and its regressions. Any
+# sanitizer or memcheck report fails its run (the integration suites check that sluice exits
+# 0).
 test: build/test_unit build/asan/test_unit build/tsan/test_unit build/sluice build/asan/sluice \
-      build/test_upstream build/test_integration
+      build/test_upstream build/test_integration $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS))
 	build/test_unit
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		build/asan/test_unit
@@ -108,6 +111,7 @@ test: build/test_unit build/asan/test_unit build/tsan/test_unit build/sluice bui
 	build/test_integration
 	SLUICE=build/asan/sluice ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		build/test_integration
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 
 # A demo upstream and the gateway in front of it, with config/sluice.yaml.
 run: build/sluice build/test_upstream

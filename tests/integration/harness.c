@@ -209,8 +209,10 @@ int start_sluice(struct proc *p, const char *yaml, ...)
 {
     va_list ap;
     int fd;
+    bool under_valgrind = p->under_valgrind;
 
     memset(p, 0, sizeof *p);
+    p->under_valgrind = under_valgrind;
     snprintf(p->config_path, sizeof p->config_path, "/tmp/sluice-it-XXXXXX");
     fd = mkstemp(p->config_path);
     close(fd);
@@ -227,10 +229,18 @@ int start_sluice(struct proc *p, const char *yaml, ...)
 
         dup2(log, STDERR_FILENO);
         dup2(access, STDOUT_FILENO);
+        if (p->under_valgrind) {
+            char log_file[128];
+
+            snprintf(log_file, sizeof log_file, "--log-file=%s.valgrind", p->config_path);
+            execlp("valgrind", "valgrind", "--quiet", "--leak-check=full",
+                   "--errors-for-leak-kinds=definite", "--error-exitcode=99", log_file,
+                   sluice_binary(), "-c", p->config_path, (char *)NULL);
+        }
         execl(sluice_binary(), "sluice", "-c", p->config_path, (char *)NULL);
         _exit(127);
     }
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0; i < (p->under_valgrind ? 3000 : 500); i++) {
         char *log = read_log(p), *at = log ? strstr(log, "listening on ") : NULL;
         int status;
 

@@ -16,6 +16,7 @@ struct proc {
     pid_t pid;
     unsigned port;
     unsigned admin_port; /* 0 unless the config sets admin_listen */
+    bool under_valgrind;  /* set before start_sluice(): run it under valgrind's memcheck */
     char log_path[80];    /* sluice's stderr */
     char access_path[80]; /* its stdout, where the access log goes by default */
     char config_path[64];
@@ -111,5 +112,6 @@ void register_reload_tests(void);
 void register_observe_tests(void);
 void register_store_tests(void);
 void register_hostile_tests(void);
+void register_valgrind_tests(void);
 
 #endif

@@ -27,6 +27,7 @@ int main(int argc, char **argv)
     register_observe_tests();
     register_store_tests();
     register_hostile_tests();
+    register_valgrind_tests();
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)
             CU_set_suite_active(s, CU_FALSE);
