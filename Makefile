@@ -33,7 +33,8 @@ FUZZ_TARGETS := config units keys headers
 FUZZ_SRC     := $(LIMITER_SRC) $(CONFIG_SRC) gateway/keys.c gateway/headers.c
 FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
-TEST_FUZZ_SECONDS ?= 10   # per target within make test; make fuzz runs FUZZ_SECONDS
+# per target within make test; make fuzz alone runs FUZZ_SECONDS
+TEST_FUZZ_SECONDS ?= 10
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 

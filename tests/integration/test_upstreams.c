@@ -117,7 +117,7 @@ static long peak_rss_kib(pid_t pid)
     return kib;
 }
 
-/* 300 MB through the gateway raise its peak memory by a few MiB at most. */
+/* 300 MB through the gateway leave its peak memory where it was, give or take a few MiB. */
 static void test_streaming_memory_is_bounded(void)
 {
     struct proc gw;
@@ -140,7 +140,11 @@ static void test_streaming_memory_is_bounded(void)
     reply_free(&r);
     after = peak_rss_kib(gw.pid);
     CU_ASSERT_TRUE(before > 0);
-    CU_ASSERT_TRUE(after - before < 8 * 1024);
+    /* Buffering the body would add 300 MB; the bound leaves room for a new thread's arena
+     * on a busy machine (typically it grows by less than 1 MiB). */
+    if (after - before >= 32 * 1024)
+        fprintf(stderr, "\npeak RSS grew by %ld KiB\n", after - before);
+    CU_ASSERT_TRUE(after - before < 32 * 1024);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
