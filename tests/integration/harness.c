@@ -205,20 +205,16 @@ double metric(const struct proc *p, const char *series)
     return value;
 }
 
-int start_sluice(struct proc *p, const char *yaml, ...)
+static int start(struct proc *p, bool under_valgrind, const char *yaml, va_list ap)
 {
-    va_list ap;
     int fd;
-    bool under_valgrind = p->under_valgrind;
 
     memset(p, 0, sizeof *p);
     p->under_valgrind = under_valgrind;
     snprintf(p->config_path, sizeof p->config_path, "/tmp/sluice-it-XXXXXX");
     fd = mkstemp(p->config_path);
     close(fd);
-    va_start(ap, yaml);
     write_config(p->config_path, yaml, ap);
-    va_end(ap);
     snprintf(p->log_path, sizeof p->log_path, "%s.log", p->config_path);
     snprintf(p->access_path, sizeof p->access_path, "%s.access", p->config_path);
 
@@ -265,6 +261,28 @@ int start_sluice(struct proc *p, const char *yaml, ...)
     }
     stop_sluice(p, 100);
     return -1;
+}
+
+int start_sluice(struct proc *p, const char *yaml, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, yaml);
+    rc = start(p, false, yaml, ap);
+    va_end(ap);
+    return rc;
+}
+
+int start_sluice_under_valgrind(struct proc *p, const char *yaml, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, yaml);
+    rc = start(p, true, yaml, ap);
+    va_end(ap);
+    return rc;
 }
 
 int stop_sluice(struct proc *p, int wait_ms)

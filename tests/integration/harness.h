@@ -16,7 +16,7 @@ struct proc {
     pid_t pid;
     unsigned port;
     unsigned admin_port; /* 0 unless the config sets admin_listen */
-    bool under_valgrind;  /* set before start_sluice(): run it under valgrind's memcheck */
+    bool under_valgrind;  /* started by start_sluice_under_valgrind() */
     char log_path[80];    /* sluice's stderr */
     char access_path[80]; /* its stdout, where the access log goes by default */
     char config_path[64];
@@ -33,6 +33,9 @@ const char *sluice_binary(void);
 /* Writes `yaml` (a printf format; "%1$u" is the upstream's port) to a file and starts
  * sluice on it. 0, or -1 if it did not come up (its log is printed). */
 int start_sluice(struct proc *p, const char *yaml, ...);
+
+/* The same, under valgrind's memcheck: its findings make the exit code 99. */
+int start_sluice_under_valgrind(struct proc *p, const char *yaml, ...);
 
 /* Replaces the config file the way an editor does (a new file renamed over it) or, with
  * `in_place`, by rewriting it. Same format as start_sluice(). */

@@ -10,7 +10,7 @@
 
 static void test_memcheck_clean(void)
 {
-    struct proc gw = {.under_valgrind = true};
+    struct proc gw;
     const char *config = "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", "
                          "max_body: 1KiB, watch_config: false}\nroutes:\n"
                          "  - name: limited\n    match: {path_prefix: /limited/}\n"
@@ -28,7 +28,7 @@ static void test_memcheck_clean(void)
 
     if (strcmp(sluice_binary(), "build/sluice") != 0)
         return; /* valgrind runs the plain build; the sanitizer build checks itself */
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port), 0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice_under_valgrind(&gw, config, upstream.port), 0);
     for (int i = 0; i < 3; i++) { /* allowed, allowed, denied */
         http(gw.port, "GET", "/limited/x", NULL, NULL, &r);
         CU_ASSERT_EQUAL(r.status, i < 2 ? 200 : 429);
