@@ -354,6 +354,90 @@ int http(unsigned port, const char *method, const char *target, const char *cons
     return rc == CURLE_OK ? 0 : -1;
 }
 
+long get_status(unsigned port, const char *target, const char *api_key)
+{
+    char field[256];
+    const char *headers[] = {field, NULL};
+    struct reply r;
+    long status;
+
+    snprintf(field, sizeof field, "X-API-Key: %s", api_key ? api_key : "");
+    http(port, "GET", target, api_key ? headers : NULL, NULL, &r);
+    status = r.status;
+    reply_free(&r);
+    return status;
+}
+
+static size_t discard(char *data, size_t size, size_t n, void *cls)
+{
+    (void)data, (void)cls;
+    return size * n;
+}
+
+int race_requests(const unsigned *ports, int n_ports, int n, const char *target,
+                  const char *api_key, int *other)
+{
+    CURLM *multi = curl_multi_init();
+    CURL *easy[256];
+    struct curl_slist *headers = NULL;
+    char field[256], url[512];
+    int running = 0, ok = 0;
+
+    if (n > 256)
+        n = 256;
+    if (api_key != NULL) {
+        snprintf(field, sizeof field, "X-API-Key: %s", api_key);
+        headers = curl_slist_append(NULL, field);
+    }
+    *other = 0;
+    curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)n);
+    for (int i = 0; i < n; i++) {
+        easy[i] = curl_easy_init();
+        snprintf(url, sizeof url, "http://127.0.0.1:%u%s", ports[i % n_ports], target);
+        curl_easy_setopt(easy[i], CURLOPT_URL, url);
+        curl_easy_setopt(easy[i], CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(easy[i], CURLOPT_FRESH_CONNECT, 1L);
+        curl_easy_setopt(easy[i], CURLOPT_WRITEFUNCTION, discard);
+        curl_easy_setopt(easy[i], CURLOPT_TIMEOUT, 30L);
+        curl_multi_add_handle(multi, easy[i]);
+    }
+    do {
+        curl_multi_perform(multi, &running);
+        curl_multi_poll(multi, NULL, 0, 100, NULL);
+    } while (running > 0);
+    for (int i = 0; i < n; i++) {
+        long status = 0;
+
+        curl_easy_getinfo(easy[i], CURLINFO_RESPONSE_CODE, &status);
+        ok += status == 200;
+        *other += status != 200 && status != 429;
+        curl_multi_remove_handle(multi, easy[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    curl_slist_free_all(headers);
+    curl_multi_cleanup(multi);
+    return ok;
+}
+
+long proc_kib(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    size_t len = strlen(field);
+    long kib = -1;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, field, len) == 0 && line[len] == ':') {
+            kib = strtol(line + len + 1, NULL, 10);
+            break;
+        }
+    if (f != NULL)
+        fclose(f);
+    return kib;
+}
+
 static size_t count_bytes(char *data, size_t size, size_t n, void *cls)
 {
     (void)data;

@@ -68,6 +68,18 @@ int http(unsigned port, const char *method, const char *target, const char *cons
          const char *body, struct reply *out);
 void reply_free(struct reply *r);
 
+/* GET `target` with "X-API-Key: `api_key`" (none when NULL); the status, or 0. */
+long get_status(unsigned port, const char *target, const char *api_key);
+
+/* `n` (at most 256) requests for `target` at once, each on a connection of its own, spread
+ * over `ports`, with `api_key` as get_status(); returns how many got 200, and in `*other` how
+ * many got neither 200 nor 429. */
+int race_requests(const unsigned *ports, int n_ports, int n, const char *target,
+                  const char *api_key, int *other);
+
+/* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM"), or -1. */
+long proc_kib(pid_t pid, const char *field);
+
 /* GET `target`, counting the body's bytes without keeping them; the status, or 0. */
 long http_count(unsigned port, const char *target, unsigned long long *bytes);
 

@@ -186,22 +186,6 @@ static int thread_count(pid_t pid)
     return n;
 }
 
-static long rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    long kib = -1;
-    FILE *f;
-
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    f = fopen(path, "r");
-    while (f != NULL && fgets(line, sizeof line, f) != NULL)
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-            break;
-    if (f != NULL)
-        fclose(f);
-    return kib;
-}
-
 static double seconds_now(void)
 {
     struct timespec ts;
@@ -378,7 +362,7 @@ static void test_million_keys(void)
                                        "per: 1h}\n",
                                        upstream.port),
                           0);
-    rss_before = rss_kib(keyed.pid);
+    rss_before = proc_kib(keyed.pid, "VmRSS");
     start = seconds_now();
     for (int t = 0; t < THREADS; t++) {
         floods[t] = (struct key_flood){keyed.port, t * (KEYS / THREADS), KEYS / THREADS, 0};
@@ -389,14 +373,14 @@ static void test_million_keys(void)
         answered += floods[t].answered;
     }
     fprintf(stderr, "(1,000,000 keys in %.1f s, RSS %ld -> %ld KiB) ", seconds_now() - start,
-            rss_before, rss_kib(keyed.pid));
+            rss_before, proc_kib(keyed.pid, "VmRSS"));
     CU_ASSERT_EQUAL(answered, KEYS);
     CU_ASSERT_TRUE(seconds_now() - start < 60);
     CU_ASSERT_TRUE(metric(&keyed, "sluice_limiter_clients{route=\"r\"}") <= 10000);
     CU_ASSERT_TRUE(metric(&keyed, "sluice_limiter_evictions_total{route=\"r\"}") >= KEYS - 10000);
     /* 10,000 states are under 1 MiB; the rest is the process. Unbounded, a million would
      * take 70 MiB or more. */
-    CU_ASSERT_TRUE(rss_kib(keyed.pid) - rss_before < 32 * 1024);
+    CU_ASSERT_TRUE(proc_kib(keyed.pid, "VmRSS") - rss_before < 32 * 1024);
     CU_ASSERT_EQUAL(stop_sluice(&keyed, 5000), 0);
 }
 

@@ -1,5 +1,4 @@
 /* Limits at the gateway: 429s, their fields, and exactness under concurrency. */
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,20 +39,6 @@ static int clean(void)
     return stop_sluice(&gw, 5000) == 0 ? 0 : -1;
 }
 
-static long status_of(const char *target, const char *api_key)
-{
-    char field[128];
-    const char *headers[] = {field, NULL};
-    struct reply r;
-    long status;
-
-    snprintf(field, sizeof field, "X-API-Key: %s", api_key ? api_key : "");
-    http(gw.port, "GET", target, api_key ? headers : NULL, NULL, &r);
-    status = r.status;
-    reply_free(&r);
-    return status;
-}
-
 static void test_denied_answer(void)
 {
     const char *headers[] = {"X-API-Key: alpha", NULL};
@@ -65,7 +50,7 @@ static void test_denied_answer(void)
     CU_ASSERT_STRING_EQUAL(header(&r, "RateLimit-Policy"), "\"keyed\";q=2;w=3600");
     CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"keyed\";r=1;t="));
     reply_free(&r);
-    CU_ASSERT_EQUAL(status_of("/keyed/x", "alpha"), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/keyed/x", "alpha"), 200);
 
     upstream_stats(&before, &conns);
     http(gw.port, "GET", "/keyed/x", headers, NULL, &r);
@@ -88,19 +73,19 @@ static void test_denied_answer(void)
 
 static void test_clients_are_isolated(void)
 {
-    CU_ASSERT_EQUAL(status_of("/keyed/y", "bravo"), 200);
-    CU_ASSERT_EQUAL(status_of("/keyed/y", "bravo"), 200);
-    CU_ASSERT_EQUAL(status_of("/keyed/y", "bravo"), 429);
-    CU_ASSERT_EQUAL(status_of("/keyed/y", "charlie"), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/keyed/y", "bravo"), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/keyed/y", "bravo"), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/keyed/y", "bravo"), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/keyed/y", "charlie"), 200);
     /* Without the header the client's address is the key, its own quota. */
-    CU_ASSERT_EQUAL(status_of("/keyed/y", NULL), 200);
-    CU_ASSERT_EQUAL(status_of("/keyed/y", NULL), 200);
-    CU_ASSERT_EQUAL(status_of("/keyed/y", NULL), 429);
-    CU_ASSERT_EQUAL(status_of("/keyed/y", "delta"), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/keyed/y", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/keyed/y", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/keyed/y", NULL), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/keyed/y", "delta"), 200);
     /* Query keys are decoded: %61 is the same client as a. */
-    CU_ASSERT_EQUAL(status_of("/query/x?key=a", NULL), 200);
-    CU_ASSERT_EQUAL(status_of("/query/x?key=%61", NULL), 429);
-    CU_ASSERT_EQUAL(status_of("/query/x?key=b", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/query/x?key=a", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/query/x?key=%61", NULL), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/query/x?key=b", NULL), 200);
 }
 
 static void test_retry_after_is_enough(void)
@@ -108,69 +93,30 @@ static void test_retry_after_is_enough(void)
     struct reply r;
     long wait_s;
 
-    CU_ASSERT_EQUAL(status_of("/second/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/second/x", NULL), 200);
     http(gw.port, "GET", "/second/x", NULL, NULL, &r);
     CU_ASSERT_EQUAL_FATAL(r.status, 429);
     wait_s = atol(header(&r, "Retry-After"));
     CU_ASSERT_EQUAL(wait_s, 1);
     reply_free(&r);
     sleep_ms((int)wait_s * 1000);
-    CU_ASSERT_EQUAL(status_of("/second/x", NULL), 200);
-}
-
-static size_t discard(char *data, size_t size, size_t n, void *cls)
-{
-    (void)data, (void)cls;
-    return size * n;
+    CU_ASSERT_EQUAL(get_status(gw.port, "/second/x", NULL), 200);
 }
 
 /* 200 requests for one key at once, on 200 connections: exactly the quota passes. */
 static void test_concurrent_race_is_exact(void)
 {
-    enum { N = 200 };
-    CURLM *multi = curl_multi_init();
-    CURL *easy[N];
-    struct curl_slist *headers = curl_slist_append(NULL, "X-API-Key: racer");
-    char url[64];
-    int running = 0, ok = 0, denied = 0, other = 0;
+    int other;
 
-    snprintf(url, sizeof url, "http://127.0.0.1:%u/race/x", gw.port);
-    curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)N);
-    for (int i = 0; i < N; i++) {
-        easy[i] = curl_easy_init();
-        curl_easy_setopt(easy[i], CURLOPT_URL, url);
-        curl_easy_setopt(easy[i], CURLOPT_HTTPHEADER, headers);
-        curl_easy_setopt(easy[i], CURLOPT_FRESH_CONNECT, 1L);
-        curl_easy_setopt(easy[i], CURLOPT_WRITEFUNCTION, discard);
-        curl_easy_setopt(easy[i], CURLOPT_TIMEOUT, 30L);
-        curl_multi_add_handle(multi, easy[i]);
-    }
-    do {
-        curl_multi_perform(multi, &running);
-        curl_multi_poll(multi, NULL, 0, 100, NULL);
-    } while (running > 0);
-    for (int i = 0; i < N; i++) {
-        long status = 0;
-
-        curl_easy_getinfo(easy[i], CURLINFO_RESPONSE_CODE, &status);
-        ok += status == 200;
-        denied += status == 429;
-        other += status != 200 && status != 429;
-        curl_multi_remove_handle(multi, easy[i]);
-        curl_easy_cleanup(easy[i]);
-    }
-    curl_slist_free_all(headers);
-    curl_multi_cleanup(multi);
-    CU_ASSERT_EQUAL(ok, 50);
-    CU_ASSERT_EQUAL(denied, 150);
-    CU_ASSERT_EQUAL(other, 0);
+    CU_ASSERT_EQUAL(race_requests(&gw.port, 1, 200, "/race/x", "racer", &other), 50);
+    CU_ASSERT_EQUAL(other, 0); /* the other 150 were 429s */
 }
 
 static void test_dry_run_never_denies(void)
 {
     struct reply r;
 
-    CU_ASSERT_EQUAL(status_of("/dry/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/dry/x", NULL), 200);
     http(gw.port, "GET", "/dry/x", NULL, NULL, &r);
     CU_ASSERT_EQUAL(r.status, 200);
     CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"dry\";r=0;"));

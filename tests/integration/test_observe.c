@@ -41,33 +41,19 @@ static int clean(void)
     return stop_sluice(&gw, 5000) == 0 ? 0 : -1;
 }
 
-static long get(const char *target, const char *api_key)
-{
-    char field[128];
-    const char *headers[] = {field, NULL};
-    struct reply r;
-    long status;
-
-    snprintf(field, sizeof field, "X-API-Key: %s", api_key ? api_key : "");
-    http(gw.port, "GET", target, api_key ? headers : NULL, NULL, &r);
-    status = r.status;
-    reply_free(&r);
-    return status;
-}
-
 static void test_metrics_count(void)
 {
     struct reply r;
 
-    CU_ASSERT_EQUAL(get("/limited/a?secret=1", "key-one"), 200);
-    CU_ASSERT_EQUAL(get("/limited/a", "key-one"), 429);
-    CU_ASSERT_EQUAL(get("/dry/a", NULL), 200);
-    CU_ASSERT_EQUAL(get("/dry/a", NULL), 200);
-    CU_ASSERT_EQUAL(get("/exempt/a", NULL), 200);
-    CU_ASSERT_EQUAL(get("/dead/a", NULL), 502);
-    CU_ASSERT_EQUAL(get("/slow?ms=2000", NULL), 504);
-    CU_ASSERT_EQUAL(get("/limited/a", "key-two"), 200);
-    CU_ASSERT_EQUAL(get("/status/503", NULL), 503);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/limited/a?secret=1", "key-one"), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/limited/a", "key-one"), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/dry/a", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/dry/a", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/exempt/a", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/dead/a", NULL), 502);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/slow?ms=2000", NULL), 504);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/limited/a", "key-two"), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/status/503", NULL), 503);
 
     CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"limited\",decision=\"allowed\"}"), 2);
     CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"limited\",decision=\"denied\"}"), 1);
@@ -173,7 +159,7 @@ static void test_several_limits(void)
                            "\"burst\";q=2;w=1, \"daily\";q=3;w=86400");
     CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"burst\";r=1;"));
     reply_free(&r);
-    CU_ASSERT_EQUAL(get("/layered/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/layered/x", NULL), 200);
     http(gw.port, "GET", "/layered/x", NULL, NULL, &r); /* the burst is spent */
     CU_ASSERT_EQUAL(r.status, 429);
     CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"burst\";r=0;"));
@@ -181,7 +167,7 @@ static void test_several_limits(void)
     reply_free(&r);
     sleep_ms(1000);
     /* The day allows one more; had the refused request been charged to it, none. */
-    CU_ASSERT_EQUAL(get("/layered/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/layered/x", NULL), 200);
     http(gw.port, "GET", "/layered/x", NULL, NULL, &r);
     CU_ASSERT_EQUAL(r.status, 429);
     CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"daily\";r=0;"));

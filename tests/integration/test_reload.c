@@ -15,32 +15,21 @@
     "    upstream: \"http://127.0.0.1:%1$u\"\n"                                                \
     "    limit: {algorithm: fixed_window, requests: " requests ", per: 1h}\n"
 
-static long status_of(const struct proc *p, const char *target)
-{
-    struct reply r;
-    long status;
-
-    http(p->port, "GET", target, NULL, NULL, &r);
-    status = r.status;
-    reply_free(&r);
-    return status;
-}
-
 static void test_sighup_changes_a_limit(void)
 {
     struct proc gw;
 
     CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, ONE_ROUTE("1"), upstream.port, "false"), 0);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429);
     rewrite_config(&gw, true, ONE_ROUTE("3"), upstream.port, "false");
     kill(gw.pid, SIGHUP);
     CU_ASSERT_TRUE(wait_for_log(&gw, "reloaded", 1, 3000));
     /* The limit changed, so it starts afresh: the full new quota. */
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429);
     CU_ASSERT_EQUAL(metric(&gw, "sluice_config_reloads_total{result=\"success\"}"), 1);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
@@ -50,19 +39,19 @@ static void test_file_edits_reload(void)
     struct proc gw;
 
     CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, ONE_ROUTE("1"), upstream.port, "true"), 0);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429);
     /* As an editor saves: a new file renamed over the old one. */
     rewrite_config(&gw, false, ONE_ROUTE("2"), upstream.port, "true");
     CU_ASSERT_TRUE(wait_for_log(&gw, "reloaded", 1, 3000));
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429);
     /* As `echo > file` does: written in place. */
     rewrite_config(&gw, true, ONE_ROUTE("1"), upstream.port, "true");
     CU_ASSERT_TRUE(wait_for_log(&gw, "reloaded", 2, 3000));
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
@@ -73,7 +62,7 @@ static void test_invalid_reload_changes_nothing(void)
     struct proc gw;
 
     CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, ONE_ROUTE("1"), upstream.port, "false"), 0);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
     rewrite_config(&gw, true,
                    "server: {listen: \"127.0.0.1:0\", watch_config: false, colour: red}\n"
                    "routes:\n  - name: r\n    match: {path_prefix: /}\n"
@@ -84,7 +73,7 @@ static void test_invalid_reload_changes_nothing(void)
     CU_ASSERT_TRUE(wait_for_log(&gw, "reload rejected", 2, 3000));
     CU_ASSERT_TRUE(wait_for_log(&gw, ":1:54: server: unknown key \"colour\"", 1, 0));
     CU_ASSERT_TRUE(wait_for_log(&gw, ":6:48: requests: \"lots\"", 1, 0));
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 429); /* the old limit, and the client's state */
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429); /* the old limit, and the client's state */
     CU_ASSERT_EQUAL(metric(&gw, "sluice_config_reloads_total{result=\"failure\"}"), 1);
     CU_ASSERT_EQUAL(metric(&gw, "sluice_config_reloads_total{result=\"success\"}"), 0);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
@@ -97,9 +86,9 @@ static void test_state_survives_reload(void)
     struct proc gw;
 
     CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, ONE_ROUTE("2"), upstream.port, "false"), 0);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429);
     rewrite_config(&gw, true,
                    "server: {listen: \"127.0.0.1:1\", admin_listen: \"127.0.0.1:0\", "
                    "watch_config: false}\n"
@@ -112,8 +101,8 @@ static void test_state_survives_reload(void)
     kill(gw.pid, SIGHUP);
     CU_ASSERT_TRUE(wait_for_log(&gw, "reloaded", 1, 3000));
     CU_ASSERT_TRUE(wait_for_log(&gw, "server.listen changed; it takes effect on restart", 1, 0));
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 429);       /* still spent */
-    CU_ASSERT_EQUAL(status_of(&gw, "/other/x"), 200); /* the new route, unlimited */
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429);       /* still spent */
+    CU_ASSERT_EQUAL(get_status(gw.port, "/other/x", NULL), 200); /* the new route, unlimited */
     /* Remove r: its requests now find no route. */
     rewrite_config(&gw, true,
                    "server: {listen: \"127.0.0.1:1\", admin_listen: \"127.0.0.1:0\", "
@@ -123,7 +112,7 @@ static void test_state_survives_reload(void)
                    upstream.port);
     kill(gw.pid, SIGHUP);
     CU_ASSERT_TRUE(wait_for_log(&gw, "reloaded", 2, 3000));
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 404);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 404);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
@@ -143,9 +132,9 @@ static void test_environment_variables(void)
                           "    limit: {algorithm: gcra, requests: \"${SLUICE_IT_REQUESTS:-2}\", "
                           "per: 1h}\n"),
         0);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 200);
-    CU_ASSERT_EQUAL(status_of(&gw, "/x"), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 
     /* Unset and without a default: an error at its place. */
@@ -176,7 +165,7 @@ static void *keep_requesting(void *arg)
     struct load *l = arg;
 
     while (!atomic_load(&l->stop)) {
-        long status = status_of(l->gw, "/x");
+        long status = get_status(l->gw->port, "/x", NULL);
 
         l->ok += status == 200;
         l->denied += status == 429;

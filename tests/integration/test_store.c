@@ -1,7 +1,6 @@
 /* The shared store against a real redis-server started here: one count across replicas, the
  * same semantics as the memory store, falling back when Redis dies or stalls, and coming
  * back. */
-#include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,51 +68,6 @@ static int start_gateway(struct proc *gw, const char *timeout)
     return start_sluice(gw, config, upstream.port, redis.port, timeout);
 }
 
-static size_t discard(char *data, size_t size, size_t n, void *cls)
-{
-    (void)data, (void)cls;
-    return size * n;
-}
-
-/* `n` requests for one key at once, spread over the gateways' ports; the count of 200s. */
-static int race(const unsigned *ports, int n_ports, int n, const char *key, int *other)
-{
-    CURLM *multi = curl_multi_init();
-    CURL *easy[256];
-    struct curl_slist *headers;
-    char field[64], url[64];
-    int running = 0, ok = 0;
-
-    snprintf(field, sizeof field, "X-API-Key: %s", key);
-    headers = curl_slist_append(NULL, field);
-    *other = 0;
-    for (int i = 0; i < n; i++) {
-        easy[i] = curl_easy_init();
-        snprintf(url, sizeof url, "http://127.0.0.1:%u/race/x", ports[i % n_ports]);
-        curl_easy_setopt(easy[i], CURLOPT_URL, url);
-        curl_easy_setopt(easy[i], CURLOPT_HTTPHEADER, headers);
-        curl_easy_setopt(easy[i], CURLOPT_WRITEFUNCTION, discard);
-        curl_easy_setopt(easy[i], CURLOPT_TIMEOUT, 30L);
-        curl_multi_add_handle(multi, easy[i]);
-    }
-    do {
-        curl_multi_perform(multi, &running);
-        curl_multi_poll(multi, NULL, 0, 100, NULL);
-    } while (running > 0);
-    for (int i = 0; i < n; i++) {
-        long status = 0;
-
-        curl_easy_getinfo(easy[i], CURLINFO_RESPONSE_CODE, &status);
-        ok += status == 200;
-        *other += status != 200 && status != 429;
-        curl_multi_remove_handle(multi, easy[i]);
-        curl_easy_cleanup(easy[i]);
-    }
-    curl_slist_free_all(headers);
-    curl_multi_cleanup(multi);
-    return ok;
-}
-
 /* Two replicas, one Redis: 100 racing requests for a quota of 50 pass exactly 50. */
 static void test_two_replicas_share_one_count(void)
 {
@@ -125,7 +79,7 @@ static void test_two_replicas_share_one_count(void)
     CU_ASSERT_EQUAL_FATAL(start_gateway(&b, "1s"), 0);
     ports[0] = a.port;
     ports[1] = b.port;
-    CU_ASSERT_EQUAL(race(ports, 2, 100, "shared-key", &other), 50);
+    CU_ASSERT_EQUAL(race_requests(ports, 2, 100, "/race/x", "shared-key", &other), 50);
     CU_ASSERT_EQUAL(other, 0);
     CU_ASSERT_EQUAL(metric(&a, "sluice_store_errors_total"), 0);
     CU_ASSERT_EQUAL(stop_sluice(&a, 5000), 0);
@@ -198,10 +152,10 @@ static void test_redis_dies_and_returns(void)
     CU_ASSERT_EQUAL_FATAL(start_gateway(&b, "1s"), 0);
     ports[0] = a.port;
     ports[1] = b.port;
-    CU_ASSERT_EQUAL(race(ports, 2, 20, "before", &other), 20);
+    CU_ASSERT_EQUAL(race_requests(ports, 2, 20, "/race/x", "before", &other), 20);
 
     stop_redis(&redis);
-    passed = race(ports, 2, 100, "during", &other);
+    passed = race_requests(ports, 2, 100, "/race/x", "during", &other);
     CU_ASSERT_EQUAL(other, 0);           /* no request failed */
     CU_ASSERT_EQUAL(passed, 25 + 25);    /* each replica allows its half of 50 */
     CU_ASSERT_EQUAL(metric(&a, "sluice_store_degraded"), 1);
@@ -219,7 +173,7 @@ static void test_redis_dies_and_returns(void)
     }
     CU_ASSERT_EQUAL(metric(&a, "sluice_store_degraded"), 0);
     CU_ASSERT_EQUAL(metric(&b, "sluice_store_degraded"), 0);
-    CU_ASSERT_EQUAL(race(ports, 2, 100, "after", &other), 50);
+    CU_ASSERT_EQUAL(race_requests(ports, 2, 100, "/race/x", "after", &other), 50);
     CU_ASSERT_EQUAL(stop_sluice(&a, 5000), 0);
     CU_ASSERT_EQUAL(stop_sluice(&b, 5000), 0);
 }

@@ -101,22 +101,6 @@ static void test_trusted_proxy(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
-static long peak_rss_kib(pid_t pid)
-{
-    char path[64], line[256];
-    long kib = -1;
-    FILE *f;
-
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    f = fopen(path, "r");
-    while (f != NULL && fgets(line, sizeof line, f) != NULL)
-        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
-            break;
-    if (f != NULL)
-        fclose(f);
-    return kib;
-}
-
 /* 300 MB through the gateway leave its peak memory where it was, give or take a few MiB. */
 static void test_streaming_memory_is_bounded(void)
 {
@@ -134,11 +118,11 @@ static void test_streaming_memory_is_bounded(void)
                           0);
     http(gw.port, "GET", "/bytes?n=1000", NULL, NULL, &r);
     reply_free(&r);
-    before = peak_rss_kib(gw.pid);
+    before = proc_kib(gw.pid, "VmHWM");
     CU_ASSERT_EQUAL(http(gw.port, "GET", "/bytes?n=300000000", NULL, NULL, &r), 0);
     CU_ASSERT_EQUAL(r.body_len, 300000000);
     reply_free(&r);
-    after = peak_rss_kib(gw.pid);
+    after = proc_kib(gw.pid, "VmHWM");
     CU_ASSERT_TRUE(before > 0);
     /* Buffering the body would add 300 MB; the bound leaves room for a new thread's arena
      * on a busy machine (typically it grows by less than 1 MiB). */
