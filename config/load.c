@@ -139,11 +139,13 @@ static const char *scalar(struct loader *ld, yaml_node_t *node, const char *key)
 
 enum value_type { V_STRING, V_DURATION, V_SIZE, V_U32, V_U64, V_BOOL, V_CIDRS, V_ENDPOINT, V_CUSTOM };
 
+#define DAY ((uint64_t)86400 * 1000000000) /* the longest timeout, in ns */
+
 struct field {
     const char *key;
     enum value_type type;
     size_t offset;  /* of the target within the object */
-    uint64_t min, max; /* for V_U32 and V_U64 */
+    uint64_t min, max; /* for V_U32 and V_U64; for V_DURATION in ns, when max is not 0 */
     void (*custom)(struct loader *ld, yaml_node_t *value, void *object);
 };
 
@@ -206,6 +208,10 @@ static void parse_value(struct loader *ld, const struct field *f, yaml_node_t *n
         if (config_parse_duration(text, target) != 0)
             errorf(ld, node, "%s: \"%s\" is not a duration (like 250ms, 10s, 1m, 2h, 1d)", f->key,
                    text);
+        else if (f->max != 0 && ((uint64_t)*(int64_t *)target < f->min ||
+                                 (uint64_t)*(int64_t *)target > f->max))
+            errorf(ld, node, "%s: \"%s\" is out of range (%s)", f->key, text,
+                   f->min > 0 ? "above zero, at most a day" : "at most a day");
         break;
     case V_SIZE:
         if (config_parse_size(text, target) != 0)
@@ -319,9 +325,9 @@ static const struct field server_fields[] = {
     {"max_connections", V_U32, offsetof(struct config, server.max_connections), 1, 1000000, NULL},
     {"max_connections_per_ip", V_U32, offsetof(struct config, server.max_connections_per_ip), 0,
      1000000, NULL},
-    {"client_timeout", V_DURATION, offsetof(struct config, server.client_timeout_ns), 0, 0, NULL},
+    {"client_timeout", V_DURATION, offsetof(struct config, server.client_timeout_ns), 1, DAY, NULL},
     {"max_body", V_SIZE, offsetof(struct config, server.max_body), 0, 0, NULL},
-    {"drain_timeout", V_DURATION, offsetof(struct config, server.drain_timeout_ns), 0, 0, NULL},
+    {"drain_timeout", V_DURATION, offsetof(struct config, server.drain_timeout_ns), 0, DAY, NULL},
     {"watch_config", V_BOOL, offsetof(struct config, server.watch_config), 0, 0, NULL},
     {"access_log", V_STRING, offsetof(struct config, server.access_log), 0, 0, NULL},
     {NULL, 0, 0, 0, 0, NULL},
@@ -371,7 +377,7 @@ static const struct field redis_fields[] = {
     {"address", V_ENDPOINT, offsetof(struct config, redis.address), 0, 0, NULL},
     {"password", V_STRING, offsetof(struct config, redis.password), 0, 0, NULL},
     {"db", V_U32, offsetof(struct config, redis.db), 0, 1000000, NULL},
-    {"timeout", V_DURATION, offsetof(struct config, redis.timeout_ns), 0, 0, NULL},
+    {"timeout", V_DURATION, offsetof(struct config, redis.timeout_ns), 1, DAY, NULL},
     {"prefix", V_STRING, offsetof(struct config, redis.prefix), 0, 0, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
@@ -381,8 +387,6 @@ static void parse_redis(struct loader *ld, yaml_node_t *node, void *object)
     struct config *config = object;
 
     walk_mapping(ld, node, redis_fields, config, "redis");
-    if (config->redis.timeout_ns <= 0)
-        errorf(ld, value_or_self(ld, node, "timeout"), "timeout: must be above zero");
 }
 
 static const struct field limiter_fields[] = {
@@ -403,6 +407,10 @@ static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
         errorf(ld, node, "methods: expected a list like [GET, POST], found %s", kind_name(node));
         return;
     }
+    if (node->data.sequence.items.top == node->data.sequence.items.start) {
+        errorf(ld, node, "methods: an empty list matches nothing; leave methods out for all");
+        return;
+    }
     route->methods = calloc((size_t)(node->data.sequence.items.top -
                                      node->data.sequence.items.start) + 1,
                             sizeof(char *));
@@ -420,7 +428,11 @@ static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
             continue;
         }
         method = strdup(text);
-        for (char *c = method; c != NULL && *c != '\0'; c++)
+        if (method == NULL) {
+            errorf(ld, item, "methods: out of memory");
+            continue;
+        }
+        for (char *c = method; *c != '\0'; c++)
             *c = (char)toupper((unsigned char)*c);
         route->methods[n++] = method;
     }
@@ -544,11 +556,13 @@ static const struct field limit_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
+/* Route and limit names: they go into headers, metrics and Redis keys. */
 static bool is_plain_name(const char *s)
 {
-    return s[0] != '\0' &&
-           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
-               strlen(s);
+    size_t len = strlen(s);
+
+    return len > 0 && len <= 64 &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == len;
 }
 
 /* One limit, checked by building the limiter itself, so the config accepts exactly what the
@@ -565,7 +579,8 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
         return;
     if (limit->name != NULL && !is_plain_name(limit->name)) {
         errorf(ld, value_or_self(ld, node, "name"),
-               "name: \"%s\" may hold only letters, digits, '_', '.' and '-'", limit->name);
+               "name: \"%s\" may hold only letters, digits, '_', '.' and '-', 64 at most",
+               limit->name);
         return;
     }
     if (p->algorithm == NULL || p->requests == 0 || p->per_ns == 0) {
@@ -629,8 +644,9 @@ static const struct field route_fields[] = {
     {"name", V_STRING, offsetof(struct config_route, name), 0, 0, NULL},
     {"match", V_CUSTOM, 0, 0, 0, parse_match},
     {"upstream", V_CUSTOM, 0, 0, 0, parse_upstream},
-    {"timeout", V_DURATION, offsetof(struct config_route, timeout_ns), 0, 0, NULL},
-    {"connect_timeout", V_DURATION, offsetof(struct config_route, connect_timeout_ns), 0, 0, NULL},
+    {"timeout", V_DURATION, offsetof(struct config_route, timeout_ns), 1, DAY, NULL},
+    {"connect_timeout", V_DURATION, offsetof(struct config_route, connect_timeout_ns), 1, DAY,
+     NULL},
     {"key", V_CUSTOM, 0, 0, 0, parse_key},
     {"ipv6_prefix", V_U32, offsetof(struct config_route, ipv6_prefix_len), 1, 128, NULL},
     {"limit", V_CUSTOM, 0, 0, 0, parse_limit},
@@ -658,7 +674,8 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config *con
         errorf(ld, node, "route: name is required");
     } else if (!is_plain_name(route->name)) {
         errorf(ld, value_or_self(ld, node, "name"),
-               "name: \"%s\" may hold only letters, digits, '_', '.' and '-'", route->name);
+               "name: \"%s\" may hold only letters, digits, '_', '.' and '-', 64 at most",
+               route->name);
     } else {
         for (size_t j = 0; j < i; j++)
             if (config->routes[j].name != NULL && strcmp(config->routes[j].name, route->name) == 0)
@@ -669,8 +686,6 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config *con
         errorf(ld, node, "route: match (with path_prefix) is required");
     if (find_value(ld, node, "upstream") == NULL)
         errorf(ld, node, "route: upstream is required");
-    if (route->timeout_ns <= 0 || route->connect_timeout_ns <= 0)
-        errorf(ld, node, "route: timeout and connect_timeout must be above zero");
     /* A single unnamed limit speaks for its route. */
     if (route->n_limits == 1 && route->limits[0].name == NULL && route->name != NULL)
         route->limits[0].name = strdup(route->name);

@@ -117,10 +117,11 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     gw_watch_stop(watch);
     gw_info("stopping: no new connections; draining requests in flight");
     left = gw_server_drain(server);
-    if (left > 0) {
+    if (left > 0)
         gw_warn("%u requests still running after drain_timeout; closing them", left);
-        gw_proxy_abort_all();
-    }
+    /* Whatever a keep-alive client started after the count above gives up now too, so the
+     * stop does not wait out an upstream timeout. */
+    gw_proxy_abort_all();
     gw_server_stop(server);
     gw_proxy_cleanup();
     gw_info("stopped");

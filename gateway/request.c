@@ -324,6 +324,19 @@ static bool refuse_ambiguous(struct gw_request *rq, struct MHD_Connection *c)
     return rq->refusal != 0;
 }
 
+/* True when the decoded `path` has a "." or ".." segment: it would match one route here and
+ * reach another once the upstream resolves it (/public/../admin). */
+static bool has_dot_segment(const char *path)
+{
+    for (const char *p = path; (p = strchr(p, '/')) != NULL; p++) {
+        size_t len = strcspn(p + 1, "/");
+
+        if ((len == 1 && p[1] == '.') || (len == 2 && p[1] == '.' && p[2] == '.'))
+            return true;
+    }
+    return false;
+}
+
 /* The first call for a request: its headers are in, its body not yet. Decides whether it
  * will be forwarded or refused. */
 static void begin(struct gw_request *rq, struct MHD_Connection *c, const char *path)
@@ -339,6 +352,10 @@ static void begin(struct gw_request *rq, struct MHD_Connection *c, const char *p
     }
     if (refuse_ambiguous(rq, c))
         return;
+    if (has_dot_segment(path)) {
+        refuse(rq, MHD_HTTP_BAD_REQUEST, "the path has a . or .. segment");
+        return;
+    }
     rq->route = gw_route_match(config, rq->method, path,
                                MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"));
     if (rq->route < 0)
@@ -385,11 +402,20 @@ struct header_walk {
     bool failed, has_accept, has_content_type;
 };
 
+static void append_line(struct header_walk *w, const char *line)
+{
+    struct curl_slist *list = curl_slist_append(w->list, line);
+
+    if (list == NULL)
+        w->failed = true; /* the list so far stays whole, to be freed */
+    else
+        w->list = list;
+}
+
 static void append_field(struct header_walk *w, const char *name, const char *value)
 {
     size_t len = strlen(name) + strlen(value) + 3;
     char *line = malloc(len);
-    struct curl_slist *list;
 
     if (line == NULL) {
         w->failed = true;
@@ -397,12 +423,8 @@ static void append_field(struct header_walk *w, const char *name, const char *va
     }
     /* "Name;" is how libcurl sends a field with an empty value ("Name:" removes it). */
     snprintf(line, len, value[0] ? "%s: %s" : "%s;", name, value);
-    list = curl_slist_append(w->list, line);
+    append_line(w, line);
     free(line);
-    if (list == NULL)
-        w->failed = true;
-    else
-        w->list = list;
 }
 
 /* Fields the gateway itself sets, or that libcurl derives from the body. */
@@ -460,11 +482,12 @@ static struct curl_slist *upstream_headers(struct MHD_Connection *c)
     append_field(&w, "X-Forwarded-Proto", "http");
     if (host != NULL)
         append_field(&w, "X-Forwarded-Host", host);
-    w.list = curl_slist_append(w.list, "Expect:");
+    /* Empty values: libcurl leaves out the fields it would add of its own. */
+    append_line(&w, "Expect:");
     if (!w.has_accept)
-        w.list = curl_slist_append(w.list, "Accept:");
+        append_line(&w, "Accept:");
     if (!w.has_content_type)
-        w.list = curl_slist_append(w.list, "Content-Type:");
+        append_line(&w, "Content-Type:");
     free(xff);
     free(connection);
     free(forwarded_for);

@@ -343,9 +343,14 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
     pthread_mutex_init(&s->swap, NULL);
     pthread_mutex_init(&s->watch_lock, NULL);
     s->client_timeout_ns = config->server.client_timeout_ns;
-    if (pipe(s->reaper_stop) != 0 ||
-        pthread_create(&s->reaper, NULL, reap_slow_clients, s) != 0) {
+    if (pipe(s->reaper_stop) != 0) {
         s->reaper_stop[0] = s->reaper_stop[1] = 0;
+    } else if (pthread_create(&s->reaper, NULL, reap_slow_clients, s) != 0) {
+        close(s->reaper_stop[0]);
+        close(s->reaper_stop[1]);
+        s->reaper_stop[0] = s->reaper_stop[1] = 0;
+    }
+    if (s->reaper_stop[1] == 0) {
         config_free(config);
         snprintf(err, GW_ERR_LEN, "cannot start the slow-client reaper");
         goto fail;

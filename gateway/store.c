@@ -170,8 +170,9 @@ static bool reply_ok(redisReply *r)
     return r != NULL && r->type != REDIS_REPLY_ERROR;
 }
 
-/* A connection from the pool, or a new one (authenticated, its database selected). */
-static redisContext *take_connection(struct gw_store *s)
+/* A connection from the pool (`*pooled` set), or a new one (authenticated, its database
+ * selected). */
+static redisContext *take_connection(struct gw_store *s, bool *pooled)
 {
     redisContext *c = NULL;
     char db[16];
@@ -180,6 +181,7 @@ static redisContext *take_connection(struct gw_store *s)
     if (s->n_idle > 0)
         c = s->idle[--s->n_idle];
     pthread_mutex_unlock(&s->lock);
+    *pooled = c != NULL;
     if (c != NULL)
         return c;
 
@@ -328,12 +330,14 @@ static int run_script(struct gw_store *s, redisContext *c, const char *route,
     return rc;
 }
 
-/* False while degraded and backing off; then true for exactly one caller at a time. */
-static bool may_try(struct gw_store *s)
+/* False while degraded and backing off; then true for exactly one caller at a time, which
+ * is then a probe (`*probe`). */
+static bool may_try(struct gw_store *s, bool *probe)
 {
     int64_t at, now;
 
-    if (!atomic_load(&s->degraded))
+    *probe = atomic_load(&s->degraded);
+    if (!*probe)
         return true;
     at = atomic_load(&s->retry_at_ns);
     now = mono_ns();
@@ -341,7 +345,9 @@ static bool may_try(struct gw_store *s)
            atomic_compare_exchange_strong(&s->retry_at_ns, &at, now + atomic_load(&s->backoff_ns));
 }
 
-static void note_failure(struct gw_store *s)
+/* Redis failed a call. The first failure starts the backoff; a failed probe doubles it;
+ * failures of calls already under way when the first one struck change nothing. */
+static void note_failure(struct gw_store *s, bool probe)
 {
     int64_t backoff = atomic_load(&s->backoff_ns);
 
@@ -357,8 +363,10 @@ static void note_failure(struct gw_store *s)
         gw_warn("store: redis at %s:%d failed; limiting per on_store_error until it answers",
                 s->host, s->port);
         backoff = FIRST_BACKOFF;
-    } else if (backoff < LONGEST_BACKOFF) {
+    } else if (probe) {
         backoff = backoff * 2 < LONGEST_BACKOFF ? backoff * 2 : LONGEST_BACKOFF;
+    } else {
+        return;
     }
     atomic_store(&s->backoff_ns, backoff);
     atomic_store(&s->retry_at_ns, mono_ns() + backoff);
@@ -377,23 +385,30 @@ enum gw_store_result gw_store_decide(struct gw_store *s, const char *route,
                                      const struct limiter_params *const *limits, size_t n,
                                      const char *client_key, struct limiter_decision *out)
 {
-    redisContext *c;
-    bool broken = true;
+    bool probe, pooled = false;
 
-    if (n == 0 || n > LIMITER_MAX_PER_REQUEST || !may_try(s))
+    if (n == 0 || n > LIMITER_MAX_PER_REQUEST || !may_try(s, &probe))
         return GW_STORE_FAILED;
-    c = take_connection(s);
-    if (c == NULL || run_script(s, c, route, names, limits, n, client_key, out, &broken) != 0) {
-        if (c != NULL && !broken)
+    /* A pooled connection that Redis (or something between) closed while it was idle fails
+     * on first use: that says nothing about Redis, so a fresh connection gets one try. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        redisContext *c = take_connection(s, &pooled);
+        bool broken = true;
+
+        if (c != NULL && run_script(s, c, route, names, limits, n, client_key, out, &broken) == 0) {
             give_back(s, c);
+            note_success(s);
+            return GW_STORE_OK;
+        }
+        if (c != NULL && !broken)
+            give_back(s, c); /* an error reply: the connection itself is fine */
         else
             redisFree(c);
-        note_failure(s);
-        return GW_STORE_FAILED;
+        if (!(pooled && broken))
+            break;
     }
-    give_back(s, c);
-    note_success(s);
-    return GW_STORE_OK;
+    note_failure(s, probe);
+    return GW_STORE_FAILED;
 }
 
 void gw_store_render_metrics(const struct gw_store *s, FILE *out)

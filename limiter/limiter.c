@@ -133,6 +133,7 @@ int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *cl
                        int64_t now_ns, struct limiter_decision *out)
 {
     struct client_slot *slots[LIMITER_MAX_PER_REQUEST];
+    size_t order[LIMITER_MAX_PER_REQUEST];
     bool all_allow = true;
     int rc = 0;
 
@@ -154,7 +155,20 @@ int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *cl
         return -1;
     }
 
-    for (size_t i = 0; i < n; i++) {
+    /* Slots are locked in one global order, by limiter address, whatever the caller's order:
+     * two callers holding the same limiters in different orders (a reload that reorders a
+     * route's limits keeps their limiters) must not each wait for the other. */
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && limiters[order[j]] < limiters[order[j - 1]]; j--) {
+            size_t t = order[j];
+
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (size_t k = 0; k < n; k++) {
+        size_t i = order[k];
         uint64_t key[2];
 
         /* SipHash with a secret key: clients cannot aim their keys at one shard or chain, and

@@ -94,7 +94,7 @@ int limiter_decide(struct limiter *limiter, const char *client_id, int64_t now_n
 
 /* Several limits on one request, as one decision: the request is allowed only if every
  * limiter allows it, and when any denies, none of them is charged. The client's state in
- * every limiter is held locked (in array order) while they are checked and then charged, so
+ * every limiter is held locked (in one global order) while they are checked and then charged, so
  * concurrent requests cannot slip between the check and the charge. `limiters` must be
  * distinct, at most LIMITER_MAX_PER_REQUEST; `out` receives one decision per limiter (on a
  * denial, the allowing ones report as if charged). Returns as limiter_decide(). */

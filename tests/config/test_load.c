@@ -148,6 +148,15 @@ static void test_errors_are_positioned(void)
                             "      - {name: a, algorithm: gcra, requests: 2, per: 1s}\n",
                  7, 16, "limit \"a\" appears twice");
     expect_error(ROUTE_HEAD "    limit: []\n", 5, 12, "a list of 1 to 8 limits");
+    expect_error("server: {client_timeout: 0}\n" ROUTE_HEAD, 1, 26, "out of range (above zero");
+    expect_error("server: {drain_timeout: 2d}\n" ROUTE_HEAD, 1, 25, "out of range (at most a day)");
+    expect_error(ROUTE_HEAD "    timeout: 9999d\n", 5, 14, "out of range");
+    expect_error("routes:\n  - name: a\n    match: {path_prefix: /, methods: []}\n"
+                 "    upstream: \"http://x:1\"\n",
+                 3, 38, "an empty list matches nothing");
+    expect_error("routes:\n  - name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"
+                 "    match: {path_prefix: /}\n    upstream: \"http://x:1\"\n",
+                 2, 11, "64 at most");
     expect_error(ROUTE_HEAD "    timeout: \"${SLUICE_TEST_SURELY_UNSET}\"\n", 5, 14,
                  "${SLUICE_TEST_SURELY_UNSET} is not set and has no default");
     expect_error(ROUTE_HEAD "    timeout: \"${1BAD}\"\n", 5, 14, "expected ${NAME}");
@@ -196,7 +205,7 @@ static void test_store_settings(void)
     expect_error("limiter: {on_store_error: panic}\n" ROUTE_HEAD, 1, 27,
                  "on_store_error: \"panic\" is not one of local, allow or deny");
     expect_error("limiter: {replicas: 0}\n" ROUTE_HEAD, 1, 21, "replicas: \"0\"");
-    expect_error("limiter: {redis: {timeout: 0}}\n" ROUTE_HEAD, 1, 28, "must be above zero");
+    expect_error("limiter: {redis: {timeout: 0}}\n" ROUTE_HEAD, 1, 28, "out of range (above zero");
 }
 
 static void test_environment(void)

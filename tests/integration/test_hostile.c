@@ -80,6 +80,10 @@ static void test_malformed_and_ambiguous_heads(void)
         {"GET http://169.254.169.254/latest HTTP/1.1\r\nHost: x\r\n\r\n", 400},
         {"CONNECT internal:443 HTTP/1.1\r\nHost: internal:443\r\n\r\n", 400},
         {"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        /* dot segments: one route here, another once the upstream resolves them */
+        {"GET /public/../admin HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET /a/%2e%2e/admin HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET /./x HTTP/1.1\r\nHost: x\r\n\r\n", 400},
     };
     char answer[4096];
     unsigned long before = upstream_requests();

