@@ -24,8 +24,9 @@ CONFIG_SRC  := $(wildcard config/*.c)
 GATEWAY_SRC := $(filter-out gateway/main.c,$(wildcard gateway/*.c))
 SLUICE_SRC  := $(LIMITER_SRC) $(CONFIG_SRC) $(GATEWAY_SRC) gateway/main.c
 UNIT_SRC    := $(LIMITER_SRC) $(CONFIG_SRC) $(GATEWAY_SRC) \
-               $(wildcard tests/limiter/*.c tests/config/*.c tests/gateway/*.c) tests/unit_main.c
-INTEG_SRC   := $(wildcard tests/integration/*.c)
+               $(wildcard tests/limiter/*.c tests/config/*.c tests/gateway/*.c) tests/unit_main.c \
+               tests/suites.c
+INTEG_SRC   := $(wildcard tests/integration/*.c) tests/suites.c
 BENCH_SRC   := $(LIMITER_SRC) tests/bench/limiter_bench.c
 
 # libFuzzer targets (clang), each over the code it names, with ASan and UBSan.

@@ -3,10 +3,7 @@
 #ifndef SLUICE_TESTS_UNIT_H
 #define SLUICE_TESTS_UNIT_H
 
-#include <CUnit/CUnit.h>
-
-CU_pSuite add_suite(const char *name);
-void add_test(CU_pSuite suite, const char *name, CU_TestFunc test);
+#include "suites.h"
 
 void register_limiter_tests(void);
 void register_table_tests(void);

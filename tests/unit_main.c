@@ -2,29 +2,9 @@
  * this to pick the concurrency suites). Exits non-zero on any failure. */
 #include <CUnit/Basic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "unit.h"
-
-CU_pSuite add_suite(const char *name)
-{
-    CU_pSuite suite = CU_add_suite(name, NULL, NULL);
-
-    if (suite == NULL) {
-        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
-        exit(2);
-    }
-    return suite;
-}
-
-void add_test(CU_pSuite suite, const char *name, CU_TestFunc test)
-{
-    if (CU_add_test(suite, name, test) == NULL) {
-        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
-        exit(2);
-    }
-}
 
 int main(int argc, char **argv)
 {

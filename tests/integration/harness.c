@@ -538,22 +538,3 @@ void upstream_stats(unsigned long *requests, unsigned long *connections)
         *requests = *connections = 0;
     reply_free(&r);
 }
-
-CU_pSuite add_suite_with(const char *name, CU_InitializeFunc init, CU_CleanupFunc clean)
-{
-    CU_pSuite suite = CU_add_suite(name, init, clean);
-
-    if (suite == NULL) {
-        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
-        exit(2);
-    }
-    return suite;
-}
-
-void add_test(CU_pSuite suite, const char *name, CU_TestFunc test)
-{
-    if (CU_add_test(suite, name, test) == NULL) {
-        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
-        exit(2);
-    }
-}

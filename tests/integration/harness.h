@@ -7,7 +7,7 @@
 #ifndef SLUICE_TESTS_HARNESS_H
 #define SLUICE_TESTS_HARNESS_H
 
-#include <CUnit/CUnit.h>
+#include "../suites.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -116,8 +116,6 @@ void stop_redis(struct redis *r);
 /* Runs redis-cli against `r` with `args` (a shell fragment) in the background. */
 void redis_cli(const struct redis *r, const char *args);
 
-CU_pSuite add_suite_with(const char *name, CU_InitializeFunc init, CU_CleanupFunc clean);
-void add_test(CU_pSuite suite, const char *name, CU_TestFunc test);
 
 void register_proxy_tests(void);
 void register_limits_tests(void);
