@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <curl/curl.h>
 
+#include "limiter.h"
 #include "proxy.h"
 
 #define BODY_BUFFER    (64 * 1024)
@@ -107,14 +108,6 @@ void gw_upstream_release(struct gw_upstream *u)
         upstream_free(u);
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Keeps one header line of the response head; a new status line starts the head afresh, so
  * only the final response's fields remain after any 100 Continue. */
 static size_t on_header(char *line, size_t size, size_t n, void *cls)
@@ -210,7 +203,7 @@ static int drive(struct gw_upstream *u, bool (*ready)(const struct gw_upstream *
             }
         if (ready(u) || u->done)
             break;
-        left_ms = (deadline - now_ns() + 999999) / 1000000; /* never wake before the deadline */
+        left_ms = (deadline - limiter_now_ns() + 999999) / 1000000; /* never wake before the deadline */
         if (left_ms <= 0 || atomic_load(&aborting))
             return -1;
         curl_multi_poll(u->multi, NULL, 0, left_ms < POLL_SLICE_MS ? (int)left_ms : POLL_SLICE_MS,
@@ -271,7 +264,7 @@ enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_
         return GW_UPSTREAM_OTHER;
     u->attached = true;
 
-    if (drive(u, head_ready, now_ns() + fw->timeout_ns) != 0)
+    if (drive(u, head_ready, limiter_now_ns() + fw->timeout_ns) != 0)
         error = GW_UPSTREAM_TIMEOUT;
     else if (!u->head_done)
         error = u->result == CURLE_OK ? GW_UPSTREAM_OTHER : classify(u->result);
@@ -324,7 +317,7 @@ ssize_t gw_upstream_read(struct gw_upstream *u, char *buf, size_t max)
         u->body_off = u->body_len = 0;
         curl_easy_pause(u->easy, CURLPAUSE_CONT); /* may deliver into the buffer at once */
     }
-    if (!body_ready(u) && drive(u, body_ready, now_ns() + u->timeout_ns) != 0)
+    if (!body_ready(u) && drive(u, body_ready, limiter_now_ns() + u->timeout_ns) != 0)
         return -1;
     if (!body_ready(u))
         return u->result == CURLE_OK ? 0 : -1;

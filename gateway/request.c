@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <curl/curl.h>
 
 #include "access_log.h"
@@ -47,14 +46,6 @@ struct gw_request {
     uint64_t bytes;
 };
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static const struct config_route *route_of(const struct gw_request *rq)
 {
     return rq->route >= 0 ? &rq->runtime->config->routes[rq->route] : NULL;
@@ -76,7 +67,7 @@ struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_ur
     }
     rq->runtime = runtime;
     rq->route = -1;
-    rq->start_ns = mono_ns();
+    rq->start_ns = limiter_now_ns();
     return rq;
 }
 
@@ -575,7 +566,7 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     error = gw_upstream_start(upstream, &fw);
     if (error != GW_UPSTREAM_OK)
         return upstream_failed(rq, c, error);
-    rq->upstream_head_ns = mono_ns();
+    rq->upstream_head_ns = limiter_now_ns();
     rq->upstream_status = gw_upstream_status(upstream);
     gw_metrics_count_response(route_runtime_of(rq)->metrics, (unsigned)rq->upstream_status);
 
@@ -634,7 +625,7 @@ enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *
 
 void gw_request_done(struct gw_request *rq)
 {
-    int64_t now = mono_ns();
+    int64_t now = limiter_now_ns();
     const struct config_route *route = route_of(rq);
     struct gw_access_entry entry = {
         .route = route ? route->name : NULL,

@@ -73,14 +73,6 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     return rq;
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static struct watched *watched_of(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *info =
@@ -117,7 +109,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     (void)why;
     if (w != NULL) { /* the next request on this connection must come in time, too */
         w->head_seen = false;
-        atomic_store_explicit(&w->read_deadline_ns, mono_ns() + s->client_timeout_ns,
+        atomic_store_explicit(&w->read_deadline_ns, limiter_now_ns() + s->client_timeout_ns,
                               memory_order_relaxed);
     }
     if (*req_cls != NULL) {
@@ -144,7 +136,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             return;
         }
         w->fd = info->connect_fd;
-        atomic_init(&w->read_deadline_ns, mono_ns() + s->client_timeout_ns);
+        atomic_init(&w->read_deadline_ns, limiter_now_ns() + s->client_timeout_ns);
         pthread_mutex_lock(&s->watch_lock);
         w->next = s->watched;
         if (s->watched != NULL)
@@ -255,7 +247,7 @@ static void *reap_slow_clients(void *arg)
     struct pollfd stop = {s->reaper_stop[0], POLLIN, 0};
 
     while (poll(&stop, 1, 250) == 0) {
-        int64_t now = mono_ns();
+        int64_t now = limiter_now_ns();
 
         pthread_mutex_lock(&s->watch_lock);
         for (struct watched *w = s->watched; w != NULL; w = w->next) {

@@ -5,7 +5,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "log.h"
 #include "store.h"
@@ -121,14 +120,6 @@ struct gw_store {
     _Atomic int64_t backoff_ns;
     _Atomic uint64_t errors;
 };
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 struct gw_store *gw_store_new(const struct config *config)
 {
@@ -340,7 +331,7 @@ static bool may_try(struct gw_store *s, bool *probe)
     if (!*probe)
         return true;
     at = atomic_load(&s->retry_at_ns);
-    now = mono_ns();
+    now = limiter_now_ns();
     return now >= at &&
            atomic_compare_exchange_strong(&s->retry_at_ns, &at, now + atomic_load(&s->backoff_ns));
 }
@@ -369,7 +360,7 @@ static void note_failure(struct gw_store *s, bool probe)
         return;
     }
     atomic_store(&s->backoff_ns, backoff);
-    atomic_store(&s->retry_at_ns, mono_ns() + backoff);
+    atomic_store(&s->retry_at_ns, limiter_now_ns() + backoff);
 }
 
 static void note_success(struct gw_store *s)

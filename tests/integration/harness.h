@@ -101,6 +101,9 @@ void upstream_stats(unsigned long *requests, unsigned long *connections);
 
 void sleep_ms(int ms);
 
+/* CLOCK_MONOTONIC in seconds. */
+double seconds_now(void);
+
 /* A loopback port that was free a moment ago. */
 unsigned free_port(void);
 

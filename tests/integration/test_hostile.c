@@ -190,14 +190,6 @@ static int thread_count(pid_t pid)
     return n;
 }
 
-static double seconds_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Slowloris: clients that send a header a byte at a time cannot take more than
  * max_connections threads nor keep one past client_timeout; at the cap, new connections are
  * turned away at once while an established client keeps being served. */

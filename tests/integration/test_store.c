@@ -178,14 +178,6 @@ static void test_redis_dies_and_returns(void)
     CU_ASSERT_EQUAL(stop_sluice(&b, 5000), 0);
 }
 
-static double seconds_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Redis stalls (DEBUG SLEEP): a request waits for it no longer than the store timeout, then
  * is decided locally; when Redis wakes, the gateway returns to it by itself. */
 static void test_slow_redis_costs_at_most_the_timeout(void)
