@@ -30,8 +30,9 @@ INTEG_SRC   := $(wildcard tests/integration/*.c) tests/suites.c
 BENCH_SRC   := $(LIMITER_SRC) tests/bench/limiter_bench.c
 
 # libFuzzer targets (clang), each over the code it names, with ASan and UBSan.
-FUZZ_TARGETS := config units keys headers
-FUZZ_SRC     := $(LIMITER_SRC) $(CONFIG_SRC) gateway/keys.c gateway/headers.c
+FUZZ_TARGETS := config units keys headers head
+FUZZ_SRC     := $(LIMITER_SRC) $(CONFIG_SRC) gateway/keys.c gateway/headers.c gateway/routes.c \
+                gateway/head.c gateway/target.c
 FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
 # per target within make test; make fuzz alone runs FUZZ_SECONDS
@@ -71,12 +72,15 @@ build/tsan/%.o: %.c | build/.deps-ok
 	@echo "  CC  $@"
 	@$(CC) $(CPPFLAGS) $(CFLAGS) $(TSAN) -MMD -MP -c $< -o $@
 
+# gateway/wire.c defines recv() for libmicrohttpd to call: the binary must export it.
+EXPORT_RECV := -Wl,--export-dynamic-symbol=recv
+
 build/sluice: $(call objs,build/obj,$(SLUICE_SRC))
 	@echo "  LD  $@"
-	@$(CC) $(CFLAGS) $^ $(GATEWAY_LIBS) -o $@
+	@$(CC) $(CFLAGS) $^ $(GATEWAY_LIBS) $(EXPORT_RECV) -o $@
 build/asan/sluice: $(call objs,build/asan,$(SLUICE_SRC))
 	@echo "  LD  $@"
-	@$(CC) $(CFLAGS) $(ASAN) $^ $(GATEWAY_LIBS) -o $@
+	@$(CC) $(CFLAGS) $(ASAN) $^ $(GATEWAY_LIBS) $(EXPORT_RECV) -o $@
 build/test_upstream: $(call objs,build/obj,tests/upstream/upstream.c)
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $^ -o $@

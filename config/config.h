@@ -9,12 +9,23 @@
  *
  *   server:   listen, admin_listen, trusted_proxies, max_connections, max_connections_per_ip,
  *             client_timeout,
- *             max_body, drain_timeout, watch_config, access_log
+ *             max_body, drain_timeout, watch_config, access_log, underscores_in_headers
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
  *             on_store_error
  *   routes:   name, match {path_prefix, methods, host}, upstream, timeout, connect_timeout,
- *             key, ipv6_prefix, limit {algorithm, requests, per, burst} (or a list of such
- *             limits, each with a name), store, dry_run, exempt, tls_verify
+ *             key, ipv6_prefix, limit {algorithm, requests, per, burst, key} (or a list of
+ *             such limits, each with a name), store, dry_run, exempt, tls_verify
+ *
+ * A key (ip | header:NAME | query:NAME) says whom a request is counted for. The route's key is
+ * the default for each of its limits; a limit that names its own counts under that instead,
+ * so one route can hold each API key to 100 a minute and each address to 300 whatever keys
+ * it sends. Every limit ends up with its key filled in.
+ *
+ * server.underscores_in_headers (default false): the gateway drops request header fields
+ * whose name holds '_' before forwarding, as nginx does, because CGI and WSGI upstreams read
+ * X_API_Key and X-API-Key as the same variable and a client could pass one off as the other.
+ * true forwards them. While false, a key header:NAME with '_' in NAME is an error, since that
+ * header is one the gateway does not trust.
  *
  * Any scalar value may use ${VAR} or ${VAR:-default} (the default also when VAR is empty);
  * a variable that is unset and has no default is an error at its position.
@@ -63,6 +74,8 @@ enum config_store_error {
 struct config_limit {
     char *name;
     struct limiter_params params; /* params.algorithm is owned by the config */
+    enum config_key_kind key_kind; /* its own key:, or else the route's */
+    char *key_name; /* the header or query parameter, owned by the config; NULL for ip */
 };
 
 struct config_route {
@@ -74,7 +87,7 @@ struct config_route {
     char *upstream_base_path; /* "" or "/base", prepended to every forwarded path */
     int64_t timeout_ns;
     int64_t connect_timeout_ns;
-    enum config_key_kind key_kind;
+    enum config_key_kind key_kind; /* the default for limits that name no key */
     char *key_name; /* the header or query parameter; NULL for ip */
     uint32_t ipv6_prefix_len;
     struct config_limit *limits; /* all must allow a request; NULL when unlimited */
@@ -99,6 +112,7 @@ struct config {
         int64_t drain_timeout_ns;
         bool watch_config;
         char *access_log; /* "stdout", "off", or a file path */
+        bool underscores_in_headers; /* forward header names with '_' (default: drop them) */
     } server;
     uint32_t max_clients;
     enum config_store store;

@@ -12,6 +12,12 @@
 
 #include "config.h"
 
+/* A key naming a header with '_' in it, kept until the whole file is read. */
+struct underscore_key {
+    yaml_node_t *node;
+    char *header; /* owned */
+};
+
 struct loader {
     const char *path;
     yaml_document_t doc;
@@ -21,6 +27,10 @@ struct loader {
     unsigned n_errors;
     char **expanded; /* values with ${VAR} replaced, freed with the loader */
     size_t n_expanded;
+    /* Keys naming a header with '_' in it: errors unless server.underscores_in_headers, which
+     * may come later in the file, so they are judged once the whole file is read. */
+    struct underscore_key *underscore_keys;
+    size_t n_underscore_keys;
 };
 
 static void errorf(struct loader *ld, const yaml_node_t *node, const char *fmt, ...)
@@ -330,6 +340,8 @@ static const struct field server_fields[] = {
     {"drain_timeout", V_DURATION, offsetof(struct config, server.drain_timeout_ns), 0, DAY, NULL},
     {"watch_config", V_BOOL, offsetof(struct config, server.watch_config), 0, 0, NULL},
     {"access_log", V_STRING, offsetof(struct config, server.access_log), 0, 0, NULL},
+    {"underscores_in_headers", V_BOOL, offsetof(struct config, server.underscores_in_headers), 0, 0,
+     NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -518,32 +530,80 @@ static bool is_token(const char *s)
     return true;
 }
 
-/* key: ip | header:NAME | query:NAME */
-static void parse_key(struct loader *ld, yaml_node_t *node, void *object)
+/* key: ip | header:NAME | query:NAME, for a route or for one of its limits. */
+static void parse_key_into(struct loader *ld, yaml_node_t *node, enum config_key_kind *kind,
+                           char **key_name)
 {
-    struct config_route *route = object;
     const char *text = scalar(ld, node, "key");
     const char *name = NULL;
+    struct underscore_key *grown;
 
     if (text == NULL)
         return;
     if (strcmp(text, "ip") == 0) {
-        route->key_kind = CONFIG_KEY_IP;
+        *kind = CONFIG_KEY_IP;
+        free(*key_name);
+        *key_name = NULL;
         return;
     }
     if (strncmp(text, "header:", 7) == 0) {
-        route->key_kind = CONFIG_KEY_HEADER;
+        *kind = CONFIG_KEY_HEADER;
         name = text + 7;
     } else if (strncmp(text, "query:", 6) == 0) {
-        route->key_kind = CONFIG_KEY_QUERY;
+        *kind = CONFIG_KEY_QUERY;
         name = text + 6;
     }
     if (name == NULL || !is_token(name)) {
         errorf(ld, node, "key: expected ip, header:NAME or query:NAME, not \"%s\"", text);
         return;
     }
-    free(route->key_name);
-    route->key_name = strdup(name);
+    free(*key_name);
+    *key_name = strdup(name);
+    if (*key_name == NULL) {
+        errorf(ld, node, "key: out of memory");
+        return;
+    }
+    if (*kind != CONFIG_KEY_HEADER || strchr(name, '_') == NULL)
+        return;
+    grown = realloc(ld->underscore_keys, (ld->n_underscore_keys + 1) * sizeof *grown);
+    if (grown == NULL) {
+        errorf(ld, node, "key: out of memory");
+        return;
+    }
+    ld->underscore_keys = grown;
+    grown[ld->n_underscore_keys].node = node;
+    grown[ld->n_underscore_keys].header = strdup(name);
+    if (grown[ld->n_underscore_keys].header == NULL)
+        errorf(ld, node, "key: out of memory");
+    else
+        ld->n_underscore_keys++;
+}
+
+static void parse_route_key(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+
+    parse_key_into(ld, node, &route->key_kind, &route->key_name);
+}
+
+static void parse_limit_key(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_limit *limit = object;
+
+    parse_key_into(ld, node, &limit->key_kind, &limit->key_name);
+}
+
+/* Reports each key naming a header with '_', unless such headers are kept: the gateway drops
+ * them before forwarding, so a limit would count clients by a field the upstream never sees,
+ * most likely a config written for an upstream that spells it with '-'. Nodes are valid until
+ * the document is deleted. */
+static void check_underscore_keys(struct loader *ld, const struct config *config)
+{
+    for (size_t i = 0; i < ld->n_underscore_keys && !config->server.underscores_in_headers; i++)
+        errorf(ld, ld->underscore_keys[i].node,
+               "key: header %s has '_', which sluice drops unless "
+               "server.underscores_in_headers: true",
+               ld->underscore_keys[i].header);
 }
 
 static const struct field limit_fields[] = {
@@ -553,6 +613,7 @@ static const struct field limit_fields[] = {
      NULL},
     {"per", V_DURATION, offsetof(struct config_limit, params.per_ns), 0, 0, NULL},
     {"burst", V_U64, offsetof(struct config_limit, params.burst), 1, LIMITER_MAX_REQUESTS, NULL},
+    {"key", V_CUSTOM, 0, 0, 0, parse_limit_key},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -647,7 +708,7 @@ static const struct field route_fields[] = {
     {"timeout", V_DURATION, offsetof(struct config_route, timeout_ns), 1, DAY, NULL},
     {"connect_timeout", V_DURATION, offsetof(struct config_route, connect_timeout_ns), 1, DAY,
      NULL},
-    {"key", V_CUSTOM, 0, 0, 0, parse_key},
+    {"key", V_CUSTOM, 0, 0, 0, parse_route_key},
     {"ipv6_prefix", V_U32, offsetof(struct config_route, ipv6_prefix_len), 1, 128, NULL},
     {"limit", V_CUSTOM, 0, 0, 0, parse_limit},
     {"store", V_CUSTOM, 0, 0, 0, parse_route_store},
@@ -656,6 +717,29 @@ static const struct field route_fields[] = {
     {"tls_verify", V_BOOL, offsetof(struct config_route, tls_verify), 0, 0, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
+
+/* Limits that name no key of their own count under the route's. Done once the whole route is
+ * read, since its key: may come after its limit:. */
+static void inherit_route_key(struct loader *ld, yaml_node_t *node, struct config_route *route)
+{
+    yaml_node_t *limits = find_value(ld, node, "limit");
+
+    for (size_t i = 0; limits != NULL && i < route->n_limits; i++) {
+        yaml_node_t *item = limits->type == YAML_SEQUENCE_NODE
+                                ? node_at(ld, limits->data.sequence.items.start[i])
+                                : limits;
+        struct config_limit *limit = &route->limits[i];
+
+        if (find_value(ld, item, "key") != NULL)
+            continue;
+        limit->key_kind = route->key_kind;
+        if (route->key_name == NULL)
+            continue;
+        limit->key_name = strdup(route->key_name);
+        if (limit->key_name == NULL)
+            errorf(ld, item, "key: out of memory");
+    }
+}
 
 static void parse_route(struct loader *ld, yaml_node_t *node, struct config *config, size_t i)
 {
@@ -669,6 +753,7 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config *con
     walk_mapping(ld, node, route_fields, route, "route");
     if (node->type != YAML_MAPPING_NODE)
         return;
+    inherit_route_key(ld, node, route);
 
     if (route->name == NULL || route->name[0] == '\0') {
         errorf(ld, node, "route: name is required");
@@ -792,6 +877,7 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
         walk_mapping(&ld, root, top_fields, config, "top level");
         if (root->type == YAML_MAPPING_NODE && find_value(&ld, root, "routes") == NULL)
             errorf(&ld, root, "routes: at least one route is required");
+        check_underscore_keys(&ld, config);
         yaml_document_delete(&ld.doc);
     }
     if (config->server.listen.host == NULL && ld.n_errors == 0 &&
@@ -810,6 +896,9 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
     for (size_t i = 0; i < ld.n_expanded; i++)
         free(ld.expanded[i]);
     free(ld.expanded);
+    for (size_t i = 0; i < ld.n_underscore_keys; i++)
+        free(ld.underscore_keys[i].header);
+    free(ld.underscore_keys);
 
     fclose(ld.errors);
     if (ld.n_errors > 0) {
@@ -870,6 +959,7 @@ void config_free(struct config *config)
         for (size_t j = 0; j < r->n_limits; j++) {
             free(r->limits[j].name);
             free((char *)r->limits[j].params.algorithm);
+            free(r->limits[j].key_name);
         }
         free(r->limits);
         free(r->exempt.items);

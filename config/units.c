@@ -45,8 +45,12 @@ static int scaled(const char *text, const struct unit *units, uint64_t *out)
 int config_parse_duration(const char *text, int64_t *ns)
 {
     static const struct unit units[] = {
-        {"ms", 1000000ULL},        {"s", 1000000000ULL},       {"", 1000000000ULL},
-        {"m", 60 * 1000000000ULL}, {"h", 3600 * 1000000000ULL}, {"d", 86400 * 1000000000ULL},
+        {"ms", 1000000ULL},
+        {"s", 1000000000ULL},
+        {"", 1000000000ULL},
+        {"m", 60 * 1000000000ULL},
+        {"h", 3600 * 1000000000ULL},
+        {"d", 86400 * 1000000000ULL},
         {NULL, 0},
     };
     uint64_t v;
@@ -60,9 +64,8 @@ int config_parse_duration(const char *text, int64_t *ns)
 int config_parse_size(const char *text, uint64_t *bytes)
 {
     static const struct unit units[] = {
-        {"", 1},         {"B", 1},          {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20},
-        {"GiB", 1ULL << 30}, {"kB", 1000}, {"KB", 1000},        {"MB", 1000000},
-        {"GB", 1000000000}, {NULL, 0},
+        {"", 1},      {"B", 1},     {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20}, {"GiB", 1ULL << 30},
+        {"kB", 1000}, {"KB", 1000}, {"MB", 1000000},     {"GB", 1000000000},  {NULL, 0},
     };
 
     return scaled(text, units, bytes);
@@ -70,6 +73,7 @@ int config_parse_size(const char *text, uint64_t *bytes)
 
 int config_parse_cidr(const char *text, struct config_cidr *out)
 {
+    static const unsigned char v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     char addr[INET6_ADDRSTRLEN];
     const char *slash = strchr(text, '/');
     size_t len = slash ? (size_t)(slash - text) : strlen(text);
@@ -97,6 +101,19 @@ int config_parse_cidr(const char *text, struct config_cidr *out)
         if (leading_number(slash + 1, &n, &end) != 0 || *end != '\0' || n > max_len)
             return -1;
         out->prefix_len = (unsigned)n;
+    }
+    /* Addresses are compared with ::ffff:10.1.2.3 already made 10.1.2.3 (gateway/keys.h), so
+     * a mapped block is kept as the IPv4 block it names, or it would match nothing. Shorter
+     * than /96 it would reach past ::ffff:0:0/96 into IPv6 proper, both families in one
+     * block: no one means that, so it is refused. */
+    if (out->family == AF_INET6 && memcmp(out->addr, v4_mapped, sizeof v4_mapped) == 0) {
+        if (out->prefix_len < 96)
+            return -1;
+        out->family = AF_INET;
+        memmove(out->addr, out->addr + 12, 4);
+        memset(out->addr + 4, 0, sizeof out->addr - 4);
+        out->prefix_len -= 96;
+        max_len = 32;
     }
     /* Host bits must be zero: 10.1.2.3/8 is more likely a typo than a wish. */
     for (unsigned bit = out->prefix_len; bit < max_len; bit++)

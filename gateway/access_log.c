@@ -47,10 +47,10 @@ void gw_access_log_write(int fd, const struct gw_access_entry *e)
                    "{\"time\":\"%s.%03ldZ\",\"route\":\"%s\",\"method\":\"%s\",\"path\":\"%s\","
                    "\"status\":%u,\"decision\":\"%s\",\"upstream_status\":%ld,"
                    "\"upstream_ms\":%lld.%03lld,\"duration_ms\":%lld.%03lld,\"bytes\":%llu,"
-                   "\"client\":\"%s\"}\n",
+                   "\"client\":\"%s\",\"dropped_headers\":%u}\n",
                    utc_seconds(now.tv_sec), now.tv_nsec / 1000000, route, method, path, e->status,
                    e->decision, e->upstream_status, MS_PARTS(e->upstream_ns), MS_PARTS(e->duration_ns),
-                   (unsigned long long)e->bytes, client);
+                   (unsigned long long)e->bytes, client, e->dropped_headers);
     if (len < 0 || (size_t)len >= sizeof line)
         return; /* cannot happen with the sizes above; never write half a line */
     if (write(fd, line, (size_t)len) < 0)

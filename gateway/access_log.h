@@ -5,7 +5,7 @@
  *
  * {"time":"2026-11-30T10:00:00.123Z","route":"api","method":"GET","path":"/api/items",
  *  "status":200,"decision":"allowed","upstream_status":200,"upstream_ms":1.8,
- *  "duration_ms":2.1,"bytes":512,"client":"3f9a0c1d2b4e5f60"}
+ *  "duration_ms":2.1,"bytes":512,"client":"3f9a0c1d2b4e5f60","dropped_headers":0}
  */
 #ifndef SLUICE_GATEWAY_ACCESS_LOG_H
 #define SLUICE_GATEWAY_ACCESS_LOG_H
@@ -23,6 +23,7 @@ struct gw_access_entry {
     int64_t duration_ns;
     uint64_t bytes; /* body bytes sent to the client */
     const char *client_key; /* NULL when none was worked out */
+    unsigned dropped_headers; /* request fields not forwarded ('_' in the name); 0 if none */
 };
 
 void gw_access_log_write(int fd, const struct gw_access_entry *entry);

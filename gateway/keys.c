@@ -7,10 +7,24 @@
 
 #include "keys.h"
 
-int gw_addr_from_sockaddr(const struct sockaddr *sa, struct gw_addr *out)
+#define PORT_MAX_DIGITS 5
+
+/* ::ffff:a.b.c.d, an IPv4 address as a dual-stack socket or a proxy writes it. It is made
+ * the IPv4 address itself, so that one client has one key and IPv4 exemptions and
+ * trusted_proxies apply to it whichever way it was written. */
+static void unmap_ipv4(struct gw_addr *addr)
 {
     static const unsigned char v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
+    if (addr->family == AF_INET6 && memcmp(addr->bytes, v4_mapped, sizeof v4_mapped) == 0) {
+        addr->family = AF_INET;
+        memmove(addr->bytes, addr->bytes + 12, 4);
+        memset(addr->bytes + 4, 0, sizeof addr->bytes - 4);
+    }
+}
+
+int gw_addr_from_sockaddr(const struct sockaddr *sa, struct gw_addr *out)
+{
     memset(out, 0, sizeof *out);
     if (sa == NULL)
         return -1;
@@ -20,34 +34,19 @@ int gw_addr_from_sockaddr(const struct sockaddr *sa, struct gw_addr *out)
         return 0;
     }
     if (sa->sa_family == AF_INET6) {
-        const unsigned char *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
-
-        if (memcmp(b, v4_mapped, sizeof v4_mapped) == 0) {
-            out->family = AF_INET;
-            memcpy(out->bytes, b + 12, 4);
-        } else {
-            out->family = AF_INET6;
-            memcpy(out->bytes, b, 16);
-        }
+        out->family = AF_INET6;
+        memcpy(out->bytes, ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr, 16);
+        unmap_ipv4(out);
         return 0;
     }
     return -1;
 }
 
-int gw_addr_parse(const char *text, size_t len, struct gw_addr *out)
+/* `len` bytes of `text` as an IPv4 address, or also as an IPv6 one when `ipv6_allowed`. */
+static int parse_ip(const char *text, size_t len, bool ipv6_allowed, struct gw_addr *out)
 {
     char buf[INET6_ADDRSTRLEN];
 
-    while (len > 0 && isspace((unsigned char)*text)) {
-        text++;
-        len--;
-    }
-    while (len > 0 && isspace((unsigned char)text[len - 1]))
-        len--;
-    if (len >= 2 && text[0] == '[' && text[len - 1] == ']') {
-        text++;
-        len -= 2;
-    }
     if (len == 0 || len >= sizeof buf)
         return -1;
     memcpy(buf, text, len);
@@ -55,11 +54,59 @@ int gw_addr_parse(const char *text, size_t len, struct gw_addr *out)
     memset(out, 0, sizeof *out);
     if (inet_pton(AF_INET, buf, out->bytes) == 1)
         out->family = AF_INET;
-    else if (inet_pton(AF_INET6, buf, out->bytes) == 1)
+    else if (ipv6_allowed && inet_pton(AF_INET6, buf, out->bytes) == 1)
         out->family = AF_INET6;
     else
         return -1;
+    unmap_ipv4(out);
     return 0;
+}
+
+static bool port_valid(const char *text, size_t len)
+{
+    unsigned long port = 0;
+
+    if (len == 0 || len > PORT_MAX_DIGITS)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] < '0' || text[i] > '9')
+            return false;
+        port = port * 10 + (unsigned long)(text[i] - '0');
+    }
+    return port <= 65535;
+}
+
+int gw_addr_parse(const char *text, size_t len, struct gw_addr *out)
+{
+    const char *colon;
+
+    memset(out, 0, sizeof *out);
+    while (len > 0 && isspace((unsigned char)*text)) {
+        text++;
+        len--;
+    }
+    while (len > 0 && isspace((unsigned char)text[len - 1]))
+        len--;
+    if (len > 0 && text[0] == '[') {
+        const char *close = memchr(text, ']', len);
+        size_t inner_len, rest_len;
+
+        if (close == NULL)
+            return -1;
+        inner_len = (size_t)(close - text - 1);
+        rest_len = len - inner_len - 2;
+        if (rest_len > 0 && (close[1] != ':' || !port_valid(close + 2, rest_len - 1)))
+            return -1;
+        return parse_ip(text + 1, inner_len, true, out);
+    }
+    if (parse_ip(text, len, true, out) == 0)
+        return 0;
+    /* Some load balancers write "203.0.113.7:4711". Only after an IPv4 address: in an
+     * unbracketed IPv6 address a last ":4711" is a group, and inet_pton above has had it. */
+    colon = memrchr(text, ':', len);
+    if (colon == NULL || !port_valid(colon + 1, (size_t)(text + len - colon - 1)))
+        return -1;
+    return parse_ip(text, (size_t)(colon - text), false, out);
 }
 
 static bool prefix_equal(const unsigned char *a, const unsigned char *b, unsigned bits)

@@ -7,11 +7,23 @@
  *                 sending the header itself, since only a trusted peer's header is read.
  *                 IPv6 clients are grouped by their /64 (ipv6_prefix), since one host holds
  *                 a whole /64. Key "ip:203.0.113.7" or "ip:2001:db8:1:2::/64".
+ *                 An X-Forwarded-For entry is an IPv4 address, an IPv6 address, or one in
+ *                 brackets, with spaces around it; after an IPv4 address or a bracketed one
+ *                 a ":port" (1-5 digits, up to 65535) is allowed and ignored, as some load
+ *                 balancers write it ("203.0.113.7:4711", "[2001:db8::1]:443"). An entry that
+ *                 is none of these ("1.2.3.4:", "1.2.3.4:99999", "unknown") stops the walk:
+ *                 no proxy of ours wrote it, so the last trusted hop is the client.
+ *                 An IPv4-mapped IPv6 address (::ffff:203.0.113.7), from the socket or the
+ *                 header, is the IPv4 address: same key, and IPv4 blocks in exempt and
+ *                 trusted_proxies match it (the config turns ::ffff:10.0.0.0/104 into
+ *                 10.0.0.0/8 likewise), so writing an address the other way buys no fresh
+ *                 quota and no way past an exemption or trust decision.
  *   header:NAME   "header:" and the header's value;
  *   query:NAME    "query:" and the query parameter as libmicrohttpd decodes it (%XX and
- *                 '+'), so re-encoding a value gives no fresh quota. Either falls back to the ip key
- *                 when the request lacks it, so anonymous clients are still limited. A value
- *                 over 256 bytes is replaced by its BLAKE2b digest ("header#<hex>").
+ *                 '+'), so re-encoding a value gives no fresh quota. Either falls back to
+ *                 the ip key when the request lacks it, so anonymous clients are still
+ *                 limited. A value over 256 bytes is replaced by its BLAKE2b digest
+ *                 ("header#<hex>").
  *
  * The limiter itself keeps only a 128-bit SipHash of the key, never the key.
  */
@@ -24,18 +36,20 @@
 
 #include "config.h"
 
-#define GW_KEY_LEN        320 /* fits "query#" + a 64-char digest, or a 256-byte value */
-#define GW_KEY_MAX_VALUE  256
+#define GW_KEY_LEN       320 /* fits "query#" + a 64-char digest, or a 256-byte value */
+#define GW_KEY_MAX_VALUE 256
 
 struct gw_addr {
-    int family; /* AF_INET (4 bytes used) or AF_INET6 */
+    int family; /* AF_INET (4 bytes used, the rest 0) or AF_INET6 (never IPv4-mapped) */
     unsigned char bytes[16];
 };
 
 /* From a socket address; an IPv4-mapped IPv6 address becomes IPv4. 0, or -1 if neither. */
 int gw_addr_from_sockaddr(const struct sockaddr *sa, struct gw_addr *out);
 
-/* One X-Forwarded-For entry: an address, optionally bracketed, spaces around it ignored. */
+/* One X-Forwarded-For entry of `len` bytes at `text` (no NUL needed): an address, optionally
+ * bracketed, with an optional port as described above, spaces around it ignored. An
+ * IPv4-mapped address comes out as AF_INET. 0, or -1 with `*out` meaningless. */
 int gw_addr_parse(const char *text, size_t len, struct gw_addr *out);
 
 bool gw_cidrs_contain(const struct config_cidrs *cidrs, const struct gw_addr *addr);

@@ -7,12 +7,14 @@
 #include <curl/curl.h>
 
 #include "access_log.h"
+#include "head.h"
 #include "headers.h"
 #include "keys.h"
 #include "log.h"
 #include "proxy.h"
 #include "request.h"
 #include "routes.h"
+#include "target.h"
 
 #define RESPONSE_BLOCK (32 * 1024)
 #define TOO_LARGE      "the request body is larger than this gateway accepts"
@@ -20,13 +22,18 @@
 struct gw_request {
     struct gw_runtime *runtime;
     char *raw_uri; /* as the client sent it, forwarded byte for byte */
+    char *path;    /* what it is routed by (target.h), or NULL before that */
     const char *method;
+    const struct gw_head *head; /* the connection's strict reading (head.h) */
+    uint32_t index;             /* this request's place on its connection, from 0 */
     int64_t start_ns;
     bool started;
     int route; /* index into the runtime's routes, or -1 */
 
     unsigned refusal; /* a status sluice answers itself instead of forwarding; 0 if none */
     const char *refusal_detail;
+    bool close;       /* the refusal ends the connection: what follows is not read */
+    unsigned dropped_headers; /* fields not forwarded for a '_' in their name */
     bool limited; /* the route's limits decided: the RateLimit fields go out */
     struct limiter_decision decisions[LIMITER_MAX_PER_REQUEST];
     size_t binding; /* the decision the fields and Retry-After report */
@@ -56,7 +63,8 @@ static const struct gw_route_runtime *route_runtime_of(const struct gw_request *
     return &rq->runtime->routes[rq->route];
 }
 
-struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri)
+struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
+                                  const struct gw_head *head, uint32_t index)
 {
     struct gw_request *rq = calloc(1, sizeof *rq);
 
@@ -66,6 +74,8 @@ struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_ur
         return NULL;
     }
     rq->runtime = runtime;
+    rq->head = head;
+    rq->index = index;
     rq->route = -1;
     rq->start_ns = limiter_now_ns();
     return rq;
@@ -122,6 +132,8 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
     if (response == NULL)
         return MHD_NO;
     MHD_add_response_header(response, "Content-Type", "application/problem+json");
+    if (rq->close)
+        MHD_add_response_header(response, "Connection", "close");
     add_limit_headers(rq, response);
     if (status == MHD_HTTP_TOO_MANY_REQUESTS) {
         char seconds[24];
@@ -193,14 +205,79 @@ static size_t binding_limit(const struct limiter_decision *d, size_t n, bool all
     return pick;
 }
 
-/* Works out the client's key and asks the route's limits; false when the request is to be
- * refused. */
+static void refuse(struct gw_request *rq, unsigned status, const char *detail)
+{
+    if (rq->refusal == 0) {
+        rq->refusal = status;
+        rq->refusal_detail = detail;
+        /* A request sluice will not read one way is not followed: what comes after it on
+         * the connection could be anything. */
+        rq->close = status != MHD_HTTP_NOT_FOUND && status != MHD_HTTP_TOO_MANY_REQUESTS;
+    }
+}
+
+struct field_count {
+    const char *name;
+    unsigned n;
+};
+
+static enum MHD_Result count_field(void *cls, enum MHD_ValueKind kind, const char *name,
+                                   const char *value)
+{
+    struct field_count *count = cls;
+
+    (void)kind, (void)value;
+    count->n += strcasecmp(name, count->name) == 0;
+    return MHD_YES;
+}
+
+/* The key a limit counts this request under (keys.h), into `out`. 0, or -1 when the request
+ * is refused: its key header or parameter is given more than once, or reads two ways. */
+static int client_key(struct gw_request *rq, struct MHD_Connection *c, enum config_key_kind kind,
+                      const char *name, const struct gw_addr *client, char out[GW_KEY_LEN])
+{
+    const char *value = NULL, *reason = NULL;
+    char *decoded = NULL;
+
+    if (kind == CONFIG_KEY_HEADER) {
+        struct field_count count = {name, 0};
+
+        MHD_get_connection_values(c, MHD_HEADER_KIND, count_field, &count);
+        if (count.n > 1) {
+            refuse(rq, MHD_HTTP_BAD_REQUEST, "the key header is given more than once");
+            return -1;
+        }
+        value = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+    } else if (kind == CONFIG_KEY_QUERY) {
+        decoded = malloc(strlen(rq->raw_uri) + 1);
+        if (decoded == NULL) {
+            refuse(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
+            return -1;
+        }
+        if (gw_target_query_value(rq->raw_uri, name, decoded, &reason) < 0) {
+            free(decoded);
+            refuse(rq, MHD_HTTP_BAD_REQUEST, reason);
+            return -1;
+        }
+        value = decoded;
+    }
+    if (value != NULL && value[0] != '\0')
+        gw_value_key(kind == CONFIG_KEY_HEADER ? "header" : "query", value, out);
+    else
+        gw_ip_key(client, route_of(rq)->ipv6_prefix_len, out);
+    free(decoded);
+    return 0;
+}
+
+/* Works out the client's keys and asks the route's limits; false when the request is to be
+ * refused (then with its status set). */
 static bool decide(struct gw_request *rq, struct MHD_Connection *c)
 {
     const struct config_route *route = route_of(rq);
     const struct gw_route_runtime *r = route_runtime_of(rq);
+    char keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN];
+    const char *ids[LIMITER_MAX_PER_REQUEST];
     struct gw_addr peer, client;
-    const char *value = NULL;
     char *forwarded_for;
     bool allowed = true;
 
@@ -211,15 +288,15 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
     client = gw_client_addr(&peer, forwarded_for, &rq->runtime->config->server.trusted_proxies);
     free(forwarded_for);
 
-    if (route->key_kind == CONFIG_KEY_HEADER)
-        value = MHD_lookup_connection_value(c, MHD_HEADER_KIND, route->key_name);
-    else if (route->key_kind == CONFIG_KEY_QUERY)
-        value = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, route->key_name);
-    if (value != NULL && value[0] != '\0')
-        gw_value_key(route->key_kind == CONFIG_KEY_HEADER ? "header" : "query", value, rq->key);
-    else
-        gw_ip_key(&client, route->ipv6_prefix_len, rq->key);
+    if (client_key(rq, c, route->key_kind, route->key_name, &client, rq->key) != 0)
+        return false;
+    for (size_t i = 0; i < r->n_limits; i++) {
+        const struct config_limit *limit = &route->limits[i];
 
+        if (client_key(rq, c, limit->key_kind, limit->key_name, &client, keys[i]) != 0)
+            return false;
+        ids[i] = keys[i];
+    }
     if (gw_cidrs_contain(&route->exempt, &client)) {
         rq->decision = GW_EXEMPT;
         return true;
@@ -228,7 +305,7 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
         return true;
     rq->limited = true;
     if (r->shared && gw_store_decide(rq->runtime->store, route->name, r->limit_names,
-                                     r->shared_param_ptrs, r->n_limits, rq->key,
+                                     r->shared_param_ptrs, r->n_limits, ids,
                                      rq->decisions) == GW_STORE_OK) {
         for (size_t i = 0; i < r->n_limits; i++)
             allowed &= rq->decisions[i].allowed;
@@ -240,7 +317,7 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
                                                      .reset_ms = 1000,
                                                      .retry_after_ms = 1000};
         allowed = false;
-    } else if (limiter_decide_all(r->limiters, r->n_limits, rq->key, limiter_now_ns(),
+    } else if (limiter_decide_all(r->limiters, r->n_limits, ids, limiter_now_ns(),
                                   rq->decisions) == 0) {
         for (size_t i = 0; i < r->n_limits; i++)
             allowed &= rq->decisions[i].allowed;
@@ -251,110 +328,80 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
     if (allowed)
         return true;
     rq->decision = route->dry_run ? GW_DRY_RUN_DENIED : GW_DENIED;
+    if (!route->dry_run)
+        refuse(rq, MHD_HTTP_TOO_MANY_REQUESTS, GW_DENIED_DETAIL);
     return route->dry_run;
 }
 
-static void refuse(struct gw_request *rq, unsigned status, const char *detail)
+/* Refuses the request when sluice's own reading of the connection (head.h) refused it, or
+ * did not see it where libmicrohttpd did: its head (or, with `whole`, its body too) should
+ * have been read by now. True when refused. */
+static bool refuse_misread(struct gw_request *rq, bool whole)
 {
-    if (rq->refusal == 0) {
-        rq->refusal = status;
-        rq->refusal_detail = detail;
-    }
-}
+    const struct gw_head *h = rq->head;
 
-struct head_check {
-    unsigned content_lengths, transfer_encodings, hosts;
-    bool chunked, malformed;
-};
-
-static bool is_token_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-static enum MHD_Result check_field(void *cls, enum MHD_ValueKind kind, const char *name,
-                                   size_t name_len, const char *value, size_t value_len)
-{
-    struct head_check *h = cls;
-
-    (void)kind;
-    for (size_t i = 0; i < name_len; i++)
-        h->malformed |= name[i] == '\0' || !is_token_char(name[i]);
-    for (size_t i = 0; value != NULL && i < value_len; i++)
-        h->malformed |= value[i] == '\0' || value[i] == '\r' || value[i] == '\n';
-    if (strcasecmp(name, "Content-Length") == 0)
-        h->content_lengths++;
-    if (strcasecmp(name, "Host") == 0)
-        h->hosts++;
-    if (strcasecmp(name, "Transfer-Encoding") == 0) {
-        h->transfer_encodings++;
-        h->chunked = value != NULL && strcasecmp(value, "chunked") == 0;
-    }
-    return MHD_YES;
-}
-
-/* Refuses a head that two parties could read two ways (request smuggling) or that would
- * carry bytes into the upstream's head: several Content-Lengths or Hosts, Content-Length
- * with Transfer-Encoding, a coding other than chunked, CR, LF or NUL in a value, a field
- * name that is no token. True when refused. */
-static bool refuse_ambiguous(struct gw_request *rq, struct MHD_Connection *c)
-{
-    struct head_check h = {0};
-
-    MHD_get_connection_values_n(c, MHD_HEADER_KIND, check_field, &h);
-    if (h.malformed)
-        refuse(rq, MHD_HTTP_BAD_REQUEST, "a header field holds characters it may not");
-    else if (h.content_lengths > 1 || h.hosts > 1 || h.transfer_encodings > 1 ||
-             (h.content_lengths > 0 && h.transfer_encodings > 0))
+    if (h->fault != 0 && h->fault_at == rq->index)
+        refuse(rq, h->fault, h->reason);
+    else if ((whole ? h->messages : h->heads) <= rq->index)
         refuse(rq, MHD_HTTP_BAD_REQUEST,
-               "the request's length or host is given twice or two ways; it is refused rather "
-               "than guessed");
-    else if (h.transfer_encodings > 0 && !h.chunked)
-        refuse(rq, MHD_HTTP_NOT_IMPLEMENTED, "only the chunked transfer coding is accepted");
+               "the request was read two ways; it is refused rather than guessed");
     return rq->refusal != 0;
 }
 
-/* True when the decoded `path` has a "." or ".." segment: it would match one route here and
- * reach another once the upstream resolves it (/public/../admin). */
-static bool has_dot_segment(const char *path)
+/* A standard method spelled in another case (`get`): methods are case-sensitive, but some
+ * upstreams fold them, and would run what sluice routed as another method. */
+static bool is_misspelled_method(const char *method)
 {
-    for (const char *p = path; (p = strchr(p, '/')) != NULL; p++) {
-        size_t len = strcspn(p + 1, "/");
+    static const char *const standard[] = {"GET",     "HEAD",    "POST",  "PUT",  "DELETE",
+                                           "CONNECT", "OPTIONS", "TRACE", "PATCH"};
 
-        if ((len == 1 && p[1] == '.') || (len == 2 && p[1] == '.' && p[2] == '.'))
-            return true;
-    }
+    for (size_t i = 0; i < sizeof standard / sizeof standard[0]; i++)
+        if (strcasecmp(method, standard[i]) == 0)
+            return strcmp(method, standard[i]) != 0;
     return false;
 }
 
 /* The first call for a request: its headers are in, its body not yet. Decides whether it
  * will be forwarded or refused. */
-static void begin(struct gw_request *rq, struct MHD_Connection *c, const char *path)
+static void begin(struct gw_request *rq, struct MHD_Connection *c)
 {
     const struct config *config = rq->runtime->config;
     const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    const char *reason = NULL;
 
     rq->has_body = length != NULL ||
                    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding") != NULL;
+    if (refuse_misread(rq, false))
+        return;
     if (rq->raw_uri[0] != '/') { /* absolute-form, CONNECT's authority-form, OPTIONS * */
         refuse(rq, MHD_HTTP_BAD_REQUEST, "the request target must be a path (origin-form)");
         return;
     }
-    if (refuse_ambiguous(rq, c))
-        return;
-    if (has_dot_segment(path)) {
-        refuse(rq, MHD_HTTP_BAD_REQUEST, "the path has a . or .. segment");
+    if (is_misspelled_method(rq->method)) {
+        refuse(rq, MHD_HTTP_BAD_REQUEST, "a standard method must be written in upper case");
         return;
     }
-    rq->route = gw_route_match(config, rq->method, path,
-                               MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"));
+    rq->path = malloc(strlen(rq->raw_uri) + 1);
+    if (rq->path == NULL) {
+        refuse(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
+        return;
+    }
+    if (gw_target_path(rq->raw_uri, rq->path, &reason) != 0) {
+        refuse(rq, MHD_HTTP_BAD_REQUEST, reason);
+        return;
+    }
+    if (!gw_host_is_valid(host)) {
+        refuse(rq, MHD_HTTP_BAD_REQUEST, "the Host field is not a host name or address");
+        return;
+    }
+    rq->route = gw_route_match(config, rq->method, rq->path, host);
     if (rq->route < 0)
         refuse(rq, MHD_HTTP_NOT_FOUND, "no route matches this request");
     else if (length != NULL && strtoull(length, NULL, 10) > config->server.max_body)
         refuse(rq, MHD_HTTP_CONTENT_TOO_LARGE, TOO_LARGE);
-    else if (!decide(rq, c))
-        refuse(rq, MHD_HTTP_TOO_MANY_REQUESTS, GW_DENIED_DETAIL);
+    else
+        decide(rq, c);
 }
 
 static void take_body(struct gw_request *rq, const char *data, size_t len)
@@ -390,7 +437,10 @@ static void take_body(struct gw_request *rq, const char *data, size_t len)
 struct header_walk {
     struct curl_slist *list;
     const char *connection;
-    bool failed, has_accept, has_content_type;
+    bool trusted_peer;       /* its X-Forwarded-Proto and -Host are passed on */
+    bool keep_underscores;   /* server.underscores_in_headers */
+    unsigned dropped;        /* names with '_' left out */
+    bool failed, has_accept, has_content_type, has_proto, has_forwarded_host;
 };
 
 static void append_line(struct header_walk *w, const char *line)
@@ -418,17 +468,18 @@ static void append_field(struct header_walk *w, const char *name, const char *va
     free(line);
 }
 
-/* Fields the gateway itself sets, or that libcurl derives from the body. */
-static bool replaced_by_gateway(const char *name)
+/* Fields the gateway itself sets, or that libcurl derives from the body. A trusted proxy's
+ * X-Forwarded-Proto and -Host describe the client's side of it, and are kept. */
+static bool replaced_by_gateway(const char *name, bool trusted_peer)
 {
     static const char *const replaced[] = {"Host", "Content-Length", "Expect",
-                                           "X-Forwarded-For", "X-Forwarded-Proto",
-                                           "X-Forwarded-Host"};
+                                           "X-Forwarded-For"};
 
     for (size_t i = 0; i < sizeof replaced / sizeof replaced[0]; i++)
         if (strcasecmp(name, replaced[i]) == 0)
             return true;
-    return false;
+    return !trusted_peer && (strcasecmp(name, "X-Forwarded-Proto") == 0 ||
+                             strcasecmp(name, "X-Forwarded-Host") == 0);
 }
 
 static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, const char *name,
@@ -438,8 +489,16 @@ static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, co
 
     (void)kind;
     if (value == NULL || gw_header_is_hop_by_hop(name, w->connection) ||
-        replaced_by_gateway(name))
+        replaced_by_gateway(name, w->trusted_peer))
         return MHD_YES;
+    /* CGI-style upstreams read X_API_Key as X-API-Key: a second spelling of a field that
+     * sluice may have keyed on. Left out, as nginx does. */
+    if (!w->keep_underscores && strchr(name, '_') != NULL) {
+        w->dropped++;
+        return MHD_YES;
+    }
+    w->has_proto |= strcasecmp(name, "X-Forwarded-Proto") == 0;
+    w->has_forwarded_host |= strcasecmp(name, "X-Forwarded-Host") == 0;
     w->has_accept |= strcasecmp(name, "Accept") == 0;
     w->has_content_type |= strcasecmp(name, "Content-Type") == 0;
     append_field(w, name, value);
@@ -448,21 +507,26 @@ static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, co
 
 /* The header list sent upstream: the client's end-to-end fields as they came, Host kept,
  * X-Forwarded-* set, and libcurl kept from adding fields of its own. */
-static struct curl_slist *upstream_headers(struct MHD_Connection *c)
+static struct curl_slist *upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
 {
+    const struct config *config = rq->runtime->config;
     char *connection = joined_header(c, "Connection");
     char *forwarded_for = joined_header(c, "X-Forwarded-For");
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
-    struct header_walk w = {NULL, connection, false, false, false};
+    struct header_walk w = {.connection = connection,
+                            .keep_underscores = config->server.underscores_in_headers};
     struct gw_addr peer;
     char peer_text[64] = "unknown", *xff;
     size_t xff_len;
 
+    if (peer_addr(c, &peer) == 0) {
+        inet_ntop(peer.family, peer.bytes, peer_text, sizeof peer_text);
+        w.trusted_peer = gw_cidrs_contain(&config->server.trusted_proxies, &peer);
+    }
     MHD_get_connection_values(c, MHD_HEADER_KIND, copy_request_field, &w);
+    rq->dropped_headers = w.dropped;
     if (host != NULL)
         append_field(&w, "Host", host);
-    if (peer_addr(c, &peer) == 0)
-        inet_ntop(peer.family, peer.bytes, peer_text, sizeof peer_text);
     xff_len = (forwarded_for ? strlen(forwarded_for) : 0) + strlen(peer_text) + 3;
     xff = malloc(xff_len);
     if (xff != NULL) {
@@ -470,8 +534,9 @@ static struct curl_slist *upstream_headers(struct MHD_Connection *c)
                  forwarded_for ? ", " : "", peer_text);
         append_field(&w, "X-Forwarded-For", xff);
     }
-    append_field(&w, "X-Forwarded-Proto", "http");
-    if (host != NULL)
+    if (!w.has_proto)
+        append_field(&w, "X-Forwarded-Proto", "http");
+    if (host != NULL && !w.has_forwarded_host)
         append_field(&w, "X-Forwarded-Host", host);
     /* Empty values: libcurl leaves out the fields it would add of its own. */
     append_line(&w, "Expect:");
@@ -547,7 +612,7 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     upstream = rq->upstream = gw_upstream_acquire();
     url_len = strlen(route->upstream) + strlen(route->upstream_base_path) + strlen(rq->raw_uri) + 1;
     rq->upstream_url = malloc(url_len);
-    rq->upstream_headers = upstream_headers(c);
+    rq->upstream_headers = upstream_headers(rq, c);
     if (upstream == NULL || rq->upstream_url == NULL || rq->upstream_headers == NULL)
         return respond_problem(rq, c, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
     snprintf(rq->upstream_url, url_len, "%s%s%s", route->upstream, route->upstream_base_path,
@@ -599,13 +664,13 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
 /* --- the request's life ---------------------------------------------------------------- */
 
 enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,
-                                  const char *path, const char *method, const char *upload_data,
+                                  const char *method, const char *upload_data,
                                   size_t *upload_data_size)
 {
     if (!rq->started) {
         rq->started = true;
         rq->method = method;
-        begin(rq, c, path);
+        begin(rq, c);
         /* Answering now makes libmicrohttpd close the connection after the answer; worth it
          * only to avoid reading a body that is refused anyway. Otherwise answer at the final
          * call, and the connection stays open. */
@@ -618,7 +683,7 @@ enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (rq->refusal != 0)
+    if (rq->refusal != 0 || refuse_misread(rq, true))
         return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
     return forward(rq, c);
 }
@@ -627,10 +692,13 @@ void gw_request_done(struct gw_request *rq)
 {
     int64_t now = limiter_now_ns();
     const struct config_route *route = route_of(rq);
+    /* A refused head reached libmicrohttpd as a stand-in (wire.h): its line says nothing. */
+    bool stand_in = rq->head->fault != 0 && !rq->head->fault_in_body &&
+                    rq->head->fault_at == rq->index;
     struct gw_access_entry entry = {
         .route = route ? route->name : NULL,
-        .method = rq->method ? rq->method : "",
-        .target = rq->raw_uri,
+        .method = rq->method && !stand_in ? rq->method : "-",
+        .target = stand_in ? "-" : rq->raw_uri,
         .status = rq->status,
         .decision = gw_decision_name(rq->decision),
         .upstream_status = rq->upstream_status,
@@ -638,6 +706,7 @@ void gw_request_done(struct gw_request *rq)
         .duration_ns = now - rq->start_ns,
         .bytes = rq->bytes,
         .client_key = rq->key[0] ? rq->key : NULL,
+        .dropped_headers = rq->dropped_headers,
     };
 
     gw_upstream_release(rq->upstream);
@@ -649,6 +718,7 @@ void gw_request_done(struct gw_request *rq)
     curl_slist_free_all(rq->upstream_headers);
     free(rq->upstream_url);
     free(rq->body);
+    free(rq->path);
     free(rq->raw_uri);
     free(rq);
 }

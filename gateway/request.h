@@ -14,18 +14,22 @@
 
 #include <microhttpd.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "runtime.h"
 
+struct gw_head;
 struct gw_request;
 
-/* A request that has just named its target. It takes over the caller's reference to
- * `runtime`. NULL when memory is short. */
-struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri);
+/* A request that has just named its target, the `index`th (from 0) on a connection whose
+ * strict reading is `head` (head.h; it must outlive the request). It takes over the caller's
+ * reference to `runtime`. NULL when memory is short. */
+struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
+                                  const struct gw_head *head, uint32_t index);
 
 /* One call of libmicrohttpd's access handler for this request. */
 enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,
-                                  const char *path, const char *method, const char *upload_data,
+                                  const char *method, const char *upload_data,
                                   size_t *upload_data_size);
 
 /* The request is over (answered, or the client left): counts it, logs it, frees it. */

@@ -47,6 +47,8 @@ const char *gw_status_title(unsigned status)
         return "Content Too Large";
     case 429:
         return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
     case 500:
         return "Internal Server Error";
     case 501:
@@ -57,6 +59,8 @@ const char *gw_status_title(unsigned status)
         return "Service Unavailable";
     case 504:
         return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
     default:
         return "Error";
     }

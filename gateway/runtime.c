@@ -1,6 +1,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "runtime.h"
@@ -16,7 +17,20 @@ static void limit_release(struct gw_limit *limit)
     limiter_free(limit->limiter);
     free(limit->route);
     free(limit->name);
+    free(limit->key_name);
     free(limit);
+}
+
+/* Header names are case-insensitive, query parameter names are not. */
+static bool same_key(const struct gw_limit *limit, const struct config_limit *want)
+{
+    if (limit->key_kind != want->key_kind)
+        return false;
+    if (want->key_kind == CONFIG_KEY_IP)
+        return true;
+    if (want->key_kind == CONFIG_KEY_HEADER)
+        return strcasecmp(limit->key_name, want->key_name) == 0;
+    return strcmp(limit->key_name, want->key_name) == 0;
 }
 
 static bool same_params(const struct limiter_params *a, const struct limiter_params *b)
@@ -25,9 +39,11 @@ static bool same_params(const struct limiter_params *a, const struct limiter_par
            a->per_ns == b->per_ns && a->burst == b->burst && a->max_clients == b->max_clients;
 }
 
-/* The limiter of `route`'s limit `want` in `previous`, with a new reference, or NULL. */
+/* The limiter of `route`'s limit `cl`, run with `want`, in `previous`, with a new reference,
+ * or NULL. */
 static struct gw_limit *carried_over(const struct gw_runtime *previous, const char *route,
-                                     const char *name, const struct limiter_params *want)
+                                     const struct config_limit *cl,
+                                     const struct limiter_params *want)
 {
     for (size_t i = 0; previous != NULL && i < previous->config->n_routes; i++) {
         const struct gw_route_runtime *r = &previous->routes[i];
@@ -35,8 +51,8 @@ static struct gw_limit *carried_over(const struct gw_runtime *previous, const ch
         for (size_t j = 0; j < r->n_limits; j++) {
             struct gw_limit *limit = r->limits[j];
 
-            if (strcmp(limit->route, route) == 0 && strcmp(limit->name, name) == 0 &&
-                same_params(limiter_get_params(limit->limiter), want)) {
+            if (strcmp(limit->route, route) == 0 && strcmp(limit->name, cl->name) == 0 &&
+                same_key(limit, cl) && same_params(limiter_get_params(limit->limiter), want)) {
                 atomic_fetch_add(&limit->refs, 1);
                 return limit;
             }
@@ -60,13 +76,17 @@ static struct gw_limit *new_limit(const char *route, const struct config_limit *
     limit->metrics = metrics;
     limit->route = strdup(route);
     limit->name = strdup(cl->name);
+    limit->key_kind = cl->key_kind;
+    limit->key_name = cl->key_name ? strdup(cl->key_name) : NULL;
     limit->limiter = limiter_create(params, why);
-    if (limit->limiter == NULL || limit->route == NULL || limit->name == NULL) {
+    if (limit->limiter == NULL || limit->route == NULL || limit->name == NULL ||
+        (cl->key_name != NULL && limit->key_name == NULL)) {
         snprintf(err, err_len, "route %.100s, limit %.100s: %s", route, cl->name,
                  limit->limiter ? "out of memory" : why);
         limiter_free(limit->limiter);
         free(limit->route);
         free(limit->name);
+        free(limit->key_name);
         free(limit);
         return NULL;
     }
@@ -125,7 +145,7 @@ static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime 
                 params.burst = share_of(params.burst, rt->config->replicas);
         }
         params.max_clients = rt->config->max_clients;
-        r->limits[j] = carried_over(previous, cr->name, cr->limits[j].name, &params);
+        r->limits[j] = carried_over(previous, cr->name, &cr->limits[j], &params);
         if (r->limits[j] == NULL)
             r->limits[j] = new_limit(cr->name, &cr->limits[j], &params, r->metrics, err, err_len);
         if (r->limits[j] == NULL)

@@ -6,11 +6,14 @@
  * reference to the runtime it started under, so it finishes on that config whole, and an old
  * runtime is freed when its last request ends.
  *
- * Limiters carry over: a limit whose route name, limit name, parameters (algorithm, requests,
- * per, burst) and limiter.max_clients are all unchanged keeps its limiter, and with it every
- * client's state (a client that spent its quota stays limited). A limit that changed in any
- * of these starts afresh: every client gets the new limit's full quota. Limits of routes that
- * disappear are freed with the last runtime that uses them.
+ * Limiters carry over: a limit whose route name, limit name, key (its own or the route's),
+ * parameters (algorithm, requests, per, burst) and limiter.max_clients are all unchanged keeps
+ * its limiter, and with it every client's state (a client that spent its quota stays limited).
+ * A limit that changed in any of these starts afresh: every client gets the new limit's full
+ * quota. The key is part of it because the states are counted per client id: after `ip`
+ * became `header:X-API-Key`, states of addresses would only linger until evicted, and after
+ * `header:A` became `header:B` one client's count would pass to whoever sends the same value in
+ * B. Limits of routes that disappear are freed with the last runtime that uses them.
  */
 #ifndef SLUICE_GATEWAY_RUNTIME_H
 #define SLUICE_GATEWAY_RUNTIME_H
@@ -28,7 +31,10 @@
 struct gw_limit {
     _Atomic unsigned refs;
     struct limiter *limiter;
-    char *route, *name; /* what makes a limit "the same" across reloads, with its params */
+    /* What makes a limit "the same" across reloads, with its params. */
+    char *route, *name;
+    enum config_key_kind key_kind;
+    char *key_name; /* NULL for ip */
     struct gw_route_metrics *metrics;
 };
 

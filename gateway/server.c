@@ -15,6 +15,7 @@
 #include "proxy.h"
 #include "request.h"
 #include "server.h"
+#include "wire.h"
 
 /* What a running daemon was started with; changing these needs a restart. */
 struct fixed_settings {
@@ -24,9 +25,11 @@ struct fixed_settings {
     bool watch_config;
 };
 
-/* A client connection, watched for reading its request too slowly. */
+/* A client connection: its strict reader, and a watch for reading its request too slowly. */
 struct watched {
     int fd;
+    struct gw_wire *wire;
+    uint32_t requests; /* requests finished on it: the index of the current one */
     _Atomic int64_t read_deadline_ns; /* 0 while a request is being answered */
     bool head_seen;                    /* the current request's first call happened */
     struct watched *prev, *next;
@@ -62,23 +65,26 @@ static struct gw_runtime *acquire_runtime(struct gw_server *s)
 
 /* --- proxy daemon callbacks ------------------------------------------------------------ */
 
-static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
-{
-    struct gw_server *s = cls;
-    struct gw_request *rq = gw_request_new(acquire_runtime(s), uri);
-
-    (void)c;
-    if (rq != NULL)
-        atomic_fetch_add(&s->in_flight, 1);
-    return rq;
-}
-
 static struct watched *watched_of(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
     return info ? info->socket_context : NULL;
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    struct gw_server *s = cls;
+    struct watched *w = watched_of(c);
+    struct gw_request *rq;
+
+    if (w == NULL)
+        return NULL; /* not read strictly: on_request drops the connection */
+    rq = gw_request_new(acquire_runtime(s), uri, gw_wire_head(w->wire), w->requests);
+    if (rq != NULL)
+        atomic_fetch_add(&s->in_flight, 1);
+    return rq;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -97,7 +103,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         w->head_seen = true;
     else if (w != NULL && *upload_data_size == 0)
         atomic_store_explicit(&w->read_deadline_ns, 0, memory_order_relaxed);
-    return gw_request_handle(*req_cls, c, url, method, upload_data, upload_data_size);
+    (void)url; /* libmicrohttpd's decoding of the target; request.c reads it itself */
+    return gw_request_handle(*req_cls, c, method, upload_data, upload_data_size);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
@@ -109,6 +116,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     (void)why;
     if (w != NULL) { /* the next request on this connection must come in time, too */
         w->head_seen = false;
+        w->requests++;
         atomic_store_explicit(&w->read_deadline_ns, limiter_now_ns() + s->client_timeout_ns,
                               memory_order_relaxed);
     }
@@ -131,7 +139,12 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 
         w = calloc(1, sizeof *w);
-        if (w == NULL || info == NULL) {
+        if (w != NULL && info != NULL)
+            w->wire = gw_wire_attach(info->connect_fd);
+        if (w == NULL || w->wire == NULL) {
+            /* A connection that cannot be read strictly is not read at all. */
+            if (info != NULL)
+                shutdown(info->connect_fd, SHUT_RDWR);
             free(w);
             return;
         }
@@ -158,6 +171,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     if (w->next != NULL)
         w->next->prev = w->prev;
     pthread_mutex_unlock(&s->watch_lock);
+    gw_wire_detach(w->wire);
     free(w);
     *socket_context = NULL;
 }
@@ -312,6 +326,7 @@ static void free_server(struct gw_server *s)
         close(s->reaper_stop[1]);
     }
     pthread_mutex_destroy(&s->watch_lock);
+    gw_wire_cleanup();
     gw_runtime_release(s->current);
     gw_metrics_free(s->metrics);
     gw_store_free(s->store);
@@ -335,6 +350,12 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
     pthread_mutex_init(&s->swap, NULL);
     pthread_mutex_init(&s->watch_lock, NULL);
     s->client_timeout_ns = config->server.client_timeout_ns;
+    if (gw_wire_init() != 0) {
+        config_free(config);
+        snprintf(err, GW_ERR_LEN, "cannot read client connections strictly (recv() is not "
+                                  "sluice's, or memory is short)");
+        goto fail;
+    }
     if (pipe(s->reaper_stop) != 0) {
         s->reaper_stop[0] = s->reaper_stop[1] = 0;
     } else if (pthread_create(&s->reaper, NULL, reap_slow_clients, s) != 0) {

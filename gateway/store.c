@@ -13,7 +13,8 @@
 #define FIRST_BACKOFF   (100 * (int64_t)1000000)
 #define LONGEST_BACKOFF (5 * (int64_t)1000000000)
 
-/* KEYS[i]: limit i's key. ARGV[1]: the number of limits n; then per limit: algorithm (1
+/* KEYS[i]: limit i's key, made in C from that limit's own client key, so the script needs no
+ * notion of clients. ARGV[1]: the number of limits n; then per limit: algorithm (1
  * token_bucket, 2 gcra, 3 fixed_window, 4 sliding_window_log, 5 sliding_window_counter),
  * requests, per in microseconds, burst. Returns per limit: allowed (0/1), remaining, reset
  * and retry-after in milliseconds (rounded up). Writes happen only when every limit allows.
@@ -249,7 +250,7 @@ static int algorithm_code(const char *name)
  * `*broken`). */
 static int run_script(struct gw_store *s, redisContext *c, const char *route,
                       const char *const *names, const struct limiter_params *const *limits,
-                      size_t n, const char *client_key, struct limiter_decision *out,
+                      size_t n, const char *const *client_keys, struct limiter_decision *out,
                       bool *broken)
 {
     enum { MAX_ARGS = 4 + LIMITER_MAX_PER_REQUEST * 5 };
@@ -260,9 +261,6 @@ static int run_script(struct gw_store *s, redisContext *c, const char *route,
     redisReply *r = NULL;
     int argc = 0, rc = -1;
 
-    crypto_generichash(digest, sizeof digest, (const unsigned char *)client_key,
-                       strlen(client_key), NULL, 0);
-    sodium_bin2hex(client_hex, sizeof client_hex, digest, sizeof digest);
     pthread_mutex_lock(&s->lock);
     memcpy(sha, s->sha, sizeof sha);
     pthread_mutex_unlock(&s->lock);
@@ -272,6 +270,9 @@ static int run_script(struct gw_store *s, redisContext *c, const char *route,
     snprintf(numbers[0], sizeof numbers[0], "%zu", n);
     argv[argc++] = numbers[0];
     for (size_t i = 0; i < n; i++) {
+        crypto_generichash(digest, sizeof digest, (const unsigned char *)client_keys[i],
+                           strlen(client_keys[i]), NULL, 0);
+        sodium_bin2hex(client_hex, sizeof client_hex, digest, sizeof digest);
         snprintf(keys[i], sizeof keys[i], "%.64s%.64s:%.64s:%s", s->prefix, route, names[i],
                  client_hex);
         argv[argc++] = keys[i];
@@ -374,7 +375,7 @@ static void note_success(struct gw_store *s)
 enum gw_store_result gw_store_decide(struct gw_store *s, const char *route,
                                      const char *const *names,
                                      const struct limiter_params *const *limits, size_t n,
-                                     const char *client_key, struct limiter_decision *out)
+                                     const char *const *client_keys, struct limiter_decision *out)
 {
     bool probe, pooled = false;
 
@@ -386,7 +387,8 @@ enum gw_store_result gw_store_decide(struct gw_store *s, const char *route,
         redisContext *c = take_connection(s, &pooled);
         bool broken = true;
 
-        if (c != NULL && run_script(s, c, route, names, limits, n, client_key, out, &broken) == 0) {
+        if (c != NULL &&
+            run_script(s, c, route, names, limits, n, client_keys, out, &broken) == 0) {
             give_back(s, c);
             note_success(s);
             return GW_STORE_OK;

@@ -6,9 +6,12 @@
  * or none is. It reads the Redis server's own clock (TIME), so replicas with skewed clocks
  * agree, and every key carries a TTL, so idle clients expire in Redis. Keys are
  * PREFIX ROUTE ":" LIMIT ":" BLAKE2b-128(client key) in hex (the window algorithms add the
- * window's start), so no raw API key is stored. token_bucket and gcra are both kept as a
- * theoretical arrival time in microseconds (the same contract); fixed_window and
- * sliding_window_counter as counters per window; sliding_window_log as a sorted set.
+ * window's start), so no raw API key is stored. Each limit hashes its own client key (a route
+ * may count one limit per API key and another per address); the script gets the finished
+ * keys, so all of a request's limits still go in one EVALSHA, and a limit keyed as before
+ * keeps its Redis keys. token_bucket and gcra are both kept as a theoretical arrival time in
+ * microseconds (the same contract); fixed_window and sliding_window_counter as counters per
+ * window; sliding_window_log as a sorted set.
  *
  * Connections come from a small pool; each call is bounded by `timeout` for connecting,
  * sending and reading. A failure (refused, timed out, an error reply) marks the store
@@ -38,12 +41,13 @@ enum gw_store_result {
 struct gw_store *gw_store_new(const struct config *config);
 void gw_store_free(struct gw_store *store);
 
-/* Decides one request of `client_key` on `route` against `n` limits (names and parameters,
- * burst already defaulted), filling one decision each. */
+/* Decides one request on `route` against `n` limits (names and parameters, burst already
+ * defaulted), limit i counting it under `client_keys[i]`, filling one decision each: all are
+ * charged, or none. Nothing passed in is kept. */
 enum gw_store_result gw_store_decide(struct gw_store *store, const char *route,
                                      const char *const *limit_names,
                                      const struct limiter_params *const *limits, size_t n,
-                                     const char *client_key, struct limiter_decision *out);
+                                     const char *const *client_keys, struct limiter_decision *out);
 
 /* The store's lines for /metrics: sluice_store_errors_total, sluice_store_degraded. */
 void gw_store_render_metrics(const struct gw_store *store, FILE *out);

@@ -129,7 +129,7 @@ static bool distinct(struct limiter *const *limiters, size_t n)
     return true;
 }
 
-int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *client_id,
+int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *const *client_ids,
                        int64_t now_ns, struct limiter_decision *out)
 {
     struct client_slot *slots[LIMITER_MAX_PER_REQUEST];
@@ -149,15 +149,26 @@ int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *cl
         }
         out[i].limit = limiters[i]->params.requests;
     }
-    if (client_id == NULL || client_id[0] == '\0' || now_ns < 0 || now_ns > LIMITER_MAX_NOW_NS ||
-        !distinct(limiters, n)) {
+    if (client_ids == NULL || now_ns < 0 || now_ns > LIMITER_MAX_NOW_NS || !distinct(limiters, n)) {
         errno = EINVAL;
         return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (client_ids[i] == NULL || client_ids[i][0] == '\0') {
+            errno = EINVAL;
+            return -1;
+        }
     }
 
     /* Slots are locked in one global order, by limiter address, whatever the caller's order:
      * two callers holding the same limiters in different orders (a reload that reorders a
-     * route's limits keeps their limiters) must not each wait for the other. */
+     * route's limits keeps their limiters) must not each wait for the other. The order needs
+     * nothing from the client ids: the limiters are distinct and each gives exactly one slot,
+     * so ordering the limiters orders the slots, whichever client each slot belongs to. Within
+     * one limiter a caller holds at most that one slot, and takes it last (after the shard
+     * mutex, see table.h), so two callers with different ids for the same limiter never hold
+     * one lock each that the other wants. Were one limiter ever passed twice with two ids, its
+     * two slots would have no order between them; distinct() refuses that. */
     for (size_t i = 0; i < n; i++)
         order[i] = i;
     for (size_t i = 1; i < n; i++)
@@ -173,8 +184,8 @@ int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *cl
 
         /* SipHash with a secret key: clients cannot aim their keys at one shard or chain, and
          * a 128-bit digest makes two distinct ids sharing a state practically impossible. */
-        crypto_shorthash_siphashx24((unsigned char *)key, (const unsigned char *)client_id,
-                                    strlen(client_id), limiters[i]->hash_key);
+        crypto_shorthash_siphashx24((unsigned char *)key, (const unsigned char *)client_ids[i],
+                                    strlen(client_ids[i]), limiters[i]->hash_key);
         slots[i] = limiter_table_lock_client(limiters[i]->clients, key, now_ns);
     }
     /* One limit needs no separate check: a denial charges nothing anyway. */
@@ -196,7 +207,7 @@ int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *cl
 int limiter_decide(struct limiter *limiter, const char *client_id, int64_t now_ns,
                    struct limiter_decision *out)
 {
-    return limiter_decide_all(&limiter, 1, client_id, now_ns, out);
+    return limiter_decide_all(&limiter, 1, &client_id, now_ns, out);
 }
 
 bool limiter_allow_request(struct limiter *limiter, const char *client_id)

@@ -93,13 +93,20 @@ int limiter_decide(struct limiter *limiter, const char *client_id, int64_t now_n
                    struct limiter_decision *out);
 
 /* Several limits on one request, as one decision: the request is allowed only if every
- * limiter allows it, and when any denies, none of them is charged. The client's state in
- * every limiter is held locked (in one global order) while they are checked and then charged, so
- * concurrent requests cannot slip between the check and the charge. `limiters` must be
- * distinct, at most LIMITER_MAX_PER_REQUEST; `out` receives one decision per limiter (on a
- * denial, the allowing ones report as if charged). Returns as limiter_decide(). */
+ * limiter allows it, and when any denies, none of them is charged. Each limiter counts the
+ * request under its own client id, `client_ids[i]` for `limiters[i]` (non-empty strings; they
+ * may differ, so that one request is counted per API key by one limit and per address by
+ * another, or be the same). The client's state in every limiter is held locked (in one global
+ * order) while they are checked and then charged, so concurrent requests cannot slip between
+ * the check and the charge. `limiters` must be distinct, at most LIMITER_MAX_PER_REQUEST;
+ * `out` receives one decision per limiter (on a denial, the allowing ones report as if
+ * charged). Nothing is kept of `client_ids` after the call. Returns as limiter_decide().
+ *
+ * Example: limiters {per_key: 100/min, per_ip: 300/min}, client_ids {"header:k1",
+ * "ip:203.0.113.7"}. A client rotating keys gets a fresh per_key state each time, but every
+ * one of its requests is charged to the same per_ip state, so it is held to 300 a minute. */
 #define LIMITER_MAX_PER_REQUEST 8
-int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *client_id,
+int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *const *client_ids,
                        int64_t now_ns, struct limiter_decision *out);
 
 /* The single entry point of the classic design: true when the request may pass now. Invalid

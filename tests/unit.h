@@ -18,5 +18,7 @@ void register_routes_tests(void);
 void register_keys_tests(void);
 void register_headers_tests(void);
 void register_respond_tests(void);
+void register_head_tests(void);
+void register_target_tests(void);
 
 #endif

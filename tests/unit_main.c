@@ -28,6 +28,8 @@ int main(int argc, char **argv)
     register_keys_tests();
     register_headers_tests();
     register_respond_tests();
+    register_head_tests();
+    register_target_tests();
 
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)

@@ -5,6 +5,8 @@
 
 #include "../unit.h"
 #include "config.h"
+#include "metrics.h"
+#include "runtime.h"
 
 static char path[64];
 
@@ -60,7 +62,7 @@ static void test_example_loads(void)
     CU_ASSERT_PTR_NULL(c->routes[0].methods[2]);
     CU_ASSERT_EQUAL(c->routes[0].key_kind, CONFIG_KEY_HEADER);
     CU_ASSERT_STRING_EQUAL(c->routes[0].key_name, "X-API-Key");
-    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_limits, 2);
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_limits, 3);
     CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].name, "burst");
     CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].params.algorithm, "token_bucket");
     CU_ASSERT_EQUAL(c->routes[0].limits[0].params.requests, 10);
@@ -68,6 +70,12 @@ static void test_example_loads(void)
     CU_ASSERT_EQUAL(c->routes[0].limits[0].params.burst, 5);
     CU_ASSERT_STRING_EQUAL(c->routes[0].limits[1].name, "daily");
     CU_ASSERT_EQUAL(c->routes[0].limits[1].params.per_ns, 86400000000000);
+    CU_ASSERT_EQUAL(c->routes[0].limits[1].key_kind, CONFIG_KEY_HEADER); /* the route's */
+    CU_ASSERT_STRING_EQUAL(c->routes[0].limits[1].key_name, "X-API-Key");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].limits[2].name, "per_address");
+    CU_ASSERT_EQUAL(c->routes[0].limits[2].key_kind, CONFIG_KEY_IP); /* its own */
+    CU_ASSERT_PTR_NULL(c->routes[0].limits[2].key_name);
+    CU_ASSERT_FALSE(c->server.underscores_in_headers);
     CU_ASSERT_STRING_EQUAL(c->routes[1].limits[0].name, "default"); /* named after its route */
     CU_ASSERT_STRING_EQUAL(c->routes[0].upstream, "http://127.0.0.1:9000"); /* ${..:-default} */
     CU_ASSERT_TRUE(c->server.watch_config);
@@ -98,8 +106,177 @@ static void test_defaults_and_upstream_parts(void)
     CU_ASSERT_EQUAL(c->routes[0].n_limits, 0);
     CU_ASSERT_TRUE(c->routes[0].tls_verify);
     CU_ASSERT_PTR_NULL(c->routes[0].methods);
+    CU_ASSERT_FALSE(c->server.underscores_in_headers);
     config_free(c);
     unlink(path);
+}
+
+/* Each limit counts under its own key: the one it names, or else its route's, whichever comes
+ * first in the file; also on the single-mapping form. */
+static void test_per_limit_keys(void)
+{
+    char *errors = NULL;
+    struct config *c = load_text(
+        ROUTE_HEAD "    limit:\n"
+                   "      - {name: per_key, algorithm: token_bucket, requests: 100, per: 1m}\n"
+                   "      - {name: per_ip, algorithm: sliding_window_counter, requests: 300, "
+                   "per: 1m, key: ip}\n"
+                   "      - {name: per_user, algorithm: gcra, requests: 5, per: 1s, "
+                   "key: \"query:user\"}\n"
+                   "    key: \"header:X-API-Key\"\n"
+                   "  - name: one\n    match: {path_prefix: /one/}\n"
+                   "    upstream: \"http://127.0.0.1:9000\"\n"
+                   "    limit: {algorithm: gcra, requests: 5, per: 1s, key: \"header:X-Token\"}\n"
+                   "  - name: plain\n    match: {path_prefix: /plain/}\n"
+                   "    upstream: \"http://127.0.0.1:9000\"\n"
+                   "    limit: {algorithm: gcra, requests: 5, per: 1s}\n",
+        &errors);
+    const struct config_route *r;
+
+    if (c == NULL)
+        fprintf(stderr, "\n%s", errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    r = &c->routes[0];
+    CU_ASSERT_EQUAL_FATAL(r->n_limits, 3);
+    CU_ASSERT_EQUAL(r->limits[0].key_kind, CONFIG_KEY_HEADER); /* key: came after limit: */
+    CU_ASSERT_STRING_EQUAL(r->limits[0].key_name, "X-API-Key");
+    CU_ASSERT_PTR_NOT_EQUAL(r->limits[0].key_name, r->key_name); /* a copy of its own */
+    CU_ASSERT_EQUAL(r->limits[1].key_kind, CONFIG_KEY_IP);
+    CU_ASSERT_PTR_NULL(r->limits[1].key_name);
+    CU_ASSERT_EQUAL(r->limits[2].key_kind, CONFIG_KEY_QUERY);
+    CU_ASSERT_STRING_EQUAL(r->limits[2].key_name, "user");
+    CU_ASSERT_EQUAL(r->key_kind, CONFIG_KEY_HEADER); /* the route's own is unchanged */
+    r = &c->routes[1];
+    CU_ASSERT_EQUAL_FATAL(r->n_limits, 1);
+    CU_ASSERT_STRING_EQUAL(r->limits[0].name, "one");
+    CU_ASSERT_EQUAL(r->limits[0].key_kind, CONFIG_KEY_HEADER);
+    CU_ASSERT_STRING_EQUAL(r->limits[0].key_name, "X-Token");
+    CU_ASSERT_EQUAL(r->key_kind, CONFIG_KEY_IP);
+    r = &c->routes[2];
+    CU_ASSERT_EQUAL(r->limits[0].key_kind, CONFIG_KEY_IP); /* the route's default */
+    CU_ASSERT_PTR_NULL(r->limits[0].key_name);
+    config_free(c);
+    unlink(path);
+
+    /* A limit's key is checked like a route's, and reported where it stands. */
+    expect_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 1, per: 1s, key: cookie:x}\n",
+                 5, 57, "key: expected ip, header:NAME or query:NAME, not \"cookie:x\"");
+    expect_error(ROUTE_HEAD "    limit:\n      - name: a\n        algorithm: gcra\n"
+                            "        requests: 1\n        per: 1s\n        key: \"header:\"\n",
+                 10, 14, "key: expected ip, header:NAME or query:NAME");
+    expect_error(ROUTE_HEAD "    limit:\n      - name: a\n        algorithm: gcra\n"
+                            "        requests: 1\n        per: 1s\n        key: [ip]\n",
+                 10, 14, "key: expected a single value, found a list");
+    expect_error(ROUTE_HEAD
+                 "    limit: {algorithm: gcra, requests: 1, per: 1s, key: ip, key: ip}\n",
+                 5, 61, "\"key\" appears twice");
+}
+
+/* Header names with '_': a key on one is an error unless server.underscores_in_headers, which
+ * may come before or after the routes. */
+static void test_underscores_in_headers(void)
+{
+    static const char *const route_key =
+        ROUTE_HEAD "    key: \"header:X_Api_Key\"\n"
+                   "    limit: {algorithm: gcra, requests: 1, per: 1s}\n";
+    static const char *const limit_key =
+        ROUTE_HEAD "    limit:\n      - {name: a, algorithm: gcra, requests: 1, per: 1s, "
+                   "key: \"header:X_Api_Key\"}\n";
+    char *errors = NULL, yaml[512];
+    struct config *c;
+
+    expect_error(route_key, 5, 10,
+                 "key: header X_Api_Key has '_', which sluice drops unless "
+                 "server.underscores_in_headers: true");
+    expect_error(limit_key, 6, 63, "header X_Api_Key has '_'");
+    expect_error("server: {underscores_in_headers: false}\n" ROUTE_HEAD
+                 "    key: \"header:${SLUICE_TEST_UNSET_HEADER:-A_B}\"\n",
+                 6, 10, "header A_B has '_'");
+    expect_error("server: {underscores_in_headers: maybe}\n" ROUTE_HEAD, 1, 34,
+                 "expected true or false");
+
+    snprintf(yaml, sizeof yaml, "server: {underscores_in_headers: true}\n%s", route_key);
+    c = load_text(yaml, &errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_TRUE(c->server.underscores_in_headers);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].key_name, "X_Api_Key");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].key_name, "X_Api_Key");
+    config_free(c);
+    unlink(path);
+
+    snprintf(yaml, sizeof yaml, "%sserver: {underscores_in_headers: true}\n", limit_key);
+    c = load_text(yaml, &errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].key_name, "X_Api_Key");
+    config_free(c);
+    unlink(path);
+
+    /* Only headers: a query parameter with '_' is forwarded untouched. */
+    c = load_text(ROUTE_HEAD "    key: \"query:api_key\"\n", &errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    config_free(c);
+    unlink(path);
+}
+
+/* The runtime built for a reloaded config: a limit keeps its limiter (and every client's
+ * state) only while its key is unchanged too. It lives here because the limit's key is config,
+ * and the unit runner links the gateway anyway. */
+static struct gw_runtime *runtime_for(const char *limits, struct gw_runtime *previous,
+                                      struct gw_metrics *metrics)
+{
+    char *errors = NULL, yaml[1024], err[256] = "";
+    struct config *c;
+    struct gw_runtime *rt;
+
+    snprintf(yaml, sizeof yaml,
+             "server: {access_log: \"off\"}\n" ROUTE_HEAD "    key: \"header:X-API-Key\"\n"
+             "    limit:\n%s",
+             limits);
+    c = load_text(yaml, &errors);
+    if (c == NULL)
+        fprintf(stderr, "\n%s", errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    unlink(path);
+    rt = gw_runtime_build(c, previous, metrics, NULL, err, sizeof err);
+    if (rt == NULL)
+        fprintf(stderr, "\n%s\n", err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    return rt;
+}
+
+static void test_reload_with_another_key_starts_afresh(void)
+{
+    static const char *const before =
+        "      - {name: a, algorithm: gcra, requests: 5, per: 1s}\n"
+        "      - {name: b, algorithm: gcra, requests: 5, per: 1s, key: ip}\n"
+        "      - {name: c, algorithm: gcra, requests: 5, per: 1s, key: \"header:X-One\"}\n";
+    /* b and c change only their keys (c only the case of its header's name); a inherits the
+     * same key, now spelt out. */
+    static const char *const after =
+        "      - {name: a, algorithm: gcra, requests: 5, per: 1s, key: \"header:X-API-Key\"}\n"
+        "      - {name: b, algorithm: gcra, requests: 5, per: 1s, key: \"query:k\"}\n"
+        "      - {name: c, algorithm: gcra, requests: 5, per: 1s, key: \"header:x-one\"}\n";
+    static const char *const again =
+        "      - {name: a, algorithm: gcra, requests: 5, per: 1s, key: ip}\n"
+        "      - {name: b, algorithm: gcra, requests: 5, per: 1s, key: \"query:k\"}\n"
+        "      - {name: c, algorithm: gcra, requests: 5, per: 1s, key: \"header:X-Two\"}\n";
+    struct gw_metrics *metrics = gw_metrics_new();
+    struct gw_runtime *first, *second, *third;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(metrics);
+    first = runtime_for(before, NULL, metrics);
+    second = runtime_for(after, first, metrics);
+    CU_ASSERT_PTR_EQUAL(second->routes[0].limits[0], first->routes[0].limits[0]);
+    CU_ASSERT_PTR_NOT_EQUAL(second->routes[0].limits[1], first->routes[0].limits[1]);
+    CU_ASSERT_PTR_EQUAL(second->routes[0].limits[2], first->routes[0].limits[2]);
+    third = runtime_for(again, second, metrics);
+    CU_ASSERT_PTR_NOT_EQUAL(third->routes[0].limits[0], second->routes[0].limits[0]);
+    CU_ASSERT_PTR_EQUAL(third->routes[0].limits[1], second->routes[0].limits[1]);
+    CU_ASSERT_PTR_NOT_EQUAL(third->routes[0].limits[2], second->routes[0].limits[2]);
+    gw_runtime_release(first);
+    gw_runtime_release(second);
+    gw_runtime_release(third);
+    gw_metrics_free(metrics);
 }
 
 static void test_errors_are_positioned(void)
@@ -265,5 +442,9 @@ void register_load_tests(void)
     add_test(s, "every problem is reported", test_all_errors_reported);
     add_test(s, "${VAR} and ${VAR:-default}", test_environment);
     add_test(s, "the shared store's settings", test_store_settings);
+    add_test(s, "each limit's own key, or its route's", test_per_limit_keys);
+    add_test(s, "header keys with '_' and underscores_in_headers", test_underscores_in_headers);
+    add_test(s, "a reload that changes a limit's key starts it afresh",
+             test_reload_with_another_key_starts_afresh);
     add_test(s, "a missing file is an error", test_missing_file);
 }

@@ -77,6 +77,46 @@ static void test_cidrs(void)
     CU_ASSERT_EQUAL(config_parse_cidr("/8", &c), -1);
 }
 
+static void test_mapped_cidrs(void)
+{
+    struct config_cidr c;
+
+    /* IPv4-mapped blocks are the IPv4 blocks they name. */
+    CU_ASSERT_EQUAL(config_parse_cidr("::ffff:10.0.0.0/104", &c), 0);
+    CU_ASSERT_EQUAL(c.family, AF_INET);
+    CU_ASSERT_EQUAL(c.prefix_len, 8);
+    CU_ASSERT_EQUAL(c.addr[0], 10);
+    CU_ASSERT_EQUAL(c.addr[1], 0);
+    CU_ASSERT_EQUAL(c.addr[12], 0);
+    CU_ASSERT_EQUAL(config_parse_cidr("::ffff:203.0.113.3", &c), 0);
+    CU_ASSERT_EQUAL(c.family, AF_INET);
+    CU_ASSERT_EQUAL(c.prefix_len, 32);
+    CU_ASSERT_EQUAL(c.addr[0], 203);
+    CU_ASSERT_EQUAL(c.addr[3], 3);
+    CU_ASSERT_EQUAL(config_parse_cidr("::FFFF:c000:0200/120", &c), 0); /* 192.0.2.0/24 */
+    CU_ASSERT_EQUAL(c.family, AF_INET);
+    CU_ASSERT_EQUAL(c.prefix_len, 24);
+    CU_ASSERT_EQUAL(c.addr[0], 192);
+    CU_ASSERT_EQUAL(config_parse_cidr("::ffff:0.0.0.0/96", &c), 0); /* all of IPv4 */
+    CU_ASSERT_EQUAL(c.family, AF_INET);
+    CU_ASSERT_EQUAL(c.prefix_len, 0);
+    CU_ASSERT_EQUAL(config_parse_cidr("::ffff:203.0.113.3/128", &c), 0);
+    CU_ASSERT_EQUAL(c.prefix_len, 32);
+    /* Host bits are checked on the IPv4 block. */
+    CU_ASSERT_EQUAL(config_parse_cidr("::ffff:10.1.0.0/104", &c), -1);
+    /* Shorter than /96: IPv4 and IPv6 in one block. */
+    CU_ASSERT_EQUAL(config_parse_cidr("::ffff:0.0.0.0/95", &c), -1);
+    CU_ASSERT_EQUAL(config_parse_cidr("::ffff:0.0.0.0/80", &c), -1);
+    CU_ASSERT_EQUAL(config_parse_cidr("::ffff:10.0.0.0/8", &c), -1);
+    CU_ASSERT_EQUAL(config_parse_cidr("::ffff:10.0.0.0/129", &c), -1);
+    /* Not mapped: IPv6 as before. */
+    CU_ASSERT_EQUAL(config_parse_cidr("::10.0.0.0/104", &c), 0);
+    CU_ASSERT_EQUAL(c.family, AF_INET6);
+    CU_ASSERT_EQUAL(config_parse_cidr("::/0", &c), 0);
+    CU_ASSERT_EQUAL(c.family, AF_INET6);
+    CU_ASSERT_EQUAL(c.prefix_len, 0);
+}
+
 static void test_endpoints(void)
 {
     struct config_endpoint e;
@@ -107,5 +147,6 @@ void register_units_tests(void)
     add_test(s, "durations", test_durations);
     add_test(s, "sizes", test_sizes);
     add_test(s, "address blocks", test_cidrs);
+    add_test(s, "IPv4-mapped address blocks are IPv4", test_mapped_cidrs);
     add_test(s, "host:port", test_endpoints);
 }

@@ -73,6 +73,121 @@ static void test_trusted_peer_walks_from_the_right(void)
     CU_ASSERT_STRING_EQUAL(key, "ip:2001:db8:1:2::/64");
 }
 
+/* The key gw_addr_parse gives `text`, or "" when it refuses it. */
+static const char *parsed_key(const char *text, char out[GW_KEY_LEN])
+{
+    struct gw_addr a;
+
+    out[0] = '\0';
+    if (gw_addr_parse(text, strlen(text), &a) == 0)
+        key_of(&a, out);
+    return out;
+}
+
+static void test_entry_forms(void)
+{
+    char key[GW_KEY_LEN];
+
+    CU_ASSERT_STRING_EQUAL(parsed_key("203.0.113.7", key), "ip:203.0.113.7");
+    CU_ASSERT_STRING_EQUAL(parsed_key(" 203.0.113.7\t", key), "ip:203.0.113.7");
+    /* Ports, as some load balancers write them. */
+    CU_ASSERT_STRING_EQUAL(parsed_key("203.0.113.7:4711", key), "ip:203.0.113.7");
+    CU_ASSERT_STRING_EQUAL(parsed_key(" 203.0.113.7:0 ", key), "ip:203.0.113.7");
+    CU_ASSERT_STRING_EQUAL(parsed_key("203.0.113.7:65535", key), "ip:203.0.113.7");
+    CU_ASSERT_STRING_EQUAL(parsed_key("[2001:db8::1]:443", key), "ip:2001:db8::/64");
+    CU_ASSERT_STRING_EQUAL(parsed_key("[2001:db8::1]", key), "ip:2001:db8::/64");
+    CU_ASSERT_STRING_EQUAL(parsed_key(" [2001:db8::1]:443 ", key), "ip:2001:db8::/64");
+    /* Unbracketed, a last ":443" is an IPv6 group: inet_pton decides. */
+    CU_ASSERT_STRING_EQUAL(parsed_key("2001:db8:1:2::1:443", key), "ip:2001:db8:1:2::/64");
+    CU_ASSERT_STRING_EQUAL(parsed_key("2001:db8:1:2:3:4:5:6:443", key), "");
+    /* IPv4-mapped is IPv4, with or without brackets and port. */
+    CU_ASSERT_STRING_EQUAL(parsed_key("::ffff:203.0.113.3", key), "ip:203.0.113.3");
+    CU_ASSERT_STRING_EQUAL(parsed_key("::FFFF:cb00:7103", key), "ip:203.0.113.3");
+    CU_ASSERT_STRING_EQUAL(parsed_key("[::ffff:203.0.113.3]:80", key), "ip:203.0.113.3");
+    CU_ASSERT_STRING_EQUAL(parsed_key("::203.0.113.3", key), "ip:::/64"); /* not mapped */
+    /* Bad ports and other debris. */
+    CU_ASSERT_STRING_EQUAL(parsed_key("1.2.3.4:", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("1.2.3.4:99999", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("1.2.3.4:65536", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("1.2.3.4:000080", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("1.2.3.4:12a", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("1.2.3.4:-1", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("1.2.3.4: 80", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("1.2.3.4 :80", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("1.2.3.4:80:80", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key(":80", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("[2001:db8::1]:", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("[2001:db8::1]:99999", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("[2001:db8::1]443", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("[2001:db8::1", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("[]", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("[]:80", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("unknown", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("", key), "");
+    CU_ASSERT_STRING_EQUAL(parsed_key("   ", key), "");
+}
+
+static void test_ports_and_mapped_in_the_walk(void)
+{
+    struct gw_addr peer = addr("10.0.0.1"), client;
+    char key[GW_KEY_LEN];
+
+    setup_trusted();
+    /* A mapped trusted hop is trusted (10.0.0.0/8): the walk goes on past it. */
+    client = gw_client_addr(&peer, "6.6.6.6, 198.51.100.7, ::ffff:10.1.1.1", &trusted);
+    key_of(&client, key);
+    CU_ASSERT_STRING_EQUAL(key, "ip:198.51.100.7");
+    client = gw_client_addr(&peer, "6.6.6.6, 198.51.100.7, [::ffff:10.1.1.1]:443", &trusted);
+    key_of(&client, key);
+    CU_ASSERT_STRING_EQUAL(key, "ip:198.51.100.7");
+    /* A mapped client is keyed as its IPv4 address. */
+    client = gw_client_addr(&peer, "::ffff:203.0.113.3, 10.1.1.1", &trusted);
+    key_of(&client, key);
+    CU_ASSERT_STRING_EQUAL(key, "ip:203.0.113.3");
+    /* Ports on both families, on clients and on trusted hops. */
+    client = gw_client_addr(&peer, "6.6.6.6, 198.51.100.7:4711, 10.1.1.1:80", &trusted);
+    key_of(&client, key);
+    CU_ASSERT_STRING_EQUAL(key, "ip:198.51.100.7");
+    client = gw_client_addr(&peer, "6.6.6.6, [2001:db8:1:2::9]:443, [fd00::1]:80", &trusted);
+    key_of(&client, key);
+    CU_ASSERT_STRING_EQUAL(key, "ip:2001:db8:1:2::/64");
+    /* A bad port is no entry a proxy of ours wrote: the walk stops at the last trusted hop. */
+    client = gw_client_addr(&peer, "198.51.100.7, 1.2.3.4:, 10.1.1.1", &trusted);
+    key_of(&client, key);
+    CU_ASSERT_STRING_EQUAL(key, "ip:10.1.1.1");
+    client = gw_client_addr(&peer, "198.51.100.7, 1.2.3.4:99999, 10.1.1.1", &trusted);
+    key_of(&client, key);
+    CU_ASSERT_STRING_EQUAL(key, "ip:10.1.1.1");
+    client = gw_client_addr(&peer, "198.51.100.7, 1.2.3.4:12a", &trusted);
+    key_of(&client, key);
+    CU_ASSERT_STRING_EQUAL(key, "ip:10.0.0.1");
+}
+
+static void test_mapped_exemption(void)
+{
+    struct config_cidr exempt_items[2];
+    struct config_cidrs exempt = {exempt_items, 2};
+    struct gw_addr a;
+
+    CU_ASSERT_EQUAL_FATAL(config_parse_cidr("192.0.2.0/24", &exempt_items[0]), 0);
+    /* Written the mapped way in the config, kept as the IPv4 block 198.51.100.0/24. */
+    CU_ASSERT_EQUAL_FATAL(config_parse_cidr("::ffff:198.51.100.0/120", &exempt_items[1]), 0);
+    a = addr("::ffff:192.0.2.77");
+    CU_ASSERT_EQUAL(a.family, AF_INET);
+    CU_ASSERT_TRUE(gw_cidrs_contain(&exempt, &a));
+    a = addr("[::ffff:192.0.2.77]:8080");
+    CU_ASSERT_TRUE(gw_cidrs_contain(&exempt, &a));
+    a = addr("198.51.100.4");
+    CU_ASSERT_TRUE(gw_cidrs_contain(&exempt, &a));
+    a = addr("::ffff:198.51.100.4");
+    CU_ASSERT_TRUE(gw_cidrs_contain(&exempt, &a));
+    a = addr("::ffff:192.0.3.1");
+    CU_ASSERT_FALSE(gw_cidrs_contain(&exempt, &a));
+    a = addr("::192.0.2.77"); /* IPv4-compatible, not mapped: an IPv6 address */
+    CU_ASSERT_EQUAL(a.family, AF_INET6);
+    CU_ASSERT_FALSE(gw_cidrs_contain(&exempt, &a));
+}
+
 static void test_ipv6_grouping(void)
 {
     struct gw_addr a = addr("2001:db8:aaaa:bbbb:1:2:3:4");
@@ -140,6 +255,9 @@ void register_keys_tests(void)
     add_test(s, "an untrusted peer's X-Forwarded-For is ignored",
              test_untrusted_peer_ignores_header);
     add_test(s, "X-Forwarded-For is walked from the right", test_trusted_peer_walks_from_the_right);
+    add_test(s, "X-Forwarded-For entries: ports, brackets, mapped", test_entry_forms);
+    add_test(s, "ports and mapped addresses in the walk", test_ports_and_mapped_in_the_walk);
+    add_test(s, "IPv4 exemptions match mapped addresses", test_mapped_exemption);
     add_test(s, "IPv6 clients are grouped by prefix", test_ipv6_grouping);
     add_test(s, "socket addresses, IPv4-mapped included", test_sockaddr);
     add_test(s, "header and query keys; long ones hashed", test_value_keys);

@@ -129,5 +129,6 @@ void register_observe_tests(void);
 void register_store_tests(void);
 void register_hostile_tests(void);
 void register_valgrind_tests(void);
+void register_edge_tests(void);
 
 #endif

@@ -61,7 +61,28 @@ static const char config[] =
     "  - name: probe\n    match: {path_prefix: /probe/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
     "    store: redis\n    limit: {algorithm: fixed_window, requests: 1000000, per: 1h}\n"
     "  - name: stall\n    match: {path_prefix: /stall/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
-    "    store: redis\n    limit: {algorithm: fixed_window, requests: 4, per: 1h}\n";
+    "    store: redis\n    limit: {algorithm: fixed_window, requests: 4, per: 1h}\n"
+    /* Per API key and per address on one route, in Redis and in memory. */
+    "  - name: rotate\n    match: {path_prefix: /r/rotate/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    store: redis\n    key: \"header:X-API-Key\"\n"
+    "    limit:\n"
+    "      - {name: per_key, algorithm: token_bucket, requests: 5, per: 1h}\n"
+    "      - {name: per_ip, algorithm: gcra, requests: 3, per: 1h, key: ip}\n"
+    "  - name: rotate-mem\n    match: {path_prefix: /m/rotate/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    key: \"header:X-API-Key\"\n"
+    "    limit:\n"
+    "      - {name: per_key, algorithm: token_bucket, requests: 5, per: 1h}\n"
+    "      - {name: per_ip, algorithm: gcra, requests: 3, per: 1h, key: ip}\n"
+    "  - name: own\n    match: {path_prefix: /r/own/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    store: redis\n    key: \"header:X-API-Key\"\n"
+    "    limit:\n"
+    "      - {name: per_key, algorithm: token_bucket, requests: 2, per: 1h}\n"
+    "      - {name: per_ip, algorithm: gcra, requests: 3, per: 1h, key: ip}\n"
+    "  - name: own-mem\n    match: {path_prefix: /m/own/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    key: \"header:X-API-Key\"\n"
+    "    limit:\n"
+    "      - {name: per_key, algorithm: token_bucket, requests: 2, per: 1h}\n"
+    "      - {name: per_ip, algorithm: gcra, requests: 3, per: 1h, key: ip}\n";
 
 static int start_gateway(struct proc *gw, const char *timeout)
 {
@@ -137,6 +158,37 @@ static void test_same_semantics_as_memory(void)
     sleep_ms(1500);
     CU_ASSERT_EQUAL(get(&gw, "/r/sliding_window_log/x", NULL), 200);
     CU_ASSERT_EQUAL(get(&gw, "/m/sliding_window_log/x", NULL), 200);
+    CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+}
+
+/* Each limit counts under its own key, in Redis as in memory. A client rotating API keys from
+ * one address is held by the address limit (3) though no key reaches its own (5); and a key
+ * spent under the key limit is refused without charging the address. */
+static void test_each_limit_its_own_key(void)
+{
+    static const char *const stores[] = {"r", "m"};
+    struct proc gw;
+    char target[64], key[32];
+
+    CU_ASSERT_EQUAL_FATAL(start_gateway(&gw, "1s"), 0);
+    for (int s = 0; s < 2; s++) {
+        int passed = 0;
+
+        snprintf(target, sizeof target, "/%s/rotate/x", stores[s]);
+        for (int i = 0; i < 10; i++) {
+            snprintf(key, sizeof key, "rotated-%d", i);
+            passed += get_status(gw.port, target, key) == 200;
+        }
+        CU_ASSERT_EQUAL(passed, 3);
+
+        snprintf(target, sizeof target, "/%s/own/x", stores[s]);
+        CU_ASSERT_EQUAL(get_status(gw.port, target, "a"), 200);
+        CU_ASSERT_EQUAL(get_status(gw.port, target, "a"), 200);
+        CU_ASSERT_EQUAL(get_status(gw.port, target, "a"), 429); /* per_key; per_ip not charged */
+        CU_ASSERT_EQUAL(get_status(gw.port, target, "b"), 200); /* per_ip's third */
+        CU_ASSERT_EQUAL(get_status(gw.port, target, "c"), 429); /* per_ip */
+    }
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_store_errors_total"), 0);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
@@ -218,6 +270,7 @@ void register_store_tests(void)
 
     add_test(s, "two replicas share one count", test_two_replicas_share_one_count);
     add_test(s, "the same answers as the memory store", test_same_semantics_as_memory);
+    add_test(s, "each limit counts under its own key", test_each_limit_its_own_key);
     add_test(s, "Redis dies, requests go on; it returns", test_redis_dies_and_returns);
     add_test(s, "a stalled Redis costs at most the timeout",
              test_slow_redis_costs_at_most_the_timeout);

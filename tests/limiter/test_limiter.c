@@ -1,4 +1,6 @@
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -143,11 +145,12 @@ static void test_several_limits_charge_together(void)
     struct limiter *burst = new_limiter("token_bucket", 3, SEC(1), 0, 0);
     struct limiter *daily = new_limiter("fixed_window", 5, SEC(86400), 0, 0);
     struct limiter *both[] = {burst, daily};
+    const char *const k[] = {"k", "k"};
     struct limiter_decision d[2];
     unsigned allowed = 0;
 
     for (int i = 0; i < 4; i++) {
-        CU_ASSERT_EQUAL(limiter_decide_all(both, 2, "k", T0, d), 0);
+        CU_ASSERT_EQUAL(limiter_decide_all(both, 2, k, T0, d), 0);
         allowed += d[0].allowed && d[1].allowed;
     }
     CU_ASSERT_EQUAL(allowed, 3);
@@ -158,22 +161,135 @@ static void test_several_limits_charge_together(void)
 
     /* A second later the bucket is full again, but only 2 remain for the day. */
     for (int i = 0; i < 3; i++)
-        CU_ASSERT_EQUAL(limiter_decide_all(both, 2, "k", T0 + SEC(1), d), 0);
+        CU_ASSERT_EQUAL(limiter_decide_all(both, 2, k, T0 + SEC(1), d), 0);
     CU_ASSERT_FALSE(d[1].allowed);
     CU_ASSERT_TRUE(d[0].allowed);
     /* The request the day refused left the bucket alone: it holds 1 token, not 0. */
     CU_ASSERT_TRUE(decide_at(burst, "k", T0 + SEC(1)).allowed);
     CU_ASSERT_FALSE(decide_at(burst, "k", T0 + SEC(1)).allowed);
 
-    CU_ASSERT_EQUAL(limiter_decide_all((struct limiter *[]){burst, burst}, 2, "k", T0, d), -1);
-    CU_ASSERT_EQUAL(limiter_decide_all(both, 0, "k", T0, d), -1);
+    CU_ASSERT_EQUAL(limiter_decide_all((struct limiter *[]){burst, burst}, 2, k, T0, d), -1);
+    CU_ASSERT_EQUAL(limiter_decide_all(both, 0, k, T0, d), -1);
     limiter_free(burst);
     limiter_free(daily);
+}
+
+/* Each limit counts under its own client id: per API key and per address on one request. A
+ * client rotating keys from one address is held by the address limit; a key spent under one
+ * limit does not spend the address's quota with a denied request. */
+static void test_each_limit_its_own_client(void)
+{
+    struct limiter *per_key = new_limiter("token_bucket", 2, SEC(3600), 0, 0);
+    struct limiter *per_ip = new_limiter("fixed_window", 3, SEC(3600), 0, 0);
+    struct limiter *both[] = {per_key, per_ip};
+    struct limiter_decision d[2];
+    unsigned allowed = 0;
+    char key[32];
+
+    /* Key "a" twice: both charged, the address has 1 left. */
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(limiter_decide_all(both, 2, (const char *[]){"header:a", "ip:1"}, T0, d),
+                        0);
+        CU_ASSERT_TRUE(d[0].allowed && d[1].allowed);
+    }
+    CU_ASSERT_EQUAL(d[1].remaining, 1);
+    /* Key "a" a third time: the key's limit denies, so the address is not charged. */
+    CU_ASSERT_EQUAL(limiter_decide_all(both, 2, (const char *[]){"header:a", "ip:1"}, T0, d), 0);
+    CU_ASSERT_FALSE(d[0].allowed);
+    CU_ASSERT_TRUE(d[1].allowed);
+    CU_ASSERT_EQUAL(decide_at(per_ip, "ip:2", T0).remaining, 2); /* other addresses untouched */
+    /* Fresh keys from the same address: one more passes, then the address limit binds and the
+     * fresh keys it refuses are not charged either. */
+    for (int i = 0; i < 5; i++) {
+        snprintf(key, sizeof key, "header:rotated-%d", i);
+        CU_ASSERT_EQUAL(limiter_decide_all(both, 2, (const char *[]){key, "ip:1"}, T0, d), 0);
+        allowed += d[0].allowed && d[1].allowed;
+    }
+    CU_ASSERT_EQUAL(allowed, 1);
+    CU_ASSERT_FALSE(d[1].allowed);
+    CU_ASSERT_TRUE(d[0].allowed);
+    CU_ASSERT_EQUAL(d[0].remaining, 1); /* as if charged: the state itself was left alone */
+    CU_ASSERT_EQUAL(count_allowed(per_key, "header:rotated-4", T0, 5), 2);
+    /* The same keys the other way round: the order of the limits does not matter. */
+    CU_ASSERT_EQUAL(limiter_decide_all((struct limiter *[]){per_ip, per_key}, 2,
+                                       (const char *[]){"ip:3", "header:b"}, T0, d),
+                    0);
+    CU_ASSERT_TRUE(d[0].allowed && d[1].allowed);
+    CU_ASSERT_EQUAL(d[0].remaining, 2);
+    CU_ASSERT_EQUAL(d[1].remaining, 1);
+
+    /* Every id must be there. */
+    errno = 0;
+    CU_ASSERT_EQUAL(limiter_decide_all(both, 2, NULL, T0, d), -1);
+    CU_ASSERT_EQUAL(errno, EINVAL);
+    CU_ASSERT_FALSE(d[0].allowed || d[1].allowed);
+    CU_ASSERT_EQUAL(limiter_decide_all(both, 2, (const char *[]){"header:a", NULL}, T0, d), -1);
+    CU_ASSERT_EQUAL(limiter_decide_all(both, 2, (const char *[]){"", "ip:1"}, T0, d), -1);
+    limiter_free(per_key);
+    limiter_free(per_ip);
+}
+
+enum { THREADS = 8, ATTEMPTS_PER_THREAD = 2000, IP_QUOTA = 3000 };
+
+struct rotating {
+    struct limiter *per_key, *per_ip;
+    int thread;
+    unsigned allowed;
+};
+
+/* Every request with a fresh key from one address, half the threads naming the limits in the
+ * other order. */
+static void *rotate_keys(void *arg)
+{
+    struct rotating *r = arg;
+    struct limiter_decision d[2];
+    char key[32];
+
+    for (int i = 0; i < ATTEMPTS_PER_THREAD; i++) {
+        int rc;
+
+        snprintf(key, sizeof key, "header:t%d-%d", r->thread, i);
+        if (r->thread % 2 == 0)
+            rc = limiter_decide_all((struct limiter *[]){r->per_key, r->per_ip}, 2,
+                                    (const char *[]){key, "ip:1"}, T0, d);
+        else
+            rc = limiter_decide_all((struct limiter *[]){r->per_ip, r->per_key}, 2,
+                                    (const char *[]){"ip:1", key}, T0, d);
+        if (rc == 0 && d[0].allowed && d[1].allowed)
+            r->allowed++;
+    }
+    return NULL;
+}
+
+/* 8 threads rotating keys through a small per-key table (it evicts while the address's slot
+ * is held by others) and one hot address slot, in both orders: no deadlock, and exactly the
+ * address's quota passes, charged exactly once each. */
+static void test_own_clients_many_threads(void)
+{
+    struct limiter *per_key = new_limiter("gcra", 5, SEC(3600), 0, 64);
+    struct limiter *per_ip = new_limiter("sliding_window_counter", IP_QUOTA, SEC(3600), 0, 0);
+    struct rotating r[THREADS];
+    pthread_t threads[THREADS];
+    unsigned total = 0;
+
+    for (int t = 0; t < THREADS; t++) {
+        r[t] = (struct rotating){per_key, per_ip, t, 0};
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&threads[t], NULL, rotate_keys, &r[t]), 0);
+    }
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(threads[t], NULL);
+        total += r[t].allowed;
+    }
+    CU_ASSERT_EQUAL(total, IP_QUOTA);
+    CU_ASSERT_EQUAL(count_allowed(per_ip, "ip:1", T0, 10), 0);
+    limiter_free(per_key);
+    limiter_free(per_ip);
 }
 
 void register_limiter_tests(void)
 {
     CU_pSuite s = add_suite("limiter");
+    CU_pSuite c = add_suite("limiter_concurrency");
 
     add_test(s, "bad parameters are refused with a reason", test_bad_parameters);
     add_test(s, "bad calls fail cleanly and deny", test_bad_calls);
@@ -183,4 +299,6 @@ void register_limiter_tests(void)
     add_test(s, "retry_after is exact for every algorithm", test_retry_after_is_exact);
     add_test(s, "several limits: all allow, or none is charged",
              test_several_limits_charge_together);
+    add_test(s, "several limits, each under its own client id", test_each_limit_its_own_client);
+    add_test(c, "8 threads rotating keys past an address limit", test_own_clients_many_threads);
 }

@@ -127,13 +127,16 @@ struct pair_hammer {
     unsigned allowed;
 };
 
+/* The client id for each of the two limits: the same client in both. */
+static const char *const hot_key_twice[] = {"hot-key", "hot-key"};
+
 static void *hammer_two_limits(void *arg)
 {
     struct pair_hammer *h = arg;
     struct limiter_decision d[2];
 
     for (int i = 0; i < ATTEMPTS_PER_THREAD; i++)
-        if (limiter_decide_all(h->limits, 2, "hot-key", T0, d) == 0 && d[0].allowed &&
+        if (limiter_decide_all(h->limits, 2, hot_key_twice, T0, d) == 0 && d[0].allowed &&
             d[1].allowed)
             h->allowed++;
     return NULL;
@@ -172,7 +175,7 @@ static void *hammer_reversed(void *arg)
     struct limiter_decision d[2];
 
     for (int i = 0; i < ATTEMPTS_PER_THREAD; i++)
-        if (limiter_decide_all(reversed, 2, "hot-key", T0, d) == 0 && d[0].allowed &&
+        if (limiter_decide_all(reversed, 2, hot_key_twice, T0, d) == 0 && d[0].allowed &&
             d[1].allowed)
             h->allowed++;
     return NULL;

@@ -1,0 +1,348 @@
+/* A strict reading of a client's bytes, ahead of libmicrohttpd; design in head.h. */
+#include <string.h>
+#include <strings.h>
+
+#include "head.h"
+
+#define CHUNK_LINE_MAX 4096 /* a chunk extension or trailer line longer than this is refused */
+
+enum stage {
+    AT_HEAD,          /* the next byte starts a head, or an empty line before one */
+    IN_LENGTH_BODY,   /* `remaining` bytes of a Content-Length body to pass */
+    AT_CHUNK_SIZE,    /* hex digits of a chunk size */
+    IN_CHUNK_EXT,     /* after the ';' of a chunk extension, up to CR */
+    AT_CHUNK_SIZE_LF, /* the LF ending a chunk size line */
+    IN_CHUNK_DATA,    /* `remaining` bytes of chunk data to pass */
+    AT_CHUNK_DATA_CR, /* the CRLF after a chunk's data */
+    AT_CHUNK_DATA_LF,
+    AT_TRAILER,       /* the start of a trailer field line, or of the final empty line */
+    IN_TRAILER_NAME,  /* a trailer field's name, up to its colon */
+    IN_TRAILER_VALUE, /* a trailer field's value, up to CR */
+    AT_TRAILER_LF,    /* the LF ending a trailer field line */
+    AT_END_LF,        /* the LF of the final empty line: the message ends there */
+    FAULTED,          /* refused: nothing more is read */
+};
+
+/* What a head says about the body after it. */
+struct framing {
+    unsigned content_lengths, transfer_encodings, hosts;
+    uint64_t length;
+    bool chunked, http10;
+};
+
+void gw_head_init(struct gw_head *h)
+{
+    memset(h, 0, sizeof *h);
+    h->stage = AT_HEAD;
+}
+
+static int fault(struct gw_head *h, uint16_t status, const char *reason)
+{
+    h->fault_in_body = h->stage != AT_HEAD;
+    h->fault = status;
+    h->reason = reason;
+    h->fault_at = h->messages;
+    h->stage = FAULTED;
+    return -1;
+}
+
+void gw_head_refuse(struct gw_head *h, uint16_t status, const char *reason)
+{
+    if (h->stage != FAULTED)
+        fault(h, status, reason);
+}
+
+static bool is_tchar(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* A character a field value may hold: visible ASCII, obs-text, space and tab. */
+static bool is_value_char(unsigned char c)
+{
+    return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+static int hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+        return (c | 0x20) - 'a' + 10;
+    return -1;
+}
+
+static bool is_named(const char *line, size_t name_len, const char *name)
+{
+    return strlen(name) == name_len && strncasecmp(line, name, name_len) == 0;
+}
+
+/* METHOD SP TARGET SP HTTP/1.x, `len` bytes without the CRLF. */
+static int read_request_line(struct gw_head *h, const char *line, size_t len, struct framing *f)
+{
+    size_t i = 0, target;
+    const char *version;
+
+    while (i < len && is_tchar((unsigned char)line[i]))
+        i++;
+    if (i == 0 || i == len || line[i] != ' ')
+        return fault(h, 400, "the request line is not METHOD SP TARGET SP HTTP-VERSION");
+    target = ++i;
+    while (i < len && line[i] > 0x20 && line[i] < 0x7f)
+        i++;
+    if (i == target || i == len || line[i] != ' ')
+        return fault(h, 400, "the request line is not METHOD SP TARGET SP HTTP-VERSION");
+    version = line + i + 1;
+    if (len - i - 1 != 8 || memcmp(version, "HTTP/", 5) != 0 || version[5] < '0' ||
+        version[5] > '9' || version[6] != '.' || version[7] < '0' || version[7] > '9')
+        return fault(h, 400, "the request line is not METHOD SP TARGET SP HTTP-VERSION");
+    if (version[5] != '1' || version[7] > '1')
+        return fault(h, 505, "only HTTP/1.0 and HTTP/1.1 are spoken here");
+    f->http10 = version[7] == '0';
+    return 0;
+}
+
+/* NAME ":" OWS VALUE OWS, `len` bytes without the CRLF. */
+static int read_field(struct gw_head *h, const char *line, size_t len, struct framing *f)
+{
+    size_t name_len = 0, value, end = len;
+
+    if (line[0] == ' ' || line[0] == '\t')
+        return fault(h, 400, "a header field is folded onto a second line (obs-fold)");
+    while (name_len < len && is_tchar((unsigned char)line[name_len]))
+        name_len++;
+    if (name_len == 0 || name_len == len || line[name_len] != ':')
+        return fault(h, 400, "a header field's name is not a token followed by a colon");
+    for (size_t i = name_len + 1; i < len; i++)
+        if (!is_value_char((unsigned char)line[i]))
+            return fault(h, 400, "a header field's value holds a control character");
+    value = name_len + 1;
+    while (value < end && (line[value] == ' ' || line[value] == '\t'))
+        value++;
+    while (end > value && (line[end - 1] == ' ' || line[end - 1] == '\t'))
+        end--;
+
+    if (is_named(line, name_len, "Content-Length")) {
+        f->content_lengths++;
+        f->length = 0;
+        if (end == value || end - value > 18)
+            return fault(h, 400, "Content-Length is not a number of bytes");
+        for (size_t i = value; i < end; i++) {
+            if (line[i] < '0' || line[i] > '9')
+                return fault(h, 400, "Content-Length is not a number of bytes");
+            f->length = f->length * 10 + (uint64_t)(line[i] - '0');
+        }
+    } else if (is_named(line, name_len, "Transfer-Encoding")) {
+        f->transfer_encodings++;
+        f->chunked = end - value == 7 && strncasecmp(line + value, "chunked", 7) == 0;
+    } else if (is_named(line, name_len, "Host")) {
+        f->hosts++;
+    }
+    return 0;
+}
+
+static int check_framing(struct gw_head *h, const struct framing *f)
+{
+    if (f->content_lengths > 1 || f->transfer_encodings > 1 ||
+        (f->content_lengths > 0 && f->transfer_encodings > 0))
+        return fault(h, 400,
+                     "the body's length is given twice or two ways; it is refused rather than "
+                     "guessed");
+    if (f->transfer_encodings > 0 && f->http10)
+        return fault(h, 400, "HTTP/1.0 has no Transfer-Encoding");
+    if (f->transfer_encodings > 0 && !f->chunked)
+        return fault(h, 501, "only the chunked transfer coding is accepted");
+    if (f->hosts > 1)
+        return fault(h, 400, "the Host field is given twice");
+    if (f->hosts == 0 && !f->http10)
+        return fault(h, 400, "an HTTP/1.1 request needs a Host field");
+    return 0;
+}
+
+/* Reads the head at `p` (`n` bytes available): 1 when whole and sound (`*head_len` set), 0
+ * when more bytes are needed, -1 on a fault. Lines are checked as they complete, so a fault
+ * is found before the head ends. */
+static int read_head(struct gw_head *h, const char *p, size_t n, size_t *head_len,
+                     struct framing *f)
+{
+    size_t pos = 0;
+    bool request_line_read = false;
+
+    memset(f, 0, sizeof *f);
+    for (;;) {
+        const char *lf = memchr(p + pos, '\n', n - pos);
+        size_t len;
+
+        if (lf == NULL)
+            return n >= GW_HEAD_MAX
+                       ? fault(h, 431, "the request head is larger than this gateway accepts")
+                       : 0;
+        len = (size_t)(lf - (p + pos));
+        if (len == 0 || p[pos + len - 1] != '\r')
+            return fault(h, 400, "a line ends in a bare LF");
+        len--;
+        if (!request_line_read && len == 0) {
+            pos += 2; /* an empty line before the request line */
+            continue;
+        }
+        if (!request_line_read) {
+            if (read_request_line(h, p + pos, len, f) != 0)
+                return -1;
+            request_line_read = true;
+        } else if (len == 0) {
+            *head_len = pos + 2;
+            return check_framing(h, f) == 0 ? 1 : -1;
+        } else if (read_field(h, p + pos, len, f) != 0) {
+            return -1;
+        }
+        pos += len + 2;
+    }
+}
+
+/* Copies a whole, sound head from `in` to `out` (out <= in), each line's trailing spaces and
+ * tabs removed (only field values can have any); the length written. */
+static size_t rewrite_head(char *out, const char *in, size_t head_len)
+{
+    size_t pos = 0, written = 0;
+
+    while (pos < head_len) {
+        const char *lf = memchr(in + pos, '\n', head_len - pos);
+        size_t len = (size_t)(lf - (in + pos)) - 1, keep = len;
+
+        while (keep > 0 && (in[pos + keep - 1] == ' ' || in[pos + keep - 1] == '\t'))
+            keep--;
+        memmove(out + written, in + pos, keep);
+        written += keep;
+        out[written++] = '\r';
+        out[written++] = '\n';
+        pos += len + 2;
+    }
+    return written;
+}
+
+static void end_message(struct gw_head *h)
+{
+    h->messages++;
+    h->stage = AT_HEAD;
+}
+
+static void start_body(struct gw_head *h, const struct framing *f)
+{
+    h->heads++;
+    h->remaining = 0;
+    h->digits = 0;
+    if (f->chunked)
+        h->stage = AT_CHUNK_SIZE;
+    else if (f->length > 0) {
+        h->stage = IN_LENGTH_BODY;
+        h->remaining = f->length;
+    } else
+        end_message(h);
+}
+
+/* One byte of a chunked body's framing (not of chunk data). 0, or -1 on a fault. */
+static int read_chunk_byte(struct gw_head *h, unsigned char c)
+{
+    int digit = hex_value(c);
+
+    switch (h->stage) {
+    case AT_CHUNK_SIZE:
+        if (digit >= 0 && h->digits < 16) {
+            h->remaining = h->remaining * 16 + (uint64_t)digit;
+            h->digits++;
+            return 0;
+        }
+        if (digit >= 0 || h->digits == 0 || (c != ';' && c != '\r'))
+            return fault(h, 400, "a chunk size is not a hexadecimal number");
+        h->stage = c == ';' ? IN_CHUNK_EXT : AT_CHUNK_SIZE_LF;
+        h->line_len = 0;
+        return 0;
+    case IN_CHUNK_EXT:
+        if (c == '\r') {
+            h->stage = AT_CHUNK_SIZE_LF;
+            return 0;
+        }
+        if (!is_value_char(c) || ++h->line_len > CHUNK_LINE_MAX)
+            return fault(h, 400, "a chunk extension is malformed");
+        return 0;
+    case AT_CHUNK_SIZE_LF:
+        if (c != '\n')
+            return fault(h, 400, "a chunk size line does not end in CRLF");
+        h->digits = 0;
+        h->stage = h->remaining > 0 ? IN_CHUNK_DATA : AT_TRAILER;
+        return 0;
+    case AT_CHUNK_DATA_CR:
+    case AT_CHUNK_DATA_LF:
+        if (c != (h->stage == AT_CHUNK_DATA_CR ? '\r' : '\n'))
+            return fault(h, 400, "a chunk is not followed by CRLF where its size says");
+        h->stage = h->stage == AT_CHUNK_DATA_CR ? AT_CHUNK_DATA_LF : AT_CHUNK_SIZE;
+        return 0;
+    case AT_TRAILER:
+        h->line_len = 1;
+        if (c == '\r')
+            h->stage = AT_END_LF;
+        else if (is_tchar(c))
+            h->stage = IN_TRAILER_NAME;
+        else
+            return fault(h, 400, "a trailer field is malformed or folded");
+        return 0;
+    case IN_TRAILER_NAME:
+    case IN_TRAILER_VALUE:
+        if (++h->line_len > CHUNK_LINE_MAX)
+            return fault(h, 400, "a trailer field is too long");
+        if (h->stage == IN_TRAILER_NAME && c == ':')
+            h->stage = IN_TRAILER_VALUE;
+        else if (h->stage == IN_TRAILER_VALUE && c == '\r')
+            h->stage = AT_TRAILER_LF;
+        else if (!(h->stage == IN_TRAILER_NAME ? is_tchar(c) : is_value_char(c)))
+            return fault(h, 400, "a trailer field is malformed");
+        return 0;
+    case AT_TRAILER_LF:
+    case AT_END_LF:
+        if (c != '\n')
+            return fault(h, 400, "a trailer line does not end in CRLF");
+        if (h->stage == AT_END_LF)
+            end_message(h);
+        else
+            h->stage = AT_TRAILER;
+        return 0;
+    default:
+        return fault(h, 400, "the request could not be read");
+    }
+}
+
+struct gw_head_step gw_head_feed(struct gw_head *h, char *buf, size_t len)
+{
+    size_t r = 0, w = 0;
+
+    while (r < len && h->stage != FAULTED) {
+        if (h->stage == AT_HEAD) {
+            struct framing f;
+            size_t head_len = 0;
+            int got = read_head(h, buf + r, len - r, &head_len, &f);
+
+            if (got == 0)
+                return (struct gw_head_step){w, r};
+            if (got < 0)
+                break;
+            w += rewrite_head(buf + w, buf + r, head_len);
+            r += head_len;
+            start_body(h, &f);
+        } else if (h->stage == IN_LENGTH_BODY || h->stage == IN_CHUNK_DATA) {
+            size_t n = len - r < h->remaining ? len - r : (size_t)h->remaining;
+
+            memmove(buf + w, buf + r, n);
+            w += n;
+            r += n;
+            h->remaining -= n;
+            if (h->remaining == 0 && h->stage == IN_LENGTH_BODY)
+                end_message(h);
+            else if (h->remaining == 0)
+                h->stage = AT_CHUNK_DATA_CR;
+        } else if (read_chunk_byte(h, (unsigned char)buf[r]) == 0) {
+            buf[w++] = buf[r++];
+        }
+    }
+    return (struct gw_head_step){w, len};
+}

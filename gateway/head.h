@@ -1,0 +1,83 @@
+/*
+ * head: sluice's own strict reading of the bytes a client sends, made before libmicrohttpd
+ * sees them, so that the gateway, libmicrohttpd and the upstream read every request the same
+ * way.
+ *
+ * libmicrohttpd 0.9.75 is lenient where a gateway must not be: it glues an obs-fold
+ * continuation line onto the previous field's *name*, accepts whitespace before a field's
+ * colon (`Content-Length : 41` becomes a field no one looks up, so the body is read as the
+ * next request), ends lines at a bare LF, keeps trailing whitespace in values, and reads
+ * `Transfer-Encoding: chunked ` as some coding other than chunked. None of it can be switched
+ * off. So each client connection's bytes pass through a `struct gw_head` first (wire.h feeds
+ * it from the socket), and libmicrohttpd only ever receives heads that this reading found
+ * sound, whole:
+ *
+ *   request-line  METHOD SP TARGET SP HTTP/1.x CRLF, one space each, the method a token, the
+ *                 target visible ASCII; empty lines before it are skipped, as RFC 9112 allows
+ *   field lines   NAME ":" OWS VALUE OWS CRLF: the name a token with the colon right after
+ *                 it, the value visible characters, spaces and tabs; no NUL, no bare CR or LF,
+ *                 no line that starts with a space or tab (obs-fold); the trailing OWS of each
+ *                 value is removed here, so every later reader sees `alice` for `alice \t`
+ *   framing       at most one Content-Length (digits only), at most one Transfer-Encoding and
+ *                 then exactly `chunked` (501 otherwise), never both, none in HTTP/1.0; at
+ *                 most one Host, and one is required in HTTP/1.1
+ *   bodies        Content-Length bytes are passed on untouched; a chunked body is followed
+ *                 chunk by chunk (hex sizes without spaces, extensions, CRLF after each chunk,
+ *                 trailer fields as field lines) so the next head is found where the upstream
+ *                 would find it
+ *
+ * A head is held back until it is whole (at most GW_HEAD_MAX bytes, else 431). The first fault
+ * ends the reading for good: `fault` holds the status to answer with and `fault_at` the
+ * message it concerns (0 for the first on the connection); nothing from the faulty message on
+ * is passed on. Each message is counted twice, when its head is found sound (`heads`) and
+ * when its body has ended (`messages`), so the request handler can check that libmicrohttpd
+ * saw the same messages (request.c).
+ *
+ * Worked example: fed "GET /a HTTP/1.1\r\nHost: h \r\n\r\nGET /b HT" in one piece, the step
+ * has `ready` = 28 (the first head, its value now "h"), `keep_from` = 29 (the second head's
+ * start, to be fed again with what follows), heads = messages = 1.
+ *
+ * Nothing here touches a socket or the clock; one connection's reader is used by one thread at
+ * a time.
+ */
+#ifndef SLUICE_GATEWAY_HEAD_H
+#define SLUICE_GATEWAY_HEAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GW_HEAD_MAX (16 * 1024) /* the longest head held back: libmicrohttpd's buffer size */
+
+struct gw_head {
+    uint8_t stage;    /* where in a message the next byte falls (head.c) */
+    uint8_t digits;   /* hex digits of the chunk size read so far */
+    uint16_t line_len; /* length of the trailer line being read */
+    uint64_t remaining; /* body or chunk bytes still to pass */
+    uint32_t heads;    /* heads read whole and found sound */
+    uint32_t messages; /* messages read whole, body included */
+    uint32_t fault_at; /* the message refused, when `fault` is set */
+    uint16_t fault;    /* the status a refused message is answered with; 0 while none */
+    bool fault_in_body; /* the fault came after the message's head had been passed on */
+    const char *reason; /* what was wrong, for the client and the log; static */
+};
+
+/* What one call of gw_head_feed() found. */
+struct gw_head_step {
+    size_t ready;     /* bytes at the front of the buffer that may be passed on, rewritten */
+    size_t keep_from; /* bytes from here on start a head not yet whole: feed them again, with
+                         what follows; equal to the length fed when there are none */
+};
+
+/* A reader for a new connection. */
+void gw_head_init(struct gw_head *h);
+
+/* Refuses the message being read, for a reason found outside (a head too large for the
+ * buffer it must fit). */
+void gw_head_refuse(struct gw_head *h, uint16_t status, const char *reason);
+
+/* Reads `len` bytes that follow everything fed before (bytes kept back included), rewriting
+ * them in place. After a fault, nothing more is ready and nothing is kept. */
+struct gw_head_step gw_head_feed(struct gw_head *h, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * target: reading the request target the way the upstream will, or refusing it.
+ *
+ * sluice forwards the target byte for byte, but routes and keys on what it means, so that
+ * meaning must be the one every reasonable upstream agrees on. Where upstreams differ, the
+ * request is refused (the reason is returned for the 400's body):
+ *
+ *   path    percent-decoded once, with runs of '/' merged into one, for routing:
+ *           /%61pi//x is routed as /api/x. Refused: a '.' or '..' segment (decoded or not),
+ *           an encoded slash (%2F: one segment to some upstreams, two to others), a
+ *           backslash, raw or encoded (a separator on some servers), a decoded NUL or other
+ *           control character (the path would end there for C code), a '%' not followed by
+ *           two hex digits, and a fragment ('#': libcurl would not send it).
+ *   query   a key parameter is matched by its exact name, case-sensitively. Refused: the
+ *           parameter given more than once, or under another spelling that decodes to it
+ *           (`KEY`, `k%65y`: some frameworks fold case or decode names), or next to a ';'
+ *           (some split on it), or a value that decodes to a control character or holds a
+ *           '%' without two hex digits.
+ *
+ *   /%61pi//x?k%65y=a&key=b   path /api/x; the key `key` refused (spelled two ways)
+ */
+#ifndef SLUICE_GATEWAY_TARGET_H
+#define SLUICE_GATEWAY_TARGET_H
+
+#include <stddef.h>
+
+/* The routing path of `target` (which starts with '/') into `out` (at least as long as
+ * target, plus one). 0, or -1 with `*reason` set (static text). */
+int gw_target_path(const char *target, char *out, const char **reason);
+
+/* The decoded value of the query parameter `name` ('+' is a space) into `out` (at least as
+ * long as target, plus one): 1 when found, 0 when absent, -1 refused with `*reason` set. */
+int gw_target_query_value(const char *target, const char *name, char *out, const char **reason);
+
+#endif

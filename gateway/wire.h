@@ -1,0 +1,54 @@
+/*
+ * wire: every byte libmicrohttpd reads from a client passes through sluice's strict reader
+ * (head.h) first.
+ *
+ * libmicrohttpd reads client sockets with recv() and offers no hook between the socket and
+ * its parser. sluice therefore defines recv() itself; the dynamic linker binds
+ * libmicrohttpd's calls to it (the binary exports the symbol: see the Makefile). For a socket
+ * that gw_wire_attach() registered, the bytes read are fed to that connection's reader and
+ * only what it passed comes back to libmicrohttpd: heads whole and rewritten (trailing
+ * whitespace gone), bodies as they are. Every other socket (libcurl's to the upstream,
+ * hiredis's) is read as if recv() were the C library's, after one array look-up.
+ *
+ * A head that arrives in pieces is held back here until it is whole, in a buffer allocated
+ * for that time only; it must fit libmicrohttpd's read buffer (half the 16 KiB connection
+ * pool), else 431. Each call hands back at most what it read, so nothing waits here while
+ * the socket is drained: libmicrohttpd, which polls before it reads again, would not ask.
+ *
+ * When the reader refuses a head, libmicrohttpd is handed a stand-in head instead
+ * (GW_WIRE_STAND_IN), so that it calls the request handler, which sees the fault (head.h)
+ * and answers with its status and `Connection: close`; what the client sends after the
+ * refused head is read and dropped. When it refuses a chunked body halfway, the stream ends
+ * there for libmicrohttpd, which closes the connection without an answer (it cannot answer
+ * in the middle of a body).
+ *
+ * A connection is read by one thread at a time (its own thread, or its event loop), so a
+ * connection's state needs no lock; the fd table is written when a connection starts and
+ * ends, before its first and after its last read.
+ */
+#ifndef SLUICE_GATEWAY_WIRE_H
+#define SLUICE_GATEWAY_WIRE_H
+
+#include <stdbool.h>
+
+#include "head.h"
+
+#define GW_WIRE_STAND_IN "GET / HTTP/1.1\r\nHost: refused.invalid\r\n\r\n"
+
+struct gw_wire;
+
+/* Sizes the fd table from RLIMIT_NOFILE. Once, before the first connection. 0, or -1 when
+ * memory is short or libmicrohttpd would not call this recv(). */
+int gw_wire_init(void);
+void gw_wire_cleanup(void);
+
+/* Starts reading `fd` (a new client connection) strictly; NULL when memory is short or the
+ * fd is beyond the table (the caller then drops the connection). Freed by gw_wire_detach(),
+ * which must come before the fd is closed. */
+struct gw_wire *gw_wire_attach(int fd);
+void gw_wire_detach(struct gw_wire *wire);
+
+/* The connection's reader: its counts and its fault, if any (head.h). */
+const struct gw_head *gw_wire_head(const struct gw_wire *wire);
+
+#endif

@@ -1,0 +1,220 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "../unit.h"
+#include "head.h"
+
+/* What a reader makes of a whole stream fed in pieces of `piece` bytes (0: at once), the way
+ * wire.c feeds it: kept bytes go in again, in front of the next piece. */
+struct reading {
+    char out[GW_HEAD_MAX + 256];
+    size_t out_len;
+    struct gw_head head;
+};
+
+static void read_stream(const char *stream, size_t len, size_t piece, struct reading *r)
+{
+    char *buf = malloc(len + 1);
+    size_t kept = 0, pos = 0;
+
+    memset(r, 0, sizeof *r);
+    gw_head_init(&r->head);
+    while (pos < len && r->head.fault == 0) {
+        size_t n = piece == 0 || len - pos < piece ? len - pos : piece;
+        struct gw_head_step step;
+
+        memcpy(buf + kept, stream + pos, n);
+        pos += n;
+        step = gw_head_feed(&r->head, buf, kept + n);
+        CU_ASSERT_TRUE(step.ready <= step.keep_from && step.keep_from <= kept + n);
+        memcpy(r->out + r->out_len, buf, step.ready);
+        r->out_len += step.ready;
+        kept = kept + n - step.keep_from;
+        memmove(buf, buf + step.keep_from, kept);
+    }
+    r->out[r->out_len] = '\0';
+    free(buf);
+}
+
+static void read_text(const char *stream, struct reading *r)
+{
+    read_stream(stream, strlen(stream), 0, r);
+}
+
+static void test_sound_heads_pass_trimmed(void)
+{
+    struct reading r;
+
+    read_text("GET /a HTTP/1.1\r\nHost: h \r\nX-API-Key: alice \t\r\nX-Empty:   \r\n\r\n", &r);
+    CU_ASSERT_EQUAL(r.head.fault, 0);
+    CU_ASSERT_STRING_EQUAL(r.out, "GET /a HTTP/1.1\r\nHost: h\r\nX-API-Key: alice\r\nX-Empty:\r\n\r\n");
+    CU_ASSERT_EQUAL(r.head.heads, 1);
+    CU_ASSERT_EQUAL(r.head.messages, 1);
+
+    /* The worked example of head.h. */
+    {
+        char buf[] = "GET /a HTTP/1.1\r\nHost: h \r\n\r\nGET /b HT";
+        struct gw_head h;
+        struct gw_head_step step;
+
+        gw_head_init(&h);
+        step = gw_head_feed(&h, buf, strlen(buf));
+        CU_ASSERT_EQUAL(step.ready, 28);
+        CU_ASSERT_EQUAL(step.keep_from, 29);
+        CU_ASSERT_EQUAL(h.heads, 1);
+        CU_ASSERT_EQUAL(h.messages, 1);
+    }
+
+    /* Empty lines before a request line are allowed (RFC 9112 section 2.2); HTTP/1.0 needs
+     * no Host. */
+    read_text("\r\n\r\nGET / HTTP/1.0\r\n\r\n", &r);
+    CU_ASSERT_EQUAL(r.head.fault, 0);
+    CU_ASSERT_EQUAL(r.head.messages, 1);
+}
+
+static void test_bodies_are_followed(void)
+{
+    static const char stream[] =
+        "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello"
+        "POST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked \r\n\r\n"
+        "5;ext=\"x\"\r\nhello\r\nA\r\n0123456789\r\n0\r\nTrailer-Field: t\r\n\r\n"
+        "GET /c HTTP/1.1\r\nHost: h\r\n\r\n";
+    struct reading whole, piecewise;
+
+    read_text(stream, &whole);
+    CU_ASSERT_EQUAL(whole.head.fault, 0);
+    CU_ASSERT_EQUAL(whole.head.messages, 3);
+    /* Only the trailing space of "chunked " is gone. */
+    CU_ASSERT_EQUAL(whole.out_len, strlen(stream) - 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(whole.out, "Transfer-Encoding: chunked\r\n"));
+    /* Whatever the pieces, the same reading. */
+    for (size_t piece = 1; piece < 40; piece++) {
+        read_stream(stream, strlen(stream), piece, &piecewise);
+        CU_ASSERT_EQUAL(piecewise.head.messages, 3);
+        CU_ASSERT_EQUAL(piecewise.out_len, whole.out_len);
+        CU_ASSERT_EQUAL(memcmp(piecewise.out, whole.out, whole.out_len), 0);
+    }
+}
+
+/* Each refused, with its status, the message it concerns, and nothing of it passed on. */
+static void test_faults(void)
+{
+#define CASE(stream, status) {stream, sizeof stream - 1, status}
+    static const struct {
+        const char *stream;
+        size_t len;
+        unsigned status;
+    } cases[] = {
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nContent-Length : 41\r\n\r\n", 400),
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nContent-Length\t: 41\r\n\r\n", 400),
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nContent-Length:\r\n 41\r\n\r\n", 400),
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\r\n b\r\n\r\n", 400),     /* obs-fold */
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\r\n\tX-B: b\r\n\r\n", 400), /* with a colon */
+        CASE("GET / HTTP/1.1\r\n Host: h\r\n\r\n", 400),                     /* after the line */
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\rb\r\n\r\n", 400),         /* bare CR */
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\nX-B: b\r\n\r\n", 400),    /* bare LF */
+        CASE("GET / HTTP/1.1\nHost: h\n\n", 400),
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\0b\r\n\r\n", 400), /* NUL */
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x7f\r\n\r\n", 400),
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nBad Name: v\r\n\r\n", 400),
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n", 400),
+        CASE("GET / HTTP/1.1\r\nHost: h\r\n: v\r\n\r\n", 400),
+        CASE("GET  / HTTP/1.1\r\nHost: h\r\n\r\n", 400),
+        CASE("GET / HTTP/1.1 \r\nHost: h\r\n\r\n", 400),
+        CASE("GET /a b HTTP/1.1\r\nHost: h\r\n\r\n", 400),
+        CASE("GET /\x80 HTTP/1.1\r\nHost: h\r\n\r\n", 400),
+        CASE("GET / http/1.1\r\nHost: h\r\n\r\n", 400),
+        CASE("GET /\r\n\r\n", 400),
+        CASE("GET / HTTP/1.2\r\nHost: h\r\n\r\n", 505),
+        CASE("GET / HTTP/2.0\r\nHost: h\r\n\r\n", 505),
+        CASE("GET / HTTP/1.1\r\n\r\n", 400),
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nHost: i\r\n\r\n", 400),
+        CASE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", 400),
+        CASE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 5\r\n\r\n", 400),
+        CASE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +5\r\n\r\n", 400),
+        CASE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1234567890123456789\r\n\r\n", 400),
+        CASE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+        CASE("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+         "chunked\r\n\r\n", 400),
+        CASE("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+        CASE("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
+        CASE("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+    };
+#undef CASE
+    struct reading r;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        read_stream(cases[i].stream, cases[i].len, 0, &r);
+        CU_ASSERT_EQUAL(r.head.fault, cases[i].status);
+        CU_ASSERT_EQUAL(r.head.fault_at, 0);
+        CU_ASSERT_FALSE(r.head.fault_in_body);
+        CU_ASSERT_EQUAL(r.out_len, 0);
+        CU_ASSERT_PTR_NOT_NULL(r.head.reason);
+    }
+}
+
+static void test_fault_after_a_sound_message(void)
+{
+    static const char stream[] = "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
+                                 "GET /b HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n"
+                                 "GET /c HTTP/1.1\r\nHost: h\r\n\r\n";
+    struct reading r;
+
+    read_text(stream, &r);
+    CU_ASSERT_EQUAL(r.head.fault, 400);
+    CU_ASSERT_EQUAL(r.head.fault_at, 1);
+    CU_ASSERT_EQUAL(r.head.messages, 1);
+    CU_ASSERT_STRING_EQUAL(r.out, "GET /a HTTP/1.1\r\nHost: h\r\n\r\n");
+}
+
+static void test_chunked_faults(void)
+{
+    static const char *const bodies[] = {
+        "5 \r\nhello\r\n0\r\n\r\n",       /* space after the size */
+        " 5\r\nhello\r\n0\r\n\r\n",       /* before it */
+        "0x5\r\nhello\r\n0\r\n\r\n",      /* a prefix */
+        "5\nhello\r\n0\r\n\r\n",          /* bare LF */
+        "5\r\nhelloX\r\n0\r\n\r\n",       /* longer than its size */
+        "5\r\nhello\r\n0\r\n T: x\r\n\r\n", /* folded trailer */
+        "5\r\nhello\r\n0\r\nT x\r\n\r\n", /* trailer without colon */
+        "11111111111111111\r\n",          /* 17 hex digits */
+        ";x\r\n",                         /* no size */
+    };
+    static const char head[] = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+    char stream[256];
+    struct reading r;
+
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        snprintf(stream, sizeof stream, "%s%s", head, bodies[i]);
+        read_text(stream, &r);
+        CU_ASSERT_EQUAL(r.head.fault, 400);
+        CU_ASSERT_TRUE(r.head.fault_in_body);
+        CU_ASSERT_EQUAL(r.head.fault_at, 0);
+        CU_ASSERT_EQUAL(r.head.heads, 1);
+        CU_ASSERT_EQUAL(r.head.messages, 0);
+    }
+}
+
+static void test_head_size_bound(void)
+{
+    char *stream = malloc(GW_HEAD_MAX + 64);
+    struct reading r;
+
+    memcpy(stream, "GET / HTTP/1.1\r\nX: ", 19);
+    memset(stream + 19, 'a', GW_HEAD_MAX + 40);
+    read_stream(stream, GW_HEAD_MAX + 59, 0, &r);
+    CU_ASSERT_EQUAL(r.head.fault, 431);
+    free(stream);
+}
+
+void register_head_tests(void)
+{
+    CU_pSuite suite = add_suite("head");
+
+    add_test(suite, "sound heads pass, values trimmed", test_sound_heads_pass_trimmed);
+    add_test(suite, "bodies are followed, whatever the pieces", test_bodies_are_followed);
+    add_test(suite, "malformed and ambiguous heads are refused", test_faults);
+    add_test(suite, "a fault after a sound message", test_fault_after_a_sound_message);
+    add_test(suite, "malformed chunked bodies are refused", test_chunked_faults);
+    add_test(suite, "heads are bounded", test_head_size_bound);
+}
