@@ -50,14 +50,14 @@
 #define GW_HEAD_MAX (16 * 1024) /* the longest head held back: libmicrohttpd's buffer size */
 
 struct gw_head {
-    uint8_t stage;    /* where in a message the next byte falls (head.c) */
-    uint8_t digits;   /* hex digits of the chunk size read so far */
-    uint16_t line_len; /* length of the trailer line being read */
+    uint8_t stage;      /* where in a message the next byte falls (head.c) */
+    uint8_t digits;     /* hex digits of the chunk size read so far */
+    uint16_t line_len;  /* length of the trailer line being read */
     uint64_t remaining; /* body or chunk bytes still to pass */
-    uint32_t heads;    /* heads read whole and found sound */
-    uint32_t messages; /* messages read whole, body included */
-    uint32_t fault_at; /* the message refused, when `fault` is set */
-    uint16_t fault;    /* the status a refused message is answered with; 0 while none */
+    uint32_t heads;     /* heads read whole and found sound */
+    uint32_t messages;  /* messages read whole, body included */
+    uint32_t fault_at;  /* the message refused, when `fault` is set */
+    uint16_t fault;     /* the status a refused message is answered with; 0 while none */
     bool fault_in_body; /* the fault came after the message's head had been passed on */
     const char *reason; /* what was wrong, for the client and the log; static */
 };

@@ -269,6 +269,14 @@ static int client_key(struct gw_request *rq, struct MHD_Connection *c, enum conf
     return 0;
 }
 
+static bool same_key(const struct config_limit *limit, const struct config_route *route)
+{
+    return limit->key_kind == route->key_kind &&
+           (limit->key_name == NULL || route->key_name == NULL
+                ? limit->key_name == route->key_name
+                : strcmp(limit->key_name, route->key_name) == 0);
+}
+
 /* Works out the client's keys and asks the route's limits; false when the request is to be
  * refused (then with its status set). */
 static bool decide(struct gw_request *rq, struct MHD_Connection *c)
@@ -293,9 +301,12 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
     for (size_t i = 0; i < r->n_limits; i++) {
         const struct config_limit *limit = &route->limits[i];
 
-        if (client_key(rq, c, limit->key_kind, limit->key_name, &client, keys[i]) != 0)
+        if (same_key(limit, route))
+            ids[i] = rq->key; /* most limits count under the route's key */
+        else if (client_key(rq, c, limit->key_kind, limit->key_name, &client, keys[i]) != 0)
             return false;
-        ids[i] = keys[i];
+        else
+            ids[i] = keys[i];
     }
     if (gw_cidrs_contain(&route->exempt, &client)) {
         rq->decision = GW_EXEMPT;

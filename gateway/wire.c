@@ -16,7 +16,7 @@
 struct gw_wire {
     int fd;
     struct gw_head head;
-    char *held;       /* the start of a head not yet whole (GW_HEAD_MAX bytes), or NULL */
+    char *held; /* the start of a head not yet whole (GW_HEAD_MAX bytes), or NULL */
     size_t held_len;
     size_t stand_in_sent; /* bytes of the stand-in head handed over so far */
 };

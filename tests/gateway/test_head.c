@@ -47,7 +47,8 @@ static void test_sound_heads_pass_trimmed(void)
 
     read_text("GET /a HTTP/1.1\r\nHost: h \r\nX-API-Key: alice \t\r\nX-Empty:   \r\n\r\n", &r);
     CU_ASSERT_EQUAL(r.head.fault, 0);
-    CU_ASSERT_STRING_EQUAL(r.out, "GET /a HTTP/1.1\r\nHost: h\r\nX-API-Key: alice\r\nX-Empty:\r\n\r\n");
+    CU_ASSERT_STRING_EQUAL(r.out,
+                           "GET /a HTTP/1.1\r\nHost: h\r\nX-API-Key: alice\r\nX-Empty:\r\n\r\n");
     CU_ASSERT_EQUAL(r.head.heads, 1);
     CU_ASSERT_EQUAL(r.head.messages, 1);
 
@@ -99,7 +100,10 @@ static void test_bodies_are_followed(void)
 /* Each refused, with its status, the message it concerns, and nothing of it passed on. */
 static void test_faults(void)
 {
-#define CASE(stream, status) {stream, sizeof stream - 1, status}
+#define CASE(stream, status)                                                                       \
+    {                                                                                              \
+        stream, sizeof stream - 1, status                                                          \
+    }
     static const struct {
         const char *stream;
         size_t len;
@@ -108,11 +112,11 @@ static void test_faults(void)
         CASE("GET / HTTP/1.1\r\nHost: h\r\nContent-Length : 41\r\n\r\n", 400),
         CASE("GET / HTTP/1.1\r\nHost: h\r\nContent-Length\t: 41\r\n\r\n", 400),
         CASE("GET / HTTP/1.1\r\nHost: h\r\nContent-Length:\r\n 41\r\n\r\n", 400),
-        CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\r\n b\r\n\r\n", 400),     /* obs-fold */
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\r\n b\r\n\r\n", 400),       /* obs-fold */
         CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\r\n\tX-B: b\r\n\r\n", 400), /* with a colon */
-        CASE("GET / HTTP/1.1\r\n Host: h\r\n\r\n", 400),                     /* after the line */
-        CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\rb\r\n\r\n", 400),         /* bare CR */
-        CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\nX-B: b\r\n\r\n", 400),    /* bare LF */
+        CASE("GET / HTTP/1.1\r\n Host: h\r\n\r\n", 400),                      /* after the line */
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\rb\r\n\r\n", 400),          /* bare CR */
+        CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\nX-B: b\r\n\r\n", 400),     /* bare LF */
         CASE("GET / HTTP/1.1\nHost: h\n\n", 400),
         CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\0b\r\n\r\n", 400), /* NUL */
         CASE("GET / HTTP/1.1\r\nHost: h\r\nX-A: a\x7f\r\n\r\n", 400),
@@ -133,9 +137,12 @@ static void test_faults(void)
         CASE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 5\r\n\r\n", 400),
         CASE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +5\r\n\r\n", 400),
         CASE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1234567890123456789\r\n\r\n", 400),
-        CASE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+        CASE(
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            400),
         CASE("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
-         "chunked\r\n\r\n", 400),
+             "chunked\r\n\r\n",
+             400),
         CASE("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
         CASE("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
         CASE("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
@@ -170,15 +177,15 @@ static void test_fault_after_a_sound_message(void)
 static void test_chunked_faults(void)
 {
     static const char *const bodies[] = {
-        "5 \r\nhello\r\n0\r\n\r\n",       /* space after the size */
-        " 5\r\nhello\r\n0\r\n\r\n",       /* before it */
-        "0x5\r\nhello\r\n0\r\n\r\n",      /* a prefix */
-        "5\nhello\r\n0\r\n\r\n",          /* bare LF */
-        "5\r\nhelloX\r\n0\r\n\r\n",       /* longer than its size */
+        "5 \r\nhello\r\n0\r\n\r\n",         /* space after the size */
+        " 5\r\nhello\r\n0\r\n\r\n",         /* before it */
+        "0x5\r\nhello\r\n0\r\n\r\n",        /* a prefix */
+        "5\nhello\r\n0\r\n\r\n",            /* bare LF */
+        "5\r\nhelloX\r\n0\r\n\r\n",         /* longer than its size */
         "5\r\nhello\r\n0\r\n T: x\r\n\r\n", /* folded trailer */
-        "5\r\nhello\r\n0\r\nT x\r\n\r\n", /* trailer without colon */
-        "11111111111111111\r\n",          /* 17 hex digits */
-        ";x\r\n",                         /* no size */
+        "5\r\nhello\r\n0\r\nT x\r\n\r\n",   /* trailer without colon */
+        "11111111111111111\r\n",            /* 17 hex digits */
+        ";x\r\n",                           /* no size */
     };
     static const char head[] = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
     char stream[256];
