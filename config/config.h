@@ -146,7 +146,9 @@ int config_parse_duration(const char *text, int64_t *ns);
 /* Parses a size: 512, 64KiB, 10MiB, 1GiB (also kB, MB, GB as powers of 1000). 0 or -1. */
 int config_parse_size(const char *text, uint64_t *bytes);
 
-/* Parses 10.0.0.0/8, 2001:db8::/32, or a single address (a full-length prefix). 0 or -1. */
+/* Parses 10.0.0.0/8, 2001:db8::/32, or a single address (a full-length prefix). An
+ * IPv4-mapped block (::ffff:10.0.0.0/104) is kept as the IPv4 block (10.0.0.0/8); one shorter
+ * than /96 is refused. 0 or -1. */
 int config_parse_cidr(const char *text, struct config_cidr *out);
 
 /* Parses "host:port" or "[v6]:port" into `out` (out->host allocated). 0 or -1. */
