@@ -38,6 +38,9 @@ FUZZ_SECONDS ?= 60
 # per target within make test; make fuzz alone runs FUZZ_SECONDS
 TEST_FUZZ_SECONDS ?= 10
 
+# gateway/wire.c defines recv() for libmicrohttpd to call: the binary must export it.
+EXPORT_RECV := -Wl,--export-dynamic-symbol=recv
+
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
 .PHONY: all test run bench deps clean format container-test fuzz fuzz-regressions
@@ -72,9 +75,6 @@ build/tsan/%.o: %.c | build/.deps-ok
 	@echo "  CC  $@"
 	@$(CC) $(CPPFLAGS) $(CFLAGS) $(TSAN) -MMD -MP -c $< -o $@
 
-# gateway/wire.c defines recv() for libmicrohttpd to call: the binary must export it.
-EXPORT_RECV := -Wl,--export-dynamic-symbol=recv
-
 build/sluice: $(call objs,build/obj,$(SLUICE_SRC))
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $^ $(GATEWAY_LIBS) $(EXPORT_RECV) -o $@
@@ -86,13 +86,13 @@ build/test_upstream: $(call objs,build/obj,tests/upstream/upstream.c)
 	@$(CC) $(CFLAGS) $^ -o $@
 build/test_unit: $(call objs,build/obj,$(UNIT_SRC))
 	@echo "  LD  $@"
-	@$(CC) $(CFLAGS) $^ $(TEST_LIBS) -o $@
+	@$(CC) $(CFLAGS) $^ $(TEST_LIBS) $(EXPORT_RECV) -o $@
 build/asan/test_unit: $(call objs,build/asan,$(UNIT_SRC))
 	@echo "  LD  $@"
-	@$(CC) $(CFLAGS) $(ASAN) $^ $(TEST_LIBS) -o $@
+	@$(CC) $(CFLAGS) $(ASAN) $^ $(TEST_LIBS) $(EXPORT_RECV) -o $@
 build/tsan/test_unit: $(call objs,build/tsan,$(UNIT_SRC))
 	@echo "  LD  $@"
-	@$(CC) $(CFLAGS) $(TSAN) $^ $(TEST_LIBS) -o $@
+	@$(CC) $(CFLAGS) $(TSAN) $^ $(TEST_LIBS) $(EXPORT_RECV) -o $@
 build/test_integration: $(call objs,build/obj,$(INTEG_SRC))
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $^ $(TEST_LIBS) $(shell pkg-config --libs json-c) -o $@

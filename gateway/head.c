@@ -2,6 +2,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "chars.h"
 #include "head.h"
 
 #define CHUNK_LINE_MAX 4096 /* a chunk extension or trailer line longer than this is refused */
@@ -21,13 +22,6 @@ enum stage {
     AT_TRAILER_LF,    /* the LF ending a trailer field line */
     AT_END_LF,        /* the LF of the final empty line: the message ends there */
     FAULTED,          /* refused: nothing more is read */
-};
-
-/* What a head says about the body after it. */
-struct framing {
-    unsigned content_lengths, transfer_encodings, hosts;
-    uint64_t length;
-    bool chunked, http10;
 };
 
 void gw_head_init(struct gw_head *h)
@@ -52,25 +46,10 @@ void gw_head_refuse(struct gw_head *h, uint16_t status, const char *reason)
         fault(h, status, reason);
 }
 
-static bool is_tchar(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
 /* A character a field value may hold: visible ASCII, obs-text, space and tab. */
 static bool is_value_char(unsigned char c)
 {
     return c == '\t' || (c >= 0x20 && c != 0x7f);
-}
-
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
-        return (c | 0x20) - 'a' + 10;
-    return -1;
 }
 
 static bool is_named(const char *line, size_t name_len, const char *name)
@@ -79,12 +58,12 @@ static bool is_named(const char *line, size_t name_len, const char *name)
 }
 
 /* METHOD SP TARGET SP HTTP/1.x, `len` bytes without the CRLF. */
-static int read_request_line(struct gw_head *h, const char *line, size_t len, struct framing *f)
+static int read_request_line(struct gw_head *h, const char *line, size_t len)
 {
     size_t i = 0, target;
     const char *version;
 
-    while (i < len && is_tchar((unsigned char)line[i]))
+    while (i < len && gw_is_tchar((unsigned char)line[i]))
         i++;
     if (i == 0 || i == len || line[i] != ' ')
         return fault(h, 400, "the request line is not METHOD SP TARGET SP HTTP-VERSION");
@@ -99,18 +78,24 @@ static int read_request_line(struct gw_head *h, const char *line, size_t len, st
         return fault(h, 400, "the request line is not METHOD SP TARGET SP HTTP-VERSION");
     if (version[5] != '1' || version[7] > '1')
         return fault(h, 505, "only HTTP/1.0 and HTTP/1.1 are spoken here");
-    f->http10 = version[7] == '0';
+    h->http10 = version[7] == '0';
     return 0;
 }
 
 /* NAME ":" OWS VALUE OWS, `len` bytes without the CRLF. */
-static int read_field(struct gw_head *h, const char *line, size_t len, struct framing *f)
+static void count(uint8_t *n)
+{
+    if (*n < 2)
+        (*n)++;
+}
+
+static int read_field(struct gw_head *h, const char *line, size_t len)
 {
     size_t name_len = 0, value, end = len;
 
     if (line[0] == ' ' || line[0] == '\t')
         return fault(h, 400, "a header field is folded onto a second line (obs-fold)");
-    while (name_len < len && is_tchar((unsigned char)line[name_len]))
+    while (name_len < len && gw_is_tchar((unsigned char)line[name_len]))
         name_len++;
     if (name_len == 0 || name_len == len || line[name_len] != ':')
         return fault(h, 400, "a header field's name is not a token followed by a colon");
@@ -124,76 +109,76 @@ static int read_field(struct gw_head *h, const char *line, size_t len, struct fr
         end--;
 
     if (is_named(line, name_len, "Content-Length")) {
-        f->content_lengths++;
-        f->length = 0;
+        count(&h->content_lengths);
+        h->length = 0;
         if (end == value || end - value > 18)
             return fault(h, 400, "Content-Length is not a number of bytes");
         for (size_t i = value; i < end; i++) {
             if (line[i] < '0' || line[i] > '9')
                 return fault(h, 400, "Content-Length is not a number of bytes");
-            f->length = f->length * 10 + (uint64_t)(line[i] - '0');
+            h->length = h->length * 10 + (uint64_t)(line[i] - '0');
         }
     } else if (is_named(line, name_len, "Transfer-Encoding")) {
-        f->transfer_encodings++;
-        f->chunked = end - value == 7 && strncasecmp(line + value, "chunked", 7) == 0;
+        count(&h->transfer_encodings);
+        h->chunked = end - value == 7 && strncasecmp(line + value, "chunked", 7) == 0;
     } else if (is_named(line, name_len, "Host")) {
-        f->hosts++;
+        count(&h->hosts);
     }
     return 0;
 }
 
-static int check_framing(struct gw_head *h, const struct framing *f)
+static int check_framing(struct gw_head *h)
 {
-    if (f->content_lengths > 1 || f->transfer_encodings > 1 ||
-        (f->content_lengths > 0 && f->transfer_encodings > 0))
+    if (h->content_lengths > 1 || h->transfer_encodings > 1 ||
+        (h->content_lengths > 0 && h->transfer_encodings > 0))
         return fault(h, 400,
                      "the body's length is given twice or two ways; it is refused rather than "
                      "guessed");
-    if (f->transfer_encodings > 0 && f->http10)
+    if (h->transfer_encodings > 0 && h->http10)
         return fault(h, 400, "HTTP/1.0 has no Transfer-Encoding");
-    if (f->transfer_encodings > 0 && !f->chunked)
+    if (h->transfer_encodings > 0 && !h->chunked)
         return fault(h, 501, "only the chunked transfer coding is accepted");
-    if (f->hosts > 1)
+    if (h->hosts > 1)
         return fault(h, 400, "the Host field is given twice");
-    if (f->hosts == 0 && !f->http10)
+    if (h->hosts == 0 && !h->http10)
         return fault(h, 400, "an HTTP/1.1 request needs a Host field");
     return 0;
 }
 
 /* Reads the head at `p` (`n` bytes available): 1 when whole and sound (`*head_len` set), 0
  * when more bytes are needed, -1 on a fault. Lines are checked as they complete, so a fault
- * is found before the head ends. */
-static int read_head(struct gw_head *h, const char *p, size_t n, size_t *head_len,
-                     struct framing *f)
+ * is found before the head ends, and `checked` remembers how far, so a head arriving a byte at
+ * a time is not read again from its start each time. */
+static int read_head(struct gw_head *h, const char *p, size_t n, size_t *head_len)
 {
-    size_t pos = 0;
-    bool request_line_read = false;
+    size_t pos = h->checked;
 
-    memset(f, 0, sizeof *f);
     for (;;) {
         const char *lf = memchr(p + pos, '\n', n - pos);
         size_t len;
 
-        if (lf == NULL)
+        if (lf == NULL) {
+            h->checked = (uint16_t)pos;
             return n >= GW_HEAD_MAX
                        ? fault(h, 431, "the request head is larger than this gateway accepts")
                        : 0;
+        }
         len = (size_t)(lf - (p + pos));
         if (len == 0 || p[pos + len - 1] != '\r')
             return fault(h, 400, "a line ends in a bare LF");
         len--;
-        if (!request_line_read && len == 0) {
+        if (!h->request_line_read && len == 0) {
             pos += 2; /* an empty line before the request line */
             continue;
         }
-        if (!request_line_read) {
-            if (read_request_line(h, p + pos, len, f) != 0)
+        if (!h->request_line_read) {
+            if (read_request_line(h, p + pos, len) != 0)
                 return -1;
-            request_line_read = true;
+            h->request_line_read = true;
         } else if (len == 0) {
             *head_len = pos + 2;
-            return check_framing(h, f) == 0 ? 1 : -1;
-        } else if (read_field(h, p + pos, len, f) != 0) {
+            return check_framing(h) == 0 ? 1 : -1;
+        } else if (read_field(h, p + pos, len) != 0) {
             return -1;
         }
         pos += len + 2;
@@ -227,24 +212,29 @@ static void end_message(struct gw_head *h)
     h->stage = AT_HEAD;
 }
 
-static void start_body(struct gw_head *h, const struct framing *f)
+/* After a whole, sound head: its body, if any, and a clean slate for the next head. */
+static void start_body(struct gw_head *h)
 {
     h->heads++;
     h->remaining = 0;
     h->digits = 0;
-    if (f->chunked)
+    if (h->chunked)
         h->stage = AT_CHUNK_SIZE;
-    else if (f->length > 0) {
+    else if (h->length > 0) {
         h->stage = IN_LENGTH_BODY;
-        h->remaining = f->length;
+        h->remaining = h->length;
     } else
         end_message(h);
+    h->checked = 0;
+    h->request_line_read = h->http10 = h->chunked = false;
+    h->content_lengths = h->transfer_encodings = h->hosts = 0;
+    h->length = 0;
 }
 
 /* One byte of a chunked body's framing (not of chunk data). 0, or -1 on a fault. */
 static int read_chunk_byte(struct gw_head *h, unsigned char c)
 {
-    int digit = hex_value(c);
+    int digit = gw_hex_value(c);
 
     switch (h->stage) {
     case AT_CHUNK_SIZE:
@@ -282,7 +272,7 @@ static int read_chunk_byte(struct gw_head *h, unsigned char c)
         h->line_len = 1;
         if (c == '\r')
             h->stage = AT_END_LF;
-        else if (is_tchar(c))
+        else if (gw_is_tchar(c))
             h->stage = IN_TRAILER_NAME;
         else
             return fault(h, 400, "a trailer field is malformed or folded");
@@ -295,11 +285,10 @@ static int read_chunk_byte(struct gw_head *h, unsigned char c)
             h->stage = IN_TRAILER_VALUE;
         else if (h->stage == IN_TRAILER_VALUE && c == '\r')
             h->stage = AT_TRAILER_LF;
-        else if (!(h->stage == IN_TRAILER_NAME ? is_tchar(c) : is_value_char(c)))
+        else if (!(h->stage == IN_TRAILER_NAME ? gw_is_tchar(c) : is_value_char(c)))
             return fault(h, 400, "a trailer field is malformed");
         return 0;
-    case AT_TRAILER_LF:
-    case AT_END_LF:
+    default: /* AT_TRAILER_LF or AT_END_LF */
         if (c != '\n')
             return fault(h, 400, "a trailer line does not end in CRLF");
         if (h->stage == AT_END_LF)
@@ -307,8 +296,6 @@ static int read_chunk_byte(struct gw_head *h, unsigned char c)
         else
             h->stage = AT_TRAILER;
         return 0;
-    default:
-        return fault(h, 400, "the request could not be read");
     }
 }
 
@@ -318,9 +305,8 @@ struct gw_head_step gw_head_feed(struct gw_head *h, char *buf, size_t len)
 
     while (r < len && h->stage != FAULTED) {
         if (h->stage == AT_HEAD) {
-            struct framing f;
             size_t head_len = 0;
-            int got = read_head(h, buf + r, len - r, &head_len, &f);
+            int got = read_head(h, buf + r, len - r, &head_len);
 
             if (got == 0)
                 return (struct gw_head_step){w, r};
@@ -328,7 +314,7 @@ struct gw_head_step gw_head_feed(struct gw_head *h, char *buf, size_t len)
                 break;
             w += rewrite_head(buf + w, buf + r, head_len);
             r += head_len;
-            start_body(h, &f);
+            start_body(h);
         } else if (h->stage == IN_LENGTH_BODY || h->stage == IN_CHUNK_DATA) {
             size_t n = len - r < h->remaining ? len - r : (size_t)h->remaining;
 

@@ -26,7 +26,8 @@
  *                 trailer fields as field lines) so the next head is found where the upstream
  *                 would find it
  *
- * A head is held back until it is whole (at most GW_HEAD_MAX bytes, else 431). The first fault
+ * A head is held back until it is whole (at most GW_HEAD_MAX bytes, else 431); lines already
+ * read whole are not read again when more of it comes. The first fault
  * ends the reading for good: `fault` holds the status to answer with and `fault_at` the
  * message it concerns (0 for the first on the connection); nothing from the faulty message on
  * is passed on. Each message is counted twice, when its head is found sound (`heads`) and
@@ -47,7 +48,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GW_HEAD_MAX (16 * 1024) /* the longest head held back: libmicrohttpd's buffer size */
+/* The longest head: libmicrohttpd's first read buffer, half the 16 KiB connection pool
+ * (server.c), which a head must fit since it is handed over whole. */
+#define GW_HEAD_MAX (8 * 1024)
 
 struct gw_head {
     uint8_t stage;      /* where in a message the next byte falls (head.c) */
@@ -60,6 +63,12 @@ struct gw_head {
     uint16_t fault;     /* the status a refused message is answered with; 0 while none */
     bool fault_in_body; /* the fault came after the message's head had been passed on */
     const char *reason; /* what was wrong, for the client and the log; static */
+
+    /* The head being read, as far as its lines are whole, and what they said. */
+    uint16_t checked; /* bytes from the head's start read as whole lines */
+    bool request_line_read, http10, chunked;
+    uint8_t content_lengths, transfer_encodings, hosts; /* counted up to 2 */
+    uint64_t length;                                    /* the Content-Length */
 };
 
 /* What one call of gw_head_feed() found. */

@@ -5,9 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "chars.h"
 #include "keys.h"
-
-#define PORT_MAX_DIGITS 5
 
 /* ::ffff:a.b.c.d, an IPv4 address as a dual-stack socket or a proxy writes it. It is made
  * the IPv4 address itself, so that one client has one key and IPv4 exemptions and
@@ -62,20 +61,6 @@ static int parse_ip(const char *text, size_t len, bool ipv6_allowed, struct gw_a
     return 0;
 }
 
-static bool port_valid(const char *text, size_t len)
-{
-    unsigned long port = 0;
-
-    if (len == 0 || len > PORT_MAX_DIGITS)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] < '0' || text[i] > '9')
-            return false;
-        port = port * 10 + (unsigned long)(text[i] - '0');
-    }
-    return port <= 65535;
-}
-
 int gw_addr_parse(const char *text, size_t len, struct gw_addr *out)
 {
     const char *colon;
@@ -95,7 +80,7 @@ int gw_addr_parse(const char *text, size_t len, struct gw_addr *out)
             return -1;
         inner_len = (size_t)(close - text - 1);
         rest_len = len - inner_len - 2;
-        if (rest_len > 0 && (close[1] != ':' || !port_valid(close + 2, rest_len - 1)))
+        if (rest_len > 0 && (close[1] != ':' || !gw_port_valid(close + 2, rest_len - 1)))
             return -1;
         return parse_ip(text + 1, inner_len, true, out);
     }
@@ -104,7 +89,7 @@ int gw_addr_parse(const char *text, size_t len, struct gw_addr *out)
     /* Some load balancers write "203.0.113.7:4711". Only after an IPv4 address: in an
      * unbracketed IPv6 address a last ":4711" is a group, and inet_pton above has had it. */
     colon = memrchr(text, ':', len);
-    if (colon == NULL || !port_valid(colon + 1, (size_t)(text + len - colon - 1)))
+    if (colon == NULL || !gw_port_valid(colon + 1, (size_t)(text + len - colon - 1)))
         return -1;
     return parse_ip(text, (size_t)(colon - text), false, out);
 }

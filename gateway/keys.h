@@ -18,12 +18,12 @@
  *                 trusted_proxies match it (the config turns ::ffff:10.0.0.0/104 into
  *                 10.0.0.0/8 likewise), so writing an address the other way buys no fresh
  *                 quota and no way past an exemption or trust decision.
- *   header:NAME   "header:" and the header's value;
- *   query:NAME    "query:" and the query parameter as libmicrohttpd decodes it (%XX and
- *                 '+'), so re-encoding a value gives no fresh quota. Either falls back to
- *                 the ip key when the request lacks it, so anonymous clients are still
- *                 limited. A value over 256 bytes is replaced by its BLAKE2b digest
- *                 ("header#<hex>").
+ *   header:NAME   "header:" and the header's value (given once; request.c refuses more);
+ *   query:NAME    "query:" and the query parameter decoded (%XX and '+'; target.h says
+ *                 which spellings are refused), so re-encoding a value gives no fresh quota.
+ *                 Either falls back to the ip key when the request lacks it, so anonymous
+ *                 clients are still limited. A value over 256 bytes is replaced by its
+ *                 BLAKE2b digest ("header#<hex>").
  *
  * The limiter itself keeps only a 128-bit SipHash of the key, never the key.
  */

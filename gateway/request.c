@@ -241,10 +241,19 @@ static int client_key(struct gw_request *rq, struct MHD_Connection *c, enum conf
 
     if (kind == CONFIG_KEY_HEADER) {
         struct field_count count = {name, 0};
+        char *connection = joined_header(c, "Connection");
+        /* A key header that Connection names is dropped before the upstream: the upstream
+         * would serve as anonymous a request counted under a key of the client's choice. */
+        bool dropped = connection != NULL && gw_header_is_hop_by_hop(name, connection) &&
+                       !gw_header_is_hop_by_hop(name, NULL);
 
+        free(connection);
         MHD_get_connection_values(c, MHD_HEADER_KIND, count_field, &count);
-        if (count.n > 1) {
-            refuse(rq, MHD_HTTP_BAD_REQUEST, "the key header is given more than once");
+        if (count.n > 1 || dropped) {
+            refuse(rq, MHD_HTTP_BAD_REQUEST,
+                   dropped ? "the Connection field names the key header, which would not reach "
+                             "the upstream"
+                           : "the key header is given more than once");
             return -1;
         }
         value = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
@@ -372,6 +381,53 @@ static bool is_misspelled_method(const char *method)
     return false;
 }
 
+/* The route of the request, or -1. Every reading an upstream could make of the request must
+ * pick the same one: with the path's case folded (ASP.NET and IIS match paths so), without its
+ * path parameters (Java servlet containers), and by a trusted proxy's X-Forwarded-Host (which
+ * frameworks can be told to believe over Host). When they differ the request is refused, and
+ * -1 returned. */
+static int pick_route(struct gw_request *rq, struct MHD_Connection *c, const char *host)
+{
+    const struct config *config = rq->runtime->config;
+    int route = gw_route_match(config, rq->method, rq->path, host);
+    char *forwarded_host = NULL, *stripped;
+    struct gw_addr peer;
+
+    if (gw_route_match_any_case(config, rq->method, rq->path, host) != route) {
+        refuse(rq, MHD_HTTP_BAD_REQUEST,
+               "the path names another route when its case is folded, as some upstreams do");
+        return -1;
+    }
+    if (strchr(rq->path, ';') != NULL) {
+        stripped = malloc(strlen(rq->path) + 1);
+        if (stripped != NULL)
+            gw_target_strip_params(rq->path, stripped);
+        if (stripped == NULL || gw_route_match(config, rq->method, stripped, host) != route)
+            refuse(rq, MHD_HTTP_BAD_REQUEST,
+                   "the path names another route without its ;parameters, as some upstreams "
+                   "read it");
+        free(stripped);
+        if (rq->refusal != 0)
+            return -1;
+    }
+    if (peer_addr(c, &peer) == 0 && gw_cidrs_contain(&config->server.trusted_proxies, &peer))
+        forwarded_host = joined_header(c, "X-Forwarded-Host");
+    for (char *entry = forwarded_host; entry != NULL && rq->refusal == 0;) {
+        char *comma = strchr(entry, ',');
+
+        if (comma != NULL)
+            *comma = '\0';
+        if (!gw_host_is_valid(entry) ||
+            gw_route_match(config, rq->method, rq->path, entry) != route)
+            refuse(rq, MHD_HTTP_BAD_REQUEST,
+                   "X-Forwarded-Host names another route than Host; it is refused rather than "
+                   "guessed");
+        entry = comma != NULL ? comma + 1 : NULL;
+    }
+    free(forwarded_host);
+    return rq->refusal != 0 ? -1 : route;
+}
+
 /* The first call for a request: its headers are in, its body not yet. Decides whether it
  * will be forwarded or refused. */
 static void begin(struct gw_request *rq, struct MHD_Connection *c)
@@ -406,7 +462,9 @@ static void begin(struct gw_request *rq, struct MHD_Connection *c)
         refuse(rq, MHD_HTTP_BAD_REQUEST, "the Host field is not a host name or address");
         return;
     }
-    rq->route = gw_route_match(config, rq->method, rq->path, host);
+    rq->route = pick_route(rq, c, host);
+    if (rq->refusal != 0)
+        return;
     if (rq->route < 0)
         refuse(rq, MHD_HTTP_NOT_FOUND, "no route matches this request");
     else if (length != NULL && strtoull(length, NULL, 10) > config->server.max_body)
@@ -682,9 +740,10 @@ enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *
         rq->started = true;
         rq->method = method;
         begin(rq, c);
-        /* Answering now makes libmicrohttpd close the connection after the answer; worth it
-         * only to avoid reading a body that is refused anyway. Otherwise answer at the final
-         * call, and the connection stays open. */
+        /* Answering before the body makes libmicrohttpd close the connection after the
+         * answer (unless the body is empty); worth it only to avoid reading a body that is
+         * refused anyway. Otherwise answer at the final call, where a 429 or 404 keeps the
+         * connection open. */
         if (rq->refusal != 0 && rq->has_body)
             return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
         return MHD_YES;

@@ -3,9 +3,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "chars.h"
 #include "routes.h"
-
-#define PORT_MAX_DIGITS 5
 
 static bool method_accepted(const struct config_route *route, const char *method)
 {
@@ -80,8 +79,8 @@ static bool host_accepted(const struct config_route *route, const char *host)
     return len == route_len && strncasecmp(name, route->host, len) == 0;
 }
 
-int gw_route_match(const struct config *config, const char *method, const char *path,
-                   const char *host)
+static int match(const struct config *config, const char *method, const char *path,
+                 const char *host, bool any_case)
 {
     int best = -1;
     size_t best_len = 0;
@@ -90,7 +89,9 @@ int gw_route_match(const struct config *config, const char *method, const char *
         const struct config_route *r = &config->routes[i];
         size_t len = strlen(r->path_prefix);
 
-        if ((best < 0 || len > best_len) && strncmp(path, r->path_prefix, len) == 0 &&
+        if ((best < 0 || len > best_len) &&
+            (any_case ? strncasecmp(path, r->path_prefix, len)
+                      : strncmp(path, r->path_prefix, len)) == 0 &&
             method_accepted(r, method) && host_accepted(r, host)) {
             best = (int)i;
             best_len = len;
@@ -99,26 +100,16 @@ int gw_route_match(const struct config *config, const char *method, const char *
     return best;
 }
 
-static bool is_digit(char c)
+int gw_route_match(const struct config *config, const char *method, const char *path,
+                   const char *host)
 {
-    return c >= '0' && c <= '9';
+    return match(config, method, path, host, false);
 }
 
-/* ASCII only: the C library's classes follow the locale, and a host name's do not. */
-static bool is_alnum(char c)
+int gw_route_match_any_case(const struct config *config, const char *method, const char *path,
+                            const char *host)
 {
-    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-static int hex_value(char c)
-{
-    if (is_digit(c))
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    return match(config, method, path, host, true);
 }
 
 /* The end of the reg-name that starts `text`: its first ':' or `end`; NULL if the name is
@@ -137,8 +128,8 @@ static const char *reg_name_end(const char *text, const char *end)
             continue;
         }
         if (*p == '%') {
-            int high = p + 2 < end ? hex_value(p[1]) : -1;
-            int low = high >= 0 ? hex_value(p[2]) : -1;
+            int high = p + 2 < end ? gw_hex_value((unsigned char)p[1]) : -1;
+            int low = high >= 0 ? gw_hex_value((unsigned char)p[2]) : -1;
 
             /* %XX is for the octets of a non-ASCII (UTF-8) name. Standing for an ASCII
              * character ("%2E", "%40") it is a second spelling that some upstreams decode
@@ -147,7 +138,7 @@ static const char *reg_name_end(const char *text, const char *end)
             if (low < 0 || high < 8)
                 return NULL;
             p += 3;
-        } else if (is_alnum(*p) || *p == '-' || *p == '_' || *p == '~') {
+        } else if (gw_is_alnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '~') {
             p++;
         } else {
             return NULL;
@@ -169,20 +160,6 @@ static bool ipv6_literal_valid(const char *text, size_t len)
     memcpy(buf, text, len);
     buf[len] = '\0';
     return inet_pton(AF_INET6, buf, bytes) == 1;
-}
-
-static bool port_valid(const char *text, size_t len)
-{
-    unsigned long port = 0;
-
-    if (len == 0 || len > PORT_MAX_DIGITS)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        if (!is_digit(text[i]))
-            return false;
-        port = port * 10 + (unsigned long)(text[i] - '0');
-    }
-    return port <= 65535;
 }
 
 bool gw_host_is_valid(const char *host)
@@ -210,5 +187,5 @@ bool gw_host_is_valid(const char *host)
         if (rest == NULL)
             return false;
     }
-    return rest == end || (*rest == ':' && port_valid(rest + 1, (size_t)(end - rest - 1)));
+    return rest == end || (*rest == ':' && gw_port_valid(rest + 1, (size_t)(end - rest - 1)));
 }

@@ -36,6 +36,12 @@
 int gw_route_match(const struct config *config, const char *method, const char *path,
                    const char *host);
 
+/* The same with path prefixes compared without case (ASCII letters): the route an upstream
+ * that folds the path's case (ASP.NET, IIS) would serve the request as. The gateway refuses a
+ * request for which the two differ. */
+int gw_route_match_any_case(const struct config *config, const char *method, const char *path,
+                            const char *host);
+
 /* Whether `host`, a Host header as the client sent it, is one the gateway can route without
  * guessing (see above). NULL (no Host) and "" (allowed by HTTP/1.1) are valid; the caller
  * decides whether HTTP/1.1 requires one. Surrounding SP/HTAB is ignored. */

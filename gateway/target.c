@@ -1,27 +1,17 @@
 /* Reading the request target; design in target.h. */
 #include <stdbool.h>
 #include <string.h>
-#include <strings.h>
 
+#include "chars.h"
 #include "target.h"
-
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
-        return (c | 0x20) - 'a' + 10;
-    return -1;
-}
 
 /* The byte that %XX at `p` stands for, or -1 when `p` is not % and two hex digits. */
 static int percent_byte(const char *p)
 {
-    int high, low;
+    int high = p[0] == '%' ? gw_hex_value((unsigned char)p[1]) : -1;
+    int low = high >= 0 ? gw_hex_value((unsigned char)p[2]) : -1;
 
-    if (p[0] != '%' || (high = hex_digit(p[1])) < 0 || (low = hex_digit(p[2])) < 0)
-        return -1;
-    return high * 16 + low;
+    return low >= 0 ? high * 16 + low : -1;
 }
 
 static bool is_control(int c)
@@ -84,6 +74,19 @@ int gw_target_path(const char *target, char *out, const char **reason)
     return 0;
 }
 
+void gw_target_strip_params(const char *path, char *out)
+{
+    size_t w = 0;
+
+    for (const char *p = path; *p != '\0'; p++) {
+        if (*p == ';')
+            p += strcspn(p, "/") - 1;
+        else
+            out[w++] = *p;
+    }
+    out[w] = '\0';
+}
+
 /* The byte at `p[*i]` of a query name or value, decoded ('+' is a space, %XX its byte), `*i`
  * moved past it; -1 for a '%' without two hex digits within `len`. */
 static int query_byte(const char *p, size_t len, size_t *i)
@@ -102,12 +105,16 @@ static int query_byte(const char *p, size_t len, size_t *i)
     return c;
 }
 
-static int fold_case(int c)
+/* A name character as the most forgiving framework reads it: without case, and with '.', ' '
+ * and '[' as '_' (PHP turns `api.key` into `api_key`). */
+static int fold_name(int c)
 {
+    if (c == '.' || c == ' ' || c == '[')
+        return '_';
     return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
 }
 
-/* True when the `len` bytes at `p` decode to `name`, in any case. */
+/* True when the `len` bytes at `p` decode to `name`, as some framework reads names. */
 static bool decodes_to(const char *p, size_t len, const char *name)
 {
     size_t i = 0, n = 0;
@@ -115,7 +122,7 @@ static bool decodes_to(const char *p, size_t len, const char *name)
     while (i < len) {
         int c = query_byte(p, len, &i);
 
-        if (c < 0 || name[n] == '\0' || fold_case(c) != fold_case((unsigned char)name[n]))
+        if (c < 0 || name[n] == '\0' || fold_name(c) != fold_name((unsigned char)name[n]))
             return false;
         n++;
     }
@@ -133,7 +140,7 @@ int gw_target_query_value(const char *target, const char *name, char *out, const
     for (const char *piece = query + 1;; piece += strcspn(piece, "&;") + 1) {
         size_t len = strcspn(piece, "&;"), name_end = strcspn(piece, "=&;");
 
-        if (decodes_to(piece, name_end < len ? name_end : len, name)) {
+        if (decodes_to(piece, name_end, name)) {
             if (found != NULL) {
                 *reason = "the key parameter is given more than once";
                 return -1;

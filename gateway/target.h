@@ -13,11 +13,16 @@
  *           two hex digits, and a fragment ('#': libcurl would not send it).
  *   query   a key parameter is matched by its exact name, case-sensitively. Refused: the
  *           parameter given more than once, or under another spelling that decodes to it
- *           (`KEY`, `k%65y`: some frameworks fold case or decode names), or next to a ';'
+ *           (`KEY`, `k%65y`, and for `api_key` also `api.key`: some frameworks fold case,
+ *           decode names, or turn '.', ' ' and '[' into '_' as PHP does), or next to a ';'
  *           (some split on it), or a value that decodes to a control character or holds a
  *           '%' without two hex digits.
  *
  *   /%61pi//x?k%65y=a&key=b   path /api/x; the key `key` refused (spelled two ways)
+ *
+ * Path parameters (`/api;v=1/x`, which Java servlet containers serve as /api/x) and letter
+ * case (`/API/x`, which ASP.NET serves as /api/x) are two more readings of a path: request.c
+ * refuses a request when they would pick another route.
  */
 #ifndef SLUICE_GATEWAY_TARGET_H
 #define SLUICE_GATEWAY_TARGET_H
@@ -27,6 +32,10 @@
 /* The routing path of `target` (which starts with '/') into `out` (at least as long as
  * target, plus one). 0, or -1 with `*reason` set (static text). */
 int gw_target_path(const char *target, char *out, const char **reason);
+
+/* `path` (a routing path) without its path parameters (";v=1" up to the next '/'), into `out`
+ * (as long as path, plus one): what Java servlet containers route by. */
+void gw_target_strip_params(const char *path, char *out);
 
 /* The decoded value of the query parameter `name` ('+' is a space) into `out` (at least as
  * long as target, plus one): 1 when found, 0 when absent, -1 refused with `*reason` set. */

@@ -93,54 +93,69 @@ static ssize_t after_fault(struct gw_wire *w, char *buf, size_t ready, size_t le
 
     memcpy(buf + ready, GW_WIRE_STAND_IN + w->stand_in_sent, give);
     w->stand_in_sent += give;
+    /* The rest of the stand-in must be asked for, and libmicrohttpd polls before it reads:
+     * with the read side shut, the socket stays readable. */
+    if (give < left)
+        shutdown(w->fd, SHUT_RD);
     if (ready + give > 0)
         return (ssize_t)(ready + give);
     n = recvfrom(w->fd, buf, len, flags, NULL, NULL);
     return n > 0 ? again() : n;
 }
 
-/* Feeds `n` bytes just read into `buf` (after `kept` bytes of a head held back, which
- * `buf` starts with) and returns what libmicrohttpd gets of them: never more than were read,
- * so nothing is left over for a later call that, with the socket drained, might not come. */
-static ssize_t feed(struct gw_wire *w, char *buf, size_t n, size_t len, int flags)
+/* Feeds `n` bytes in `in` (a head kept back, then what was just read), and hands libmicrohttpd
+ * what it passed, in `buf`: never more than `len`, and nothing left over for a later call
+ * that, with the socket drained, might not come. */
+static ssize_t feed(struct gw_wire *w, char *in, size_t n, char *buf, size_t len, int flags)
 {
-    struct gw_head_step step = gw_head_feed(&w->head, buf, n);
+    struct gw_head_step step = gw_head_feed(&w->head, in, n);
+    size_t kept = n - step.keep_from;
 
-    free(w->held);
-    w->held = NULL;
-    w->held_len = 0;
-    if (w->head.fault != 0 && w->head.fault_in_body)
-        return 0; /* libmicrohttpd cannot answer mid-body: the stream ends, and it closes */
+    if (in != buf)
+        memcpy(buf, in, step.ready);
+    if (w->head.fault != 0 && w->head.fault_in_body) {
+        /* libmicrohttpd cannot answer in the middle of a body: what came before the fault
+         * goes through, then the stream ends (the shut read side makes it ask again). */
+        shutdown(w->fd, SHUT_RD);
+        return (ssize_t)step.ready;
+    }
     if (w->head.fault != 0)
         return after_fault(w, buf, step.ready, len, flags);
-    if (step.keep_from < n) {
+    if (kept > 0 && w->held == NULL)
         w->held = malloc(GW_HEAD_MAX);
-        if (w->held == NULL)
-            return -1; /* errno ENOMEM: libmicrohttpd drops the connection */
-        w->held_len = n - step.keep_from;
-        memcpy(w->held, buf + step.keep_from, w->held_len);
+    if (kept > 0 && w->held == NULL)
+        return -1; /* errno ENOMEM: libmicrohttpd drops the connection */
+    if (kept > 0)
+        memmove(w->held, in + step.keep_from, kept);
+    w->held_len = kept;
+    if (kept == 0) {
+        free(w->held);
+        w->held = NULL;
     }
     return step.ready > 0 ? (ssize_t)step.ready : again();
 }
 
 static ssize_t read_checked(struct gw_wire *w, char *buf, size_t len, int flags)
 {
-    size_t kept = w->held_len;
+    size_t kept = w->held_len, room = len < GW_HEAD_MAX ? len : GW_HEAD_MAX;
     ssize_t n;
 
+    if (w->head.fault != 0 && w->head.fault_in_body)
+        return 0;
     if (w->head.fault != 0)
-        return w->head.fault_in_body ? 0 : after_fault(w, buf, 0, len, flags);
-    if (kept >= len || kept >= GW_HEAD_MAX) {
-        /* libmicrohttpd's buffer would not hold the head: refused (431) like any other. */
+        return after_fault(w, buf, 0, len, flags);
+    if (kept == 0) {
+        n = recvfrom(w->fd, buf, len, flags, NULL, NULL);
+        return n > 0 ? feed(w, buf, (size_t)n, buf, len, flags) : n;
+    }
+    /* A head kept back: what follows is read in behind it, as much as libmicrohttpd could
+     * take of the two together. */
+    if (kept >= room) {
         gw_head_refuse(&w->head, 431, "the request head is larger than this gateway accepts");
         return after_fault(w, buf, 0, len, flags);
     }
-    if (kept > 0)
-        memcpy(buf, w->held, kept);
-    n = recvfrom(w->fd, buf + kept, len - kept, flags, NULL, NULL);
-    if (n <= 0)
-        return n;
-    return feed(w, buf, kept + (size_t)n, len, flags);
+    n = recvfrom(w->fd, w->held + kept, room - kept, flags, NULL, NULL);
+    return n > 0 ? feed(w, w->held, kept + (size_t)n, buf, len, flags) : n;
 }
 
 /* libmicrohttpd's reads of client sockets land here (wire.h); all others pass straight to

@@ -20,5 +20,6 @@ void register_headers_tests(void);
 void register_respond_tests(void);
 void register_head_tests(void);
 void register_target_tests(void);
+void register_wire_tests(void);
 
 #endif

@@ -30,6 +30,7 @@ int main(int argc, char **argv)
     register_respond_tests();
     register_head_tests();
     register_target_tests();
+    register_wire_tests();
 
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)

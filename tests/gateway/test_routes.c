@@ -193,6 +193,15 @@ static void test_host_validity(void)
     CU_ASSERT_FALSE(gw_host_is_valid("a%C3%"));
 }
 
+static void test_any_case(void)
+{
+    CU_ASSERT_EQUAL(gw_route_match(&config, "GET", "/API/x", NULL), 0);
+    CU_ASSERT_EQUAL(gw_route_match_any_case(&config, "GET", "/API/x", NULL), 1);
+    CU_ASSERT_EQUAL(gw_route_match_any_case(&config, "GET", "/Api/V2/x", NULL), 2);
+    CU_ASSERT_EQUAL(gw_route_match_any_case(&config, "GET", "/api/x", NULL), 1);
+    CU_ASSERT_EQUAL(gw_route_match_any_case(&config, "GET", "/other", NULL), 0);
+}
+
 static void test_no_match(void)
 {
     struct config only_api = {.routes = routes + 1, .n_routes = 1};
@@ -212,5 +221,6 @@ void register_routes_tests(void)
     add_test(s, "IPv6 literal hosts, and a dotted route host", test_host_ipv6);
     add_test(s, "HEAD goes where GET goes", test_head_is_get);
     add_test(s, "Host syntax: what is refused", test_host_validity);
+    add_test(s, "path prefixes without case, for a second reading", test_any_case);
     add_test(s, "no route", test_no_match);
 }

@@ -81,6 +81,38 @@ static void test_query_keys(void)
     CU_ASSERT_STRING_EQUAL(key_of("/x?key=al%2"), "<refused>");
 }
 
+/* PHP reads api.key, "api key" and api[key as api_key. */
+static void test_query_names_as_php_reads_them(void)
+{
+    static const char *const refused[] = {"/x?api.key=mine", "/x?api_key=victim&api.key=mine",
+                                          "/x?api+key=mine", "/x?api%20key=mine",
+                                          "/x?api[key=mine", "/x?API_KEY=mine"};
+    char out[64];
+    const char *reason = NULL;
+
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        CU_ASSERT_EQUAL(gw_target_query_value(refused[i], "api_key", out, &reason), -1);
+    CU_ASSERT_EQUAL(gw_target_query_value("/x?api_key=mine&apikey=2", "api_key", out, &reason), 1);
+    CU_ASSERT_STRING_EQUAL(out, "mine");
+}
+
+static void test_path_parameters(void)
+{
+    static const struct {
+        const char *path, *stripped;
+    } cases[] = {
+        {"/api;v=1/x", "/api/x"}, {"/api/x;jsessionid=1", "/api/x"},
+        {"/a;b;c/d;e", "/a/d"},   {"/;x", "/"},
+        {"/api/x", "/api/x"},
+    };
+    char out[64];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gw_target_strip_params(cases[i].path, out);
+        CU_ASSERT_STRING_EQUAL(out, cases[i].stripped);
+    }
+}
+
 void register_target_tests(void)
 {
     CU_pSuite suite = add_suite("target");
@@ -88,4 +120,6 @@ void register_target_tests(void)
     add_test(suite, "paths are decoded once, slashes merged", test_paths_are_decoded_and_merged);
     add_test(suite, "paths read two ways are refused", test_paths_read_two_ways_are_refused);
     add_test(suite, "query keys: one exact spelling, once", test_query_keys);
+    add_test(suite, "query names as PHP reads them", test_query_names_as_php_reads_them);
+    add_test(suite, "path parameters are stripped for a second reading", test_path_parameters);
 }

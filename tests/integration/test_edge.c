@@ -324,6 +324,12 @@ static void test_key_header_twice_and_underscores(void)
     static const struct edge_case dropping[] = {
         REFUSED("X-API-Key twice",
                 "GET /x HTTP/1.1\r\nHost: h\r\nX-API-Key: a\r\nX-API-Key: b\r\n\r\n" SMUGGLED, 400),
+        /* The key would be counted here and dropped before the upstream: a bucket of the
+         * client's choosing for a request the upstream serves as anonymous. */
+        REFUSED("Connection names X-API-Key",
+                "GET /x HTTP/1.1\r\nHost: h\r\nX-API-Key: rnd1\r\nConnection: "
+                "x-api-key\r\n\r\n" SMUGGLED,
+                400),
         FORWARDED("X_API_Key is dropped",
                   "GET /dropped HTTP/1.1\r\nHost: h\r\nX_API_Key: x\r\nX-Other: y\r\n\r\n",
                   "GET /dropped HTTP/1.1\r\nHost: h\r\nX-Other: y\r\n" FORWARDED_BY("h") "\r\n"),
@@ -460,6 +466,16 @@ static void test_path_and_method_spellings(void)
         REFUSED("a fragment", GET("/api/x#frag") SMUGGLED, 400),
         REFUSED("invalid percent-encoding", GET("/api/%zz") SMUGGLED, 400),
         REFUSED("a lowercase method", "get /api/x HTTP/1.1\r\nHost: h\r\n\r\n" SMUGGLED, 400),
+        /* Upstreams that fold the path's case, or drop path parameters, serve these as
+         * /api/x: they would dodge /api/ by the catch-all. */
+        REFUSED("/API/x", GET("/API/x") SMUGGLED, 400),
+        REFUSED("/api;v=1/x", GET("/api;v=1/x") SMUGGLED, 400),
+        REFUSED("/api%3Bv=1/x", GET("/api%3Bv=1/x") SMUGGLED, 400),
+    };
+    /* Other case or parameters that pick the same route either way pass as sent. */
+    static const struct edge_case same_route[] = {
+        FORWARDED("/Other/x", GET("/Other/x"), GET_UP("/other/Other/x")),
+        FORWARDED("/x;v=1", GET("/x;v=1"), GET_UP("/other/x;v=1")),
     };
 
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
@@ -472,6 +488,7 @@ static void test_path_and_method_spellings(void)
     if (!start_gateway(paths_config))
         return;
     RUN_CASES(refused);
+    RUN_CASES(same_route);
     stop_gateway();
 }
 
@@ -563,6 +580,24 @@ static void test_forwarded_proto_and_host(void)
         FORWARDED("from an untrusted peer", CLAIMS, GET_UP("/x")),
     };
 #undef CLAIMS
+    /* With a host route, a trusted X-Forwarded-Host must pick the route Host picks: frameworks
+     * told to believe it would act on another host than sluice routed. */
+    static const char host_routes[] =
+        "server: {listen: \"127.0.0.1:0\", trusted_proxies: [\"127.0.0.0/8\"]}\nroutes:\n"
+        "  - name: admin\n    match: {path_prefix: /, host: admin.example}\n"
+        "    upstream: \"http://127.0.0.1:%1$u/admin\"\n"
+        "  - name: all\n    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:%1$u\"\n";
+    static const struct edge_case host_readings[] = {
+        REFUSED("X-Forwarded-Host picks another route",
+                "GET /x HTTP/1.1\r\nHost: h\r\nX-Forwarded-Host: admin.example\r\n\r\n" SMUGGLED,
+                400),
+        REFUSED("X-Forwarded-Host is no host",
+                "GET /x HTTP/1.1\r\nHost: h\r\nX-Forwarded-Host: a@b\r\n\r\n" SMUGGLED, 400),
+        FORWARDED("X-Forwarded-Host on the same route",
+                  "GET /x HTTP/1.1\r\nHost: h\r\nX-Forwarded-Host: public.example\r\n\r\n",
+                  "GET /x HTTP/1.1\r\nHost: h\r\nX-Forwarded-Host: public.example\r\n"
+                  "X-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\n\r\n"),
+    };
 
     if (start_sluice(&gw, config, rec.port, ", trusted_proxies: [\"127.0.0.0/8\"]") != 0) {
         CU_FAIL("sluice did not start");
@@ -575,6 +610,10 @@ static void test_forwarded_proto_and_host(void)
         return;
     }
     RUN_CASES(untrusted);
+    stop_gateway();
+    if (!start_gateway(host_routes))
+        return;
+    RUN_CASES(host_readings);
     stop_gateway();
 }
 

@@ -1,0 +1,161 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../unit.h"
+#include "wire.h"
+
+/* A connection as libmicrohttpd holds one: [0] read through recv() (the gateway's), [1] the
+ * client's end. */
+static int ends[2] = {-1, -1};
+static struct gw_wire *wire;
+
+static int setup(void)
+{
+    return gw_wire_init();
+}
+
+static int teardown(void)
+{
+    gw_wire_cleanup();
+    return 0;
+}
+
+static void open_connection(void)
+{
+    CU_ASSERT_EQUAL_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
+    fcntl(ends[0], F_SETFL, O_NONBLOCK);
+    wire = gw_wire_attach(ends[0]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wire);
+}
+
+static void close_connection(void)
+{
+    gw_wire_detach(wire);
+    close(ends[0]);
+    close(ends[1]);
+}
+
+static void client_sends(const char *bytes)
+{
+    CU_ASSERT_EQUAL(write(ends[1], bytes, strlen(bytes)), (ssize_t)strlen(bytes));
+}
+
+/* What libmicrohttpd's next read gets, at most `len` bytes, as a string ("<again>" when it
+ * would wait, "<eof>"); static. */
+static const char *gateway_reads(size_t len)
+{
+    static char got[16384];
+    ssize_t n = recv(ends[0], got, len, 0);
+
+    if (n < 0 && errno == EAGAIN)
+        return "<again>";
+    if (n <= 0)
+        return n == 0 ? "<eof>" : "<error>";
+    got[n] = '\0';
+    return got;
+}
+
+static void test_a_head_in_pieces(void)
+{
+    open_connection();
+    client_sends("GET / HTTP/1.1\r\nHo");
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096), "<again>");
+    client_sends("st: h \r\n");
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096), "<again>");
+    client_sends("\r\nGET /b");
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096), "GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+    client_sends(" HTTP/1.1\r\nHost: h\r\n\r\n");
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096), "GET /b HTTP/1.1\r\nHost: h\r\n\r\n");
+    CU_ASSERT_EQUAL(gw_wire_head(wire)->messages, 2);
+    close_connection();
+}
+
+static void test_a_refused_head_becomes_the_stand_in(void)
+{
+    open_connection();
+    client_sends("GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n");
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096), GW_WIRE_STAND_IN);
+    CU_ASSERT_EQUAL(gw_wire_head(wire)->fault, 400);
+    client_sends("GET /more HTTP/1.1\r\nHost: h\r\n\r\n");
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096), "<again>"); /* read and dropped */
+    close_connection();
+}
+
+/* No room for the whole stand-in behind a sound request: the rest comes at the next read,
+ * which a poll would let happen with nothing more from the client. */
+static void test_the_stand_in_in_two_reads(void)
+{
+    static const char sound[] = "GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+                      refused[] = "GET / HTTP/1.1\r\nBad Name: 1\r\n";
+    size_t room = sizeof refused - 1; /* less than the stand-in */
+    char expected[128];
+
+    open_connection();
+    client_sends(sound);
+    client_sends(refused);
+    snprintf(expected, sizeof expected, "%s%.*s", sound, (int)room, GW_WIRE_STAND_IN);
+    CU_ASSERT_STRING_EQUAL(gateway_reads(sizeof sound - 1 + room), expected);
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096), GW_WIRE_STAND_IN + room);
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096), "<eof>");
+    close_connection();
+}
+
+/* A broken chunked body: what came before it goes through, then the stream ends. */
+static void test_a_broken_body_ends_the_stream(void)
+{
+    open_connection();
+    client_sends("GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
+                 "POST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5 \r\nhello");
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096),
+                           "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
+                           "POST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5");
+    CU_ASSERT_TRUE(gw_wire_head(wire)->fault_in_body);
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096), "<eof>");
+    close_connection();
+}
+
+/* A head longer than libmicrohttpd's buffer has room for is refused (431). */
+static void test_a_head_too_long(void)
+{
+    char big[GW_HEAD_MAX + 64];
+
+    open_connection();
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
+    client_sends(big);
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096), "<again>");
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096), GW_WIRE_STAND_IN);
+    CU_ASSERT_EQUAL(gw_wire_head(wire)->fault, 431);
+    close_connection();
+}
+
+/* Sockets not attached (libcurl's, hiredis's) are read as they are. */
+static void test_other_sockets_pass_untouched(void)
+{
+    int other[2];
+    char got[64];
+
+    CU_ASSERT_EQUAL_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, other), 0);
+    CU_ASSERT_EQUAL(write(other[1], "X: a \r\n", 7), 7);
+    CU_ASSERT_EQUAL(recv(other[0], got, sizeof got, 0), 7);
+    CU_ASSERT_EQUAL(memcmp(got, "X: a \r\n", 7), 0);
+    close(other[0]);
+    close(other[1]);
+}
+
+void register_wire_tests(void)
+{
+    CU_pSuite suite = add_suite_with("wire", setup, teardown);
+
+    add_test(suite, "a head in pieces is handed over whole", test_a_head_in_pieces);
+    add_test(suite, "a refused head becomes the stand-in",
+             test_a_refused_head_becomes_the_stand_in);
+    add_test(suite, "the stand-in over two reads", test_the_stand_in_in_two_reads);
+    add_test(suite, "a broken chunked body ends the stream", test_a_broken_body_ends_the_stream);
+    add_test(suite, "a head too long for the buffer", test_a_head_too_long);
+    add_test(suite, "other sockets pass untouched", test_other_sockets_pass_untouched);
+}
