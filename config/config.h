@@ -8,13 +8,14 @@
  * kept in nanoseconds, sizes in bytes. Nothing here opens a socket.
  *
  *   server:   listen, admin_listen, trusted_proxies, max_connections, max_connections_per_ip,
- *             client_timeout,
- *             max_body, drain_timeout, watch_config, access_log, underscores_in_headers
+ *             client_timeout, max_body, max_header_size, max_response_header_size,
+ *             drain_timeout, watch_config,
+ *             access_log, underscores_in_headers, upstream_idle_timeout, upstream_max_idle
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
  *             on_store_error
  *   routes:   name, match {path_prefix, methods, host}, upstream, timeout, connect_timeout,
  *             key, ipv6_prefix, limit {algorithm, requests, per, burst, key} (or a list of
- *             such limits, each with a name), store, dry_run, exempt, tls_verify
+ *             such limits, each with a name), store, dry_run, exempt, tls_verify, proxy
  *
  * A key (ip | header:NAME | query:NAME) says whom a request is counted for. The route's key is
  * the default for each of its limits; a limit that names its own counts under that instead,
@@ -29,6 +30,33 @@
  *
  * Any scalar value may use ${VAR} or ${VAR:-default} (the default also when VAR is empty);
  * a variable that is unset and has no default is an error at its position.
+ *
+ * Upstream connections: a request head larger than server.max_header_size (default 16KiB,
+ * 4KiB to 1MiB) is answered 431, an upstream's response head larger than
+ * server.max_response_header_size (default 16KiB, 4KiB to 1MiB) 502. Idle upstream connections are kept for reuse, at most
+ * server.upstream_max_idle of them (default 64, 1 to 65536), each closed once idle longer than
+ * server.upstream_idle_timeout (default 60s, 1s to 1h). A route's proxy: (http://, https:// or
+ * socks5://host:port, nothing else in the URL) sends its upstream requests through that
+ * forward proxy; without one, or with proxy: "" (say "${PROXY:-}"), the route uses no proxy
+ * at all, whatever http_proxy, HTTPS_PROXY or ALL_PROXY say.
+ *
+ * The file is untrusted input as far as cost goes (a reload runs on the signal thread), so
+ * every dimension is bounded and checked before anything is built: at most CONFIG_MAX_FILE
+ * bytes; collections nested at most CONFIG_MAX_DEPTH deep; at most CONFIG_MAX_ITEMS keys in one
+ * mapping or items in one list; at most CONFIG_MAX_SCALAR bytes in a key or value (also once
+ * ${VAR} is expanded), and no NUL in one; at most CONFIG_MAX_ROUTES routes and
+ * LIMITER_MAX_PER_REQUEST limits per route. YAML aliases (*name) are refused: libyaml's
+ * document shares an aliased node wherever it is named (and an anchor is registered before its
+ * own children, so `&a [*a]` is a cycle), which lets a few hundred KiB expand to gigabytes of
+ * config, and sluice's schema has no use for them (libyaml has no merge keys, and unknown keys
+ * are errors). The shape is checked on libyaml's event stream first, which stops at the first
+ * collection nested too deep, since libyaml's scanner costs time quadratic in the nesting depth;
+ * a file with any shape problem is not walked further. Otherwise the walk visits each node a
+ * bounded number of times, and repeated keys are found by sorting (n log n), so a load costs
+ * time and memory linear in the file up to a log factor: about 0.1 s and 35 MB for the worst
+ * 1 MiB file, most of it libyaml reading the text twice.
+ * Errors are collected, but only the first CONFIG_MAX_ERRORS are listed, followed by a count
+ * of the rest.
  */
 #ifndef SLUICE_CONFIG_H
 #define SLUICE_CONFIG_H
@@ -73,7 +101,7 @@ enum config_store_error {
  * route; as a list, each item names itself. */
 struct config_limit {
     char *name;
-    struct limiter_params params; /* params.algorithm is owned by the config */
+    struct limiter_params params;  /* params.algorithm is owned by the config */
     enum config_key_kind key_kind; /* its own key:, or else the route's */
     char *key_name; /* the header or query parameter, owned by the config; NULL for ip */
 };
@@ -81,14 +109,14 @@ struct config_limit {
 struct config_route {
     char *name;
     char *path_prefix;
-    char **methods; /* upper case; NULL-terminated; NULL when any method matches */
-    char *host;     /* lower case, no port; NULL when any host matches */
-    char *upstream; /* scheme://host:port, no trailing slash */
+    char **methods;           /* upper case; NULL-terminated; NULL when any method matches */
+    char *host;               /* lower case, no port; NULL when any host matches */
+    char *upstream;           /* scheme://host:port, no trailing slash */
     char *upstream_base_path; /* "" or "/base", prepended to every forwarded path */
     int64_t timeout_ns;
     int64_t connect_timeout_ns;
     enum config_key_kind key_kind; /* the default for limits that name no key */
-    char *key_name; /* the header or query parameter; NULL for ip */
+    char *key_name;                /* the header or query parameter; NULL for ip */
     uint32_t ipv6_prefix_len;
     struct config_limit *limits; /* all must allow a request; NULL when unlimited */
     size_t n_limits;
@@ -97,6 +125,8 @@ struct config_route {
     bool dry_run;
     struct config_cidrs exempt;
     bool tls_verify;
+    char *proxy; /* scheme://host:port of a forward proxy; NULL: none, not even from the
+                  * environment */
 };
 
 struct config {
@@ -109,10 +139,14 @@ struct config {
         uint32_t max_connections_per_ip; /* 0: no cap */
         int64_t client_timeout_ns;
         uint64_t max_body;
+        uint64_t max_header_size; /* the largest request head; 431 beyond */
+        uint64_t max_response_header_size; /* the largest upstream response head; 502 beyond */
         int64_t drain_timeout_ns;
         bool watch_config;
-        char *access_log; /* "stdout", "off", or a file path */
-        bool underscores_in_headers; /* forward header names with '_' (default: drop them) */
+        char *access_log;                 /* "stdout", "off", or a file path */
+        bool underscores_in_headers;      /* forward header names with '_' (default: drop them) */
+        int64_t upstream_idle_timeout_ns; /* an idle upstream connection is closed after this */
+        uint32_t upstream_max_idle;       /* idle upstream connections kept, in all */
     } server;
     uint32_t max_clients;
     enum config_store store;
@@ -136,7 +170,13 @@ struct config *config_load(const char *path, char **errors);
 /* The same for `len` bytes of YAML in memory, reported as coming from `name`. */
 struct config *config_parse(const char *name, const char *text, size_t len, char **errors);
 
-#define CONFIG_MAX_FILE (16 * 1024 * 1024)
+/* The parser's bounds; see the top of this file. */
+#define CONFIG_MAX_FILE   (1024 * 1024) /* bytes */
+#define CONFIG_MAX_DEPTH  32            /* mappings and lists nested in one another */
+#define CONFIG_MAX_ITEMS  4096          /* keys in one mapping, items in one list */
+#define CONFIG_MAX_SCALAR 4096 /* bytes in one key or value, also once ${VAR} is expanded */
+#define CONFIG_MAX_ROUTES 1024
+#define CONFIG_MAX_ERRORS 100 /* problems listed; any more are counted on one more line */
 
 void config_free(struct config *config);
 
@@ -145,6 +185,15 @@ int config_parse_duration(const char *text, int64_t *ns);
 
 /* Parses a size: 512, 64KiB, 10MiB, 1GiB (also kB, MB, GB as powers of 1000). 0 or -1. */
 int config_parse_size(const char *text, uint64_t *bytes);
+
+/* Writes `ns` into `out` (`cap` bytes) in the largest unit that holds it whole (90s as 90s,
+ * 3600s as 1h), as config_parse_duration() reads it; returns `out`. Less than a whole number
+ * of milliseconds comes out in ns, which that parser does not read. */
+const char *config_format_duration(int64_t ns, char *out, size_t cap);
+
+/* Writes `bytes` into `out` (`cap` bytes) in the largest binary unit that holds it whole
+ * (4096 as 4KiB, 1000 as 1000), as config_parse_size() reads it; returns `out`. */
+const char *config_format_size(uint64_t bytes, char *out, size_t cap);
 
 /* Parses 10.0.0.0/8, 2001:db8::/32, or a single address (a full-length prefix). An
  * IPv4-mapped block (::ffff:10.0.0.0/104) is kept as the IPv4 block (10.0.0.0/8); one shorter

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +70,40 @@ int config_parse_size(const char *text, uint64_t *bytes)
     };
 
     return scaled(text, units, bytes);
+}
+
+/* `value` in the largest of `units` (largest first) that holds it whole, the last of them
+ * being 1. */
+static const char *format_scaled(uint64_t value, const struct unit *units, char *out, size_t cap)
+{
+    const struct unit *u = units;
+
+    while (u->scale > 1 && (value == 0 || value % u->scale != 0))
+        u++;
+    snprintf(out, cap, "%llu%s", (unsigned long long)(value / u->scale), u->suffix);
+    return out;
+}
+
+const char *config_format_duration(int64_t ns, char *out, size_t cap)
+{
+    static const struct unit units[] = {
+        {"d", 86400 * 1000000000ULL}, {"h", 3600 * 1000000000ULL}, {"m", 60 * 1000000000ULL},
+        {"s", 1000000000ULL},         {"ms", 1000000ULL},          {"ns", 1},
+    };
+
+    return format_scaled(ns < 0 ? 0 : (uint64_t)ns, units, out, cap);
+}
+
+const char *config_format_size(uint64_t bytes, char *out, size_t cap)
+{
+    static const struct unit units[] = {
+        {"GiB", 1ULL << 30},
+        {"MiB", 1ULL << 20},
+        {"KiB", 1ULL << 10},
+        {"", 1},
+    };
+
+    return format_scaled(bytes, units, out, cap);
 }
 
 int config_parse_cidr(const char *text, struct config_cidr *out)

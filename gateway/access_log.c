@@ -2,9 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "access_log.h"
+#include "log.h"
 #include "respond.h"
 
 /* The time as "2026-11-30T10:00:00", formatted once a second per thread. */
@@ -53,6 +53,5 @@ void gw_access_log_write(int fd, const struct gw_access_entry *e)
                    (unsigned long long)e->bytes, client, e->dropped_headers);
     if (len < 0 || (size_t)len >= sizeof line)
         return; /* cannot happen with the sizes above; never write half a line */
-    if (write(fd, line, (size_t)len) < 0)
-        return; /* a full disk must not stop the gateway */
+    gw_log_line(GW_LOG_ACCESS, fd, line, (size_t)len);
 }

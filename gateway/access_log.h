@@ -1,7 +1,9 @@
 /*
- * The access log: one JSON object per line per finished request, written with one write() so
- * that lines from many threads never interleave. The query string is left out of the path and
- * the client key appears only as a short hash, so no API key ever reaches the log.
+ * The access log: one JSON object per line per finished request. The line is formatted on the
+ * request's thread and handed to the access log's queue (log.h), whose writer thread writes it
+ * whole: a reader that stops reading costs log lines (sluice_log_dropped_total{log="access"}),
+ * never a request. The query string is left out of the path and the client key appears only
+ * as a short hash, so no API key ever reaches the log.
  *
  * {"time":"2026-11-30T10:00:00.123Z","route":"api","method":"GET","path":"/api/items",
  *  "status":200,"decision":"allowed","upstream_status":200,"upstream_ms":1.8,
@@ -26,6 +28,8 @@ struct gw_access_entry {
     unsigned dropped_headers; /* request fields not forwarded ('_' in the name); 0 if none */
 };
 
+/* Queues the line of `entry` for `fd` (-1: the log is off); never waits on `fd`, which need
+ * only stay open for the call. */
 void gw_access_log_write(int fd, const struct gw_access_entry *entry);
 
 #endif

@@ -6,6 +6,7 @@
 #include "head.h"
 
 #define CHUNK_LINE_MAX 4096 /* a chunk extension or trailer line longer than this is refused */
+#define TOO_LARGE      "the request head is larger than this gateway accepts"
 
 enum stage {
     AT_HEAD,          /* the next byte starts a head, or an empty line before one */
@@ -24,9 +25,10 @@ enum stage {
     FAULTED,          /* refused: nothing more is read */
 };
 
-void gw_head_init(struct gw_head *h)
+void gw_head_init(struct gw_head *h, uint32_t max_head)
 {
     memset(h, 0, sizeof *h);
+    h->max_head = max_head;
     h->stage = AT_HEAD;
 }
 
@@ -158,10 +160,8 @@ static int read_head(struct gw_head *h, const char *p, size_t n, size_t *head_le
         size_t len;
 
         if (lf == NULL) {
-            h->checked = (uint16_t)pos;
-            return n >= GW_HEAD_MAX
-                       ? fault(h, 431, "the request head is larger than this gateway accepts")
-                       : 0;
+            h->checked = (uint32_t)pos;
+            return n >= h->max_head ? fault(h, 431, TOO_LARGE) : 0;
         }
         len = (size_t)(lf - (p + pos));
         if (len == 0 || p[pos + len - 1] != '\r')
@@ -177,6 +177,8 @@ static int read_head(struct gw_head *h, const char *p, size_t n, size_t *head_le
             h->request_line_read = true;
         } else if (len == 0) {
             *head_len = pos + 2;
+            if (*head_len > h->max_head)
+                return fault(h, 431, TOO_LARGE);
             return check_framing(h) == 0 ? 1 : -1;
         } else if (read_field(h, p + pos, len) != 0) {
             return -1;

@@ -26,8 +26,8 @@
  *                 trailer fields as field lines) so the next head is found where the upstream
  *                 would find it
  *
- * A head is held back until it is whole (at most GW_HEAD_MAX bytes, else 431); lines already
- * read whole are not read again when more of it comes. The first fault
+ * A head is held back until it is whole (at most `max_head` bytes, server.max_header_size,
+ * else 431); lines already read whole are not read again when more of it comes. The first fault
  * ends the reading for good: `fault` holds the status to answer with and `fault_at` the
  * message it concerns (0 for the first on the connection); nothing from the faulty message on
  * is passed on. Each message is counted twice, when its head is found sound (`heads`) and
@@ -48,9 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The longest head: libmicrohttpd's first read buffer, half the 16 KiB connection pool
- * (server.c), which a head must fit since it is handed over whole. */
-#define GW_HEAD_MAX (8 * 1024)
+#define GW_HEAD_MAX (16 * 1024) /* server.max_header_size's default */
 
 struct gw_head {
     uint8_t stage;      /* where in a message the next byte falls (head.c) */
@@ -64,8 +62,10 @@ struct gw_head {
     bool fault_in_body; /* the fault came after the message's head had been passed on */
     const char *reason; /* what was wrong, for the client and the log; static */
 
+    uint32_t max_head; /* the longest head accepted */
+
     /* The head being read, as far as its lines are whole, and what they said. */
-    uint16_t checked; /* bytes from the head's start read as whole lines */
+    uint32_t checked; /* bytes from the head's start read as whole lines */
     bool request_line_read, http10, chunked;
     uint8_t content_lengths, transfer_encodings, hosts; /* counted up to 2 */
     uint64_t length;                                    /* the Content-Length */
@@ -78,8 +78,8 @@ struct gw_head_step {
                          what follows; equal to the length fed when there are none */
 };
 
-/* A reader for a new connection. */
-void gw_head_init(struct gw_head *h);
+/* A reader for a new connection, taking heads of up to `max_head` bytes. */
+void gw_head_init(struct gw_head *h, uint32_t max_head);
 
 /* Refuses the message being read, for a reason found outside (a head too large for the
  * buffer it must fit). */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <curl/curl.h>
 
@@ -15,6 +16,18 @@
 #include "watch.h"
 
 #define SLUICE_VERSION "0.1.0"
+
+/* How long an exit waits for the logs' queues to be written: a reader that stopped reading
+ * must not hold up a stop. */
+#define LOG_STOP_TIMEOUT_NS 1000000000LL
+
+/* File descriptors per client connection, measured with libcurl 7.88 while requests are in
+ * flight: the client's socket, the upstream's, and the socket pair that libcurl's multi handle
+ * keeps for curl_multi_wakeup(). */
+#define FDS_PER_CONNECTION 4
+/* And besides the connections': listeners, the admin port's 64 connections, log files, Redis,
+ * the config watch. */
+#define FDS_RESERVED 64
 
 static const char usage[] =
     "usage: sluice -c FILE           run the gateway with the configuration in FILE\n"
@@ -46,6 +59,34 @@ static void warn_about(const struct config *config)
         if (r->n_limits == 0)
             gw_info("route %s: no limit: requests are proxied unlimited", r->name);
     }
+}
+
+/* Raises the soft limit on open files to the hard one (many systems start services at 1024)
+ * and says when max_connections can need more. Past the limit accept() fails and accepting
+ * pauses (server.c, on_mhd_log), so clients wait in the listen backlog rather than fail, but
+ * wait they do; and an upstream connection that cannot be opened is a 502. */
+static void raise_fd_limit(uint32_t max_connections)
+{
+    rlim_t need = FDS_PER_CONNECTION * (rlim_t)max_connections + FDS_RESERVED;
+    struct rlimit limit;
+
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0)
+        return;
+    if (limit.rlim_cur < limit.rlim_max) {
+        rlim_t soft = limit.rlim_cur;
+
+        limit.rlim_cur = limit.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &limit) != 0)
+            limit.rlim_cur = soft; /* a hard limit above the kernel's nr_open, say */
+    }
+    if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < need)
+        gw_warn("open files: the limit is %llu, and server.max_connections %u can need about "
+                "%llu (%d per connection: client, upstream, libcurl's wakeup pair; and %d more): "
+                "past the limit new connections wait (sluice_accept_errors_total counts it). "
+                "Raise the hard limit (ulimit -Hn, systemd LimitNOFILE=, docker --ulimit "
+                "nofile=) or lower max_connections",
+                (unsigned long long)limit.rlim_cur, max_connections, (unsigned long long)need,
+                FDS_PER_CONNECTION, FDS_RESERVED);
 }
 
 /* Loads `path` again and runs it. An invalid file changes nothing: every problem is logged
@@ -85,12 +126,16 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     bool v6 = strchr(config->server.listen.host, ':') != NULL;
     bool watching = config->server.watch_config;
     unsigned left;
-    int sig = 0;
+    int sig = 0, rc = 1;
 
+    /* First, so that no line of the gateway's waits on stderr or stdout. */
+    if (gw_log_start() != 0)
+        gw_warn("cannot start the log writer threads: writing the logs directly");
+    raise_fd_limit(config->server.max_connections);
     if (gw_proxy_init() != 0) {
         gw_error("cannot initialise libcurl");
         config_free(config);
-        return 1;
+        goto out;
     }
     warn_about(config);
     snprintf(where, sizeof where, "%s%s%s", v6 ? "[" : "", config->server.listen.host,
@@ -99,7 +144,7 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     if (server == NULL) {
         gw_error("%s", err);
         gw_proxy_cleanup();
-        return 1;
+        goto out;
     }
     if (watching && (watch = gw_watch_start(path)) == NULL)
         gw_warn("cannot watch %s for changes (%s); reload with SIGHUP", path, strerror(errno));
@@ -125,7 +170,10 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     gw_server_stop(server);
     gw_proxy_cleanup();
     gw_info("stopped");
-    return 0;
+    rc = 0;
+out:
+    gw_log_stop(LOG_STOP_TIMEOUT_NS);
+    return rc;
 }
 
 /* GET `url`: 0 when it answers 2xx within 2 s. */

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "metrics.h"
 
 static const double bucket_bounds[GW_N_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -12,6 +13,7 @@ struct gw_metrics {
     struct gw_route_metrics *routes;
     _Atomic uint64_t reloads_ok, reloads_failed;
     _Atomic int64_t connections;
+    _Atomic uint64_t connections_rejected, accept_errors;
 };
 
 struct gw_metrics *gw_metrics_new(void)
@@ -110,6 +112,16 @@ void gw_metrics_connection(struct gw_metrics *m, int delta)
     atomic_fetch_add_explicit(&m->connections, delta, memory_order_relaxed);
 }
 
+void gw_metrics_count_rejected(struct gw_metrics *m)
+{
+    add(&m->connections_rejected, 1);
+}
+
+void gw_metrics_count_accept_error(struct gw_metrics *m)
+{
+    add(&m->accept_errors, 1);
+}
+
 static uint64_t get(_Atomic uint64_t *counter)
 {
     return atomic_load_explicit(counter, memory_order_relaxed);
@@ -177,7 +189,24 @@ void gw_metrics_render(struct gw_metrics *m, FILE *out,
             "sluice_config_reloads_total{result=\"failure\"} %llu\n"
             "# HELP sluice_connections_active Client connections open now.\n"
             "# TYPE sluice_connections_active gauge\n"
-            "sluice_connections_active %lld\n",
+            "sluice_connections_active %lld\n"
+            "# HELP sluice_connections_rejected_total Connections closed at once: "
+            "max_connections or max_connections_per_ip reached.\n"
+            "# TYPE sluice_connections_rejected_total counter\n"
+            "sluice_connections_rejected_total %llu\n"
+            "# HELP sluice_accept_errors_total Failed accept() calls (out of file descriptors, "
+            "say); accepting pauses after each.\n"
+            "# TYPE sluice_accept_errors_total counter\n"
+            "sluice_accept_errors_total %llu\n"
+            "# HELP sluice_log_dropped_total Log lines lost: the log's queue was full (its reader "
+            "too slow) or the write failed.\n"
+            "# TYPE sluice_log_dropped_total counter\n"
+            "sluice_log_dropped_total{log=\"access\"} %llu\n"
+            "sluice_log_dropped_total{log=\"error\"} %llu\n",
             (unsigned long long)get(&m->reloads_ok), (unsigned long long)get(&m->reloads_failed),
-            (long long)atomic_load_explicit(&m->connections, memory_order_relaxed));
+            (long long)atomic_load_explicit(&m->connections, memory_order_relaxed),
+            (unsigned long long)get(&m->connections_rejected),
+            (unsigned long long)get(&m->accept_errors),
+            (unsigned long long)gw_log_dropped(GW_LOG_ACCESS),
+            (unsigned long long)gw_log_dropped(GW_LOG_ERROR));
 }

@@ -1,28 +1,39 @@
 /* Forwarding with libcurl's multi interface, pulled by the client side; design in proxy.h. */
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <curl/curl.h>
 
 #include "limiter.h"
 #include "proxy.h"
 
 #define BODY_BUFFER    (64 * 1024)
-#define HEAD_MAX       (64 * 1024) /* response heads beyond this are refused */
-#define POLL_SLICE_MS  200         /* longest single wait, so an abort is seen promptly */
-#define IDLE_HANDLES   1024        /* pooled handles, each with its idle connections */
+#define POLL_SLICE_MS  200 /* longest single wait, so an abort is seen promptly */
+/* A handle keeps one upstream connection (CURLMOPT_MAXCONNECTS 1); while a dead one is being
+ * replaced, two are open for a moment. */
+#define TRACKED_SOCKETS 4
+
+struct upstream_pool;
 
 struct gw_upstream {
     CURL *easy;
     CURLM *multi;
+    struct upstream_pool *pool; /* where it goes back to */
+    int64_t idle_since_ns;      /* when it went back, for pruning */
+    curl_socket_t sockets[TRACKED_SOCKETS]; /* the connections it holds open */
+    size_t n_sockets;
     bool attached; /* easy is in multi */
     bool done;
     CURLcode result;
+    unsigned sends, max_sends; /* requests sent in this exchange, and how many may be */
 
     long status;
-    bool head_done;
+    bool head_done, head_too_large;
     char *head; /* "name\0value\0" pairs of the final response head */
     size_t head_len, head_cap;
 
@@ -31,19 +42,35 @@ struct gw_upstream {
     size_t body_len, body_off;
     bool paused;
     int64_t timeout_ns;
+    uint64_t max_head;
 };
 
-/* Idle handles, each with the upstream connections it keeps open. */
+/* The idle handles for one origin (scheme://host:port, with the forward proxy if any), least
+ * recently used first. */
+struct upstream_pool {
+    char *origin;
+    struct gw_upstream **idle;
+    size_t n_idle, cap;
+    struct upstream_pool *next;
+};
+
 static struct {
-    pthread_mutex_t lock;
-    struct gw_upstream *idle[IDLE_HANDLES];
-    size_t n_idle;
-} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    pthread_mutex_t lock; /* held for a push, a pop or a prune */
+    struct upstream_pool *pools;
+} pools = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static atomic_bool aborting;
+static _Atomic int64_t idle_timeout_ns = 60 * (int64_t)1000000000;
+static atomic_uint max_idle = 64;
 
 int gw_proxy_init(void)
 {
     return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+void gw_proxy_configure(int64_t idle_timeout, unsigned idle_max)
+{
+    atomic_store(&idle_timeout_ns, idle_timeout);
+    atomic_store(&max_idle, idle_max);
 }
 
 static void upstream_free(struct gw_upstream *u)
@@ -58,10 +85,18 @@ static void upstream_free(struct gw_upstream *u)
 
 void gw_proxy_cleanup(void)
 {
-    pthread_mutex_lock(&pool.lock);
-    while (pool.n_idle > 0)
-        upstream_free(pool.idle[--pool.n_idle]);
-    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_lock(&pools.lock);
+    while (pools.pools != NULL) {
+        struct upstream_pool *pool = pools.pools;
+
+        pools.pools = pool->next;
+        while (pool->n_idle > 0)
+            upstream_free(pool->idle[--pool->n_idle]);
+        free(pool->idle);
+        free(pool->origin);
+        free(pool);
+    }
+    pthread_mutex_unlock(&pools.lock);
     curl_global_cleanup();
 }
 
@@ -70,22 +105,80 @@ void gw_proxy_abort_all(void)
     atomic_store(&aborting, true);
 }
 
-struct gw_upstream *gw_upstream_acquire(void)
+/* The pool of `origin`, made on first use; NULL when memory is short. Under the lock. */
+static struct upstream_pool *pool_of(const char *origin)
+{
+    struct upstream_pool *pool;
+
+    for (pool = pools.pools; pool != NULL; pool = pool->next)
+        if (strcmp(pool->origin, origin) == 0)
+            return pool;
+    pool = calloc(1, sizeof *pool);
+    if (pool == NULL || (pool->origin = strdup(origin)) == NULL) {
+        free(pool);
+        return NULL;
+    }
+    pool->next = pools.pools;
+    pools.pools = pool;
+    return pool;
+}
+
+/* libcurl's sockets for this handle's connections are opened and closed here, so that
+ * gw_upstream_start() can look at them before a request goes out on one. */
+static curl_socket_t open_socket(void *cls, curlsocktype purpose, struct curl_sockaddr *address)
+{
+    struct gw_upstream *u = cls;
+    curl_socket_t fd;
+
+    (void)purpose;
+    if (u->n_sockets == TRACKED_SOCKETS)
+        return CURL_SOCKET_BAD;
+    fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+    if (fd != CURL_SOCKET_BAD)
+        u->sockets[u->n_sockets++] = fd;
+    return fd;
+}
+
+static int close_socket(void *cls, curl_socket_t fd)
+{
+    struct gw_upstream *u = cls;
+
+    for (size_t i = 0; i < u->n_sockets; i++)
+        if (u->sockets[i] == fd) {
+            u->sockets[i] = u->sockets[--u->n_sockets];
+            break;
+        }
+    return close(fd);
+}
+
+static CURLM *new_multi(void)
+{
+    CURLM *multi = curl_multi_init();
+
+    if (multi != NULL)
+        curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, 1L);
+    return multi;
+}
+
+struct gw_upstream *gw_upstream_acquire(const char *origin)
 {
     struct gw_upstream *u = NULL;
+    struct upstream_pool *pool;
 
-    pthread_mutex_lock(&pool.lock);
-    if (pool.n_idle > 0)
-        u = pool.idle[--pool.n_idle];
-    pthread_mutex_unlock(&pool.lock);
-    if (u != NULL)
+    pthread_mutex_lock(&pools.lock);
+    pool = pool_of(origin);
+    if (pool != NULL && pool->n_idle > 0)
+        u = pool->idle[--pool->n_idle];
+    pthread_mutex_unlock(&pools.lock);
+    if (u != NULL || pool == NULL)
         return u;
 
     u = calloc(1, sizeof *u);
     if (u == NULL)
         return NULL;
+    u->pool = pool;
     u->easy = curl_easy_init();
-    u->multi = curl_multi_init();
+    u->multi = new_multi();
     if (u->easy == NULL || u->multi == NULL) {
         upstream_free(u);
         return NULL;
@@ -95,17 +188,57 @@ struct gw_upstream *gw_upstream_acquire(void)
 
 void gw_upstream_release(struct gw_upstream *u)
 {
+    struct upstream_pool *pool;
+
     if (u == NULL)
         return;
     gw_upstream_finish(u);
-    pthread_mutex_lock(&pool.lock);
-    if (pool.n_idle < IDLE_HANDLES && !atomic_load(&aborting)) {
-        pool.idle[pool.n_idle++] = u;
-        u = NULL;
+    pool = u->pool;
+    u->idle_since_ns = limiter_now_ns();
+    pthread_mutex_lock(&pools.lock);
+    if (pool->n_idle < atomic_load(&max_idle) && !atomic_load(&aborting)) {
+        if (pool->n_idle == pool->cap) {
+            size_t cap = pool->cap ? 2 * pool->cap : 16;
+            struct gw_upstream **grown = realloc(pool->idle, cap * sizeof *grown);
+
+            if (grown != NULL) {
+                pool->idle = grown;
+                pool->cap = cap;
+            }
+        }
+        if (pool->n_idle < pool->cap) {
+            pool->idle[pool->n_idle++] = u;
+            u = NULL;
+        }
     }
-    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&pools.lock);
     if (u != NULL)
-        upstream_free(u);
+        upstream_free(u); /* over upstream_max_idle: its connection closes */
+}
+
+void gw_proxy_prune(int64_t now_ns)
+{
+    int64_t oldest = now_ns - atomic_load(&idle_timeout_ns);
+    struct gw_upstream *expired[64];
+    size_t n = 0;
+
+    /* Least recently used first: a run of expired handles at the front of each pool. At most
+     * a batch per call, so the lock is never held long; the caller calls again soon. */
+    pthread_mutex_lock(&pools.lock);
+    for (struct upstream_pool *pool = pools.pools; pool != NULL; pool = pool->next) {
+        size_t k = 0;
+
+        while (k < pool->n_idle && n < sizeof expired / sizeof expired[0] &&
+               pool->idle[k]->idle_since_ns < oldest)
+            expired[n++] = pool->idle[k++];
+        if (k == 0)
+            continue;
+        memmove(pool->idle, pool->idle + k, (pool->n_idle - k) * sizeof *pool->idle);
+        pool->n_idle -= k;
+    }
+    pthread_mutex_unlock(&pools.lock);
+    while (n > 0)
+        upstream_free(expired[--n]);
 }
 
 /* Keeps one header line of the response head; a new status line starts the head afresh, so
@@ -131,8 +264,10 @@ static size_t on_header(char *line, size_t size, size_t n, void *cls)
     name_len = (size_t)(colon - line);
     while (len > name_len && (line[len - 1] == '\r' || line[len - 1] == '\n'))
         len--;
-    if (u->head_len + len + 2 > HEAD_MAX)
+    if (u->head_len + len + 2 > u->max_head) {
+        u->head_too_large = true;
         return 0; /* fails the transfer: a head this large is not an answer we pass on */
+    }
     if (u->head_len + len + 2 > u->head_cap) {
         size_t cap = u->head_cap ? 2 * u->head_cap : 4096;
         char *head;
@@ -212,11 +347,47 @@ static int drive(struct gw_upstream *u, bool (*ready)(const struct gw_upstream *
     return 0;
 }
 
+/* Called by libcurl right before each time it sends the request: the first time, and again
+ * when it retries on a fresh connection after a reused one died. */
+static int before_send(void *cls, char *ip, char *local_ip, int port, int local_port)
+{
+    struct gw_upstream *u = cls;
+
+    (void)ip, (void)local_ip, (void)port, (void)local_port;
+    return ++u->sends <= u->max_sends ? CURL_PREREQFUNC_OK : CURL_PREREQFUNC_ABORT;
+}
+
+/* RFC 9110 section 9.2.2: a request that may be sent twice with the effect of once. */
+static bool is_idempotent(const char *method)
+{
+    static const char *const idempotent[] = {"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"};
+
+    for (size_t i = 0; i < sizeof idempotent / sizeof idempotent[0]; i++)
+        if (strcmp(method, idempotent[i]) == 0)
+            return true;
+    return false;
+}
+
 static void set_request_options(struct gw_upstream *u, const struct gw_forward *fw)
 {
     CURL *e = u->easy;
 
     curl_easy_reset(e);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, u);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, u);
+    /* libcurl resends a request whose reused connection died before any answer; the upstream
+     * may have acted on it. Idempotent requests may go twice, others once (502 otherwise). */
+    u->sends = 0;
+    u->max_sends = is_idempotent(fw->method) ? 2 : 1;
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, before_send);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, u);
+    /* "" ignores http_proxy, HTTPS_PROXY and ALL_PROXY: upstream requests carry credentials,
+     * and only a route's own `proxy:` may send them elsewhere. */
+    curl_easy_setopt(e, CURLOPT_PROXY, fw->proxy != NULL ? fw->proxy : "");
+    curl_easy_setopt(e, CURLOPT_MAXAGE_CONN,
+                     (long)(atomic_load(&idle_timeout_ns) / 1000000000));
     curl_easy_setopt(e, CURLOPT_URL, fw->url);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L); /* the path goes out byte for byte */
@@ -253,19 +424,42 @@ static enum gw_upstream_error classify(CURLcode result)
     }
 }
 
+/* True when a connection this handle holds has something to read (bytes or EOF) while no
+ * request is outstanding on it: a stray answer that would be taken for the next request's, or
+ * a close. libcurl checks an idle connection only after about a second. */
+static bool holds_stale_connection(const struct gw_upstream *u)
+{
+    struct pollfd fds[TRACKED_SOCKETS];
+
+    for (size_t i = 0; i < u->n_sockets; i++)
+        fds[i] = (struct pollfd){.fd = u->sockets[i], .events = POLLIN};
+    return u->n_sockets > 0 && poll(fds, u->n_sockets, 0) > 0;
+}
+
 enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_forward *fw)
 {
     enum gw_upstream_error error = GW_UPSTREAM_OK;
 
     gw_upstream_finish(u);
+    if (holds_stale_connection(u)) {
+        CURLM *fresh = new_multi();
+
+        if (fresh == NULL)
+            return GW_UPSTREAM_OTHER;
+        curl_multi_cleanup(u->multi); /* closes the connection; the next one is new */
+        u->multi = fresh;
+    }
     set_request_options(u, fw);
     u->timeout_ns = fw->timeout_ns;
+    u->max_head = fw->max_head;
     if (curl_multi_add_handle(u->multi, u->easy) != CURLM_OK)
         return GW_UPSTREAM_OTHER;
     u->attached = true;
 
     if (drive(u, head_ready, limiter_now_ns() + fw->timeout_ns) != 0)
         error = GW_UPSTREAM_TIMEOUT;
+    else if (!u->head_done && u->head_too_large)
+        error = GW_UPSTREAM_TOO_LARGE;
     else if (!u->head_done)
         error = u->result == CURLE_OK ? GW_UPSTREAM_OTHER : classify(u->result);
     if (error != GW_UPSTREAM_OK)
@@ -337,7 +531,7 @@ void gw_upstream_finish(struct gw_upstream *u)
     u->done = false;
     u->result = CURLE_OK;
     u->status = 0;
-    u->head_done = false;
+    u->head_done = u->head_too_large = false;
     u->head_len = 0;
     u->body_len = u->body_off = 0;
     u->paused = false;

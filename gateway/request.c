@@ -153,24 +153,31 @@ struct joined {
     char *value; /* every field of that name, joined with "," */
 };
 
+/* Appends `value` to the comma-separated `*list` (NULL when empty), as several fields of one
+ * name combine. 0, or -1 when memory is short (the list stays as it was). */
+static int append_list(char **list, const char *value)
+{
+    size_t old_len = *list ? strlen(*list) : 0;
+    char *grown = realloc(*list, old_len + strlen(value) + 2);
+
+    if (grown == NULL)
+        return -1;
+    if (old_len > 0)
+        grown[old_len++] = ',';
+    memcpy(grown + old_len, value, strlen(value) + 1);
+    *list = grown;
+    return 0;
+}
+
 static enum MHD_Result join_field(void *cls, enum MHD_ValueKind kind, const char *name,
                                   const char *value)
 {
     struct joined *j = cls;
-    size_t old_len = j->value ? strlen(j->value) : 0;
-    char *grown;
 
     (void)kind;
     if (strcasecmp(name, j->name) != 0 || value == NULL)
         return MHD_YES;
-    grown = realloc(j->value, old_len + strlen(value) + 2);
-    if (grown == NULL)
-        return MHD_NO;
-    if (old_len > 0)
-        grown[old_len++] = ',';
-    memcpy(grown + old_len, value, strlen(value) + 1);
-    j->value = grown;
-    return MHD_YES;
+    return append_list(&j->value, value) == 0 ? MHD_YES : MHD_NO;
 }
 
 /* Every `name` header of the request joined with ",", or NULL; the caller frees it. */
@@ -656,6 +663,15 @@ static enum MHD_Result upstream_failed(struct gw_request *rq, struct MHD_Connect
         return respond_problem(rq, c, MHD_HTTP_GATEWAY_TIMEOUT,
                                "the upstream did not answer in time");
     }
+    if (error == GW_UPSTREAM_TOO_LARGE) {
+        gw_metrics_count_error(metrics, GW_ERR_OTHER);
+        gw_warn("route %s: the upstream's response head is over max_response_header_size; "
+                "answered 502",
+                route_of(rq)->name);
+        return respond_problem(rq, c, MHD_HTTP_BAD_GATEWAY,
+                               "the upstream's response head is larger than this gateway passes "
+                               "on");
+    }
     if (error == GW_UPSTREAM_CONNECT) {
         gw_metrics_count_error(metrics, GW_ERR_CONNECT);
         return respond_problem(rq, c, MHD_HTTP_BAD_GATEWAY,
@@ -672,13 +688,15 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     struct gw_forward fw;
     struct MHD_Response *response;
     enum gw_upstream_error error;
-    char *connection = NULL;
+    char *connection = NULL, origin[1024];
     const char *name, *value, *body;
     size_t cursor = 0, url_len, body_len;
     int64_t length;
 
     /* Handles are held only while forwarding, so idle keep-alive clients hold none. */
-    upstream = rq->upstream = gw_upstream_acquire();
+    snprintf(origin, sizeof origin, "%s%s%s", route->upstream, route->proxy ? " via " : "",
+             route->proxy ? route->proxy : "");
+    upstream = rq->upstream = gw_upstream_acquire(origin);
     url_len = strlen(route->upstream) + strlen(route->upstream_base_path) + strlen(rq->raw_uri) + 1;
     rq->upstream_url = malloc(url_len);
     rq->upstream_headers = upstream_headers(rq, c);
@@ -690,6 +708,8 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     fw = (struct gw_forward){
         .method = rq->method,
         .url = rq->upstream_url,
+        .proxy = route->proxy,
+        .max_head = rq->runtime->config->server.max_response_header_size,
         .headers = rq->upstream_headers,
         .body = rq->has_body ? (rq->body ? rq->body : "") : NULL,
         .body_len = rq->body_len,
@@ -717,10 +737,13 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     }
     if (response == NULL)
         return MHD_NO;
-    /* The upstream's Connection field names more fields that stop here. */
+    /* The upstream's Connection fields (every one of them) name more fields that stop here. */
     while (gw_upstream_next_header(upstream, &cursor, &name, &value))
-        if (strcasecmp(name, "Connection") == 0 && connection == NULL)
-            connection = strdup(value);
+        if (strcasecmp(name, "Connection") == 0 && append_list(&connection, value) != 0) {
+            MHD_destroy_response(response);
+            free(connection);
+            return MHD_NO;
+        }
     cursor = 0;
     while (gw_upstream_next_header(upstream, &cursor, &name, &value))
         if (!gw_header_is_hop_by_hop(name, connection) && strcasecmp(name, "Content-Length") != 0)

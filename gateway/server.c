@@ -20,7 +20,7 @@
 /* What a running daemon was started with; changing these needs a restart. */
 struct fixed_settings {
     struct config_endpoint listen, admin_listen, redis;
-    uint32_t max_connections, max_connections_per_ip;
+    uint32_t max_connections, max_connections_per_ip, max_header_size, max_response_header_size;
     int64_t client_timeout_ns;
     bool watch_config;
 };
@@ -140,7 +140,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 
         w = calloc(1, sizeof *w);
         if (w != NULL && info != NULL)
-            w->wire = gw_wire_attach(info->connect_fd);
+            w->wire = gw_wire_attach(info->connect_fd, s->fixed.max_header_size);
         if (w == NULL || w->wire == NULL) {
             /* A connection that cannot be read strictly is not read at all. */
             if (info != NULL)
@@ -176,17 +176,50 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     *socket_context = NULL;
 }
 
+/* libmicrohttpd reports refused connections and failed accepts only here, so they are told
+ * apart by its message formats (0.9.75, daemon.c; `_()` does not translate there). Both come in
+ * floods: a refusal per client retry at max_connections, and, out of file descriptors, two
+ * lines per failed accept(), which is retried at once: in thread-per-connection mode the listen
+ * loop (MHD_poll_listen_socket) ignores libmicrohttpd's own `at_limit` pause, and the
+ * connection waiting in the backlog keeps the socket readable. This callback runs on that
+ * loop's thread right after the failure, so pausing here pauses accepting (nginx pauses
+ * 500 ms; 100 ms resumes sooner once a connection closes). Each kind is counted and logged at
+ * most once a second; test_pressure.c checks that the formats still match. */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
+    static const char refused[] = "Server reached connection limit";
+    static const char accept_failed[] = "Error accepting connection";
+    static const char out_of_resources[] = "Hit process or system resource limit";
+    static struct gw_log_limit refusals, accept_failures;
+    const struct timespec accept_pause = {0, 100 * 1000000};
+    struct gw_server *s = cls;
     char message[512];
+    uint64_t more;
     size_t len;
 
-    (void)cls;
     vsnprintf(message, sizeof message, fmt, ap);
     len = strlen(message);
     while (len > 0 && message[len - 1] == '\n')
         message[--len] = '\0';
-    gw_warn("http: %s", message);
+    if (strncmp(fmt, refused, sizeof refused - 1) == 0) {
+        gw_metrics_count_rejected(s->metrics);
+        if (gw_log_limit_pass(&refusals, limiter_now_ns(), 1000000000, &more))
+            gw_warn("http: connection limit reached (max_connections, max_connections_per_ip, "
+                    "or the admin port's 64): connection closed (and %llu more since the last "
+                    "such line; at most one a second)",
+                    (unsigned long long)more);
+    } else if (strncmp(fmt, accept_failed, sizeof accept_failed - 1) == 0) {
+        gw_metrics_count_accept_error(s->metrics);
+        if (gw_log_limit_pass(&accept_failures, limiter_now_ns(), 1000000000, &more))
+            gw_warn("http: %s (and %llu more since the last such line; at most one a second)",
+                    message, (unsigned long long)more);
+    } else if (strncmp(fmt, out_of_resources, sizeof out_of_resources - 1) == 0) {
+        /* Follows the line above for EMFILE, ENFILE, ENOMEM and ENOBUFS: only a connection
+         * closing helps, so wait for one instead of spinning. */
+        nanosleep(&accept_pause, NULL);
+    } else {
+        gw_warn("http: %s", message);
+    }
 }
 
 /* --- admin daemon ---------------------------------------------------------------------- */
@@ -263,6 +296,7 @@ static void *reap_slow_clients(void *arg)
     while (poll(&stop, 1, 250) == 0) {
         int64_t now = limiter_now_ns();
 
+        gw_proxy_prune(now);
         pthread_mutex_lock(&s->watch_lock);
         for (struct watched *w = s->watched; w != NULL; w = w->next) {
             int64_t deadline = atomic_load_explicit(&w->read_deadline_ns, memory_order_relaxed);
@@ -277,6 +311,17 @@ static void *reap_slow_clients(void *arg)
 }
 
 /* --- life cycle ------------------------------------------------------------------------ */
+
+/* libmicrohttpd's memory per connection: one pool for the request head (read into its first
+ * half) and the response head it builds, with room for the largest of each and their
+ * bookkeeping, so that a client always gets a status line. libmicrohttpd zeroes the whole
+ * pool after every request, so it is no larger than that. */
+static size_t connection_memory(uint32_t max_header_size, uint32_t max_response_header_size)
+{
+    size_t both = (size_t)max_header_size + max_response_header_size + 4096;
+
+    return both > 2 * (size_t)max_header_size ? both : 2 * (size_t)max_header_size;
+}
 
 /* Starts a daemon on `where`; NULL with `err` filled. */
 static struct MHD_Daemon *listen_on(const struct config_endpoint *where, unsigned flags,
@@ -297,7 +342,7 @@ static struct MHD_Daemon *listen_on(const struct config_endpoint *where, unsigne
     if (addr->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     d = MHD_start_daemon(flags, where->port, NULL, NULL, handler, s, MHD_OPTION_EXTERNAL_LOGGER,
-                         on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, addr->ai_addr,
+                         on_mhd_log, s, MHD_OPTION_SOCK_ADDR, addr->ai_addr,
                          MHD_OPTION_ARRAY, options, MHD_OPTION_END);
     freeaddrinfo(addr);
     if (d == NULL) {
@@ -369,6 +414,9 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
         goto fail;
     }
     s->fixed.max_connections = config->server.max_connections;
+    s->fixed.max_header_size = (uint32_t)config->server.max_header_size;
+    s->fixed.max_response_header_size = (uint32_t)config->server.max_response_header_size;
+    gw_proxy_configure(config->server.upstream_idle_timeout_ns, config->server.upstream_max_idle);
     s->fixed.max_connections_per_ip = config->server.max_connections_per_ip;
     s->fixed.client_timeout_ns = config->server.client_timeout_ns;
     s->fixed.watch_config = config->server.watch_config;
@@ -391,9 +439,10 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
             {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->fixed.max_connections, NULL},
             {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)s->fixed.max_connections_per_ip, NULL},
             {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout_s, NULL},
-            /* Per connection: the request head must fit (else 431), and the whole buffer is
-             * touched, so it is kept small for the sake of memory at many connections. */
-            {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)(16 * 1024), NULL},
+            {MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+             (intptr_t)connection_memory(s->fixed.max_header_size,
+                                         s->fixed.max_response_header_size),
+             NULL},
             {MHD_OPTION_THREAD_STACK_SIZE, (intptr_t)(512 * 1024), NULL},
             {MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL},
             {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, s},
@@ -462,6 +511,9 @@ static void warn_restart_needed(const struct fixed_settings *fixed, const struct
         gw_warn("reload: server.max_connections(_per_ip) changed; it takes effect on restart");
     if (fixed->client_timeout_ns != next->server.client_timeout_ns)
         gw_warn("reload: server.client_timeout changed; it takes effect on restart");
+    if (fixed->max_header_size != next->server.max_header_size ||
+        fixed->max_response_header_size != next->server.max_response_header_size)
+        gw_warn("reload: server.max_(response_)header_size changed; it takes effect on restart");
     if (!same_endpoint(&fixed->redis, &next->redis.address))
         gw_warn("reload: limiter.redis changed; it takes effect on restart");
     if (fixed->watch_config != next->server.watch_config)
@@ -481,6 +533,8 @@ int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR
     gw_metrics_count_reload(s->metrics, next != NULL);
     if (next == NULL)
         return -1;
+    gw_proxy_configure(next->config->server.upstream_idle_timeout_ns,
+                       next->config->server.upstream_max_idle);
     pthread_mutex_lock(&s->swap);
     s->current = next;
     pthread_mutex_unlock(&s->swap);

@@ -1,7 +1,9 @@
 /* The shared store in Redis; design in store.h. */
+#include <errno.h>
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <sodium.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +14,11 @@
 #define POOL_SIZE       64
 #define FIRST_BACKOFF   (100 * (int64_t)1000000)
 #define LONGEST_BACKOFF (5 * (int64_t)1000000000)
+#define WHY_LEN         256 /* why a call failed, as the log says it */
 
-/* KEYS[i]: limit i's key, made in C from that limit's own client key, so the script needs no
- * notion of clients. ARGV[1]: the number of limits n; then per limit: algorithm (1
+/* KEYS[i]: limit i's key, made in C from that limit's version and its own client key, so the
+ * script needs no notion of clients; sliding_window_log keeps its sorted set at KEYS[i] ":log"
+ * (store.h says why). ARGV[1]: the number of limits n; then per limit: algorithm (1
  * token_bucket, 2 gcra, 3 fixed_window, 4 sliding_window_log, 5 sliding_window_counter),
  * requests, per in microseconds, burst. Returns per limit: allowed (0/1), remaining, reset
  * and retry-after in milliseconds (rounded up). Writes happen only when every limit allows.
@@ -55,6 +59,7 @@ static const char script[] =
     "      reset, retry = start + per - now, start + per - now\n"
     "    end\n"
     "  elseif algo == 4 then\n"
+    "    key = key .. ':log'\n"
     "    redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - per))\n"
     "    local count = redis.call('ZCARD', key)\n"
     "    if count < requests then\n"
@@ -116,28 +121,38 @@ struct gw_store {
     size_t n_idle;
     char sha[41];
 
-    atomic_bool degraded;
+    /* Healthy while even, degraded while odd; each change adds one. A call keeps the value
+     * it started under, and its outcome counts only if that is still current: a call that
+     * started healthy cannot end a degraded spell, nor one begun before a recovery start the
+     * next. */
+    _Atomic uint64_t state;
     _Atomic int64_t retry_at_ns; /* while degraded: when one call may probe Redis again */
     _Atomic int64_t backoff_ns;
     _Atomic uint64_t errors;
+    char last_why[WHY_LEN]; /* under `lock`: the failure the log last reported */
 };
 
 struct gw_store *gw_store_new(const struct config *config)
 {
     struct gw_store *s = calloc(1, sizeof *s);
+    const char *password = config->redis.password;
 
     if (s == NULL)
         return NULL;
+    /* `password: "${REDIS_PASSWORD:-}"` with the variable unset means no password; AUTH ""
+     * would fail against a Redis that has none. */
+    if (password != NULL && password[0] == '\0')
+        password = NULL;
     s->host = strdup(config->redis.address.host);
     s->port = config->redis.address.port;
-    s->password = config->redis.password ? strdup(config->redis.password) : NULL;
+    s->password = password ? strdup(password) : NULL;
     s->prefix = strdup(config->redis.prefix);
     s->db = config->redis.db;
     s->timeout.tv_sec = config->redis.timeout_ns / 1000000000;
     s->timeout.tv_usec = config->redis.timeout_ns % 1000000000 / 1000;
     pthread_mutex_init(&s->lock, NULL);
     atomic_init(&s->backoff_ns, FIRST_BACKOFF);
-    if (s->host == NULL || s->prefix == NULL || (config->redis.password && !s->password)) {
+    if (s->host == NULL || s->prefix == NULL || (password && !s->password)) {
         gw_store_free(s);
         return NULL;
     }
@@ -157,20 +172,43 @@ void gw_store_free(struct gw_store *s)
     free(s);
 }
 
-static bool reply_ok(redisReply *r)
+static void set_why(char why[WHY_LEN], const char *format, ...)
 {
-    return r != NULL && r->type != REDIS_REPLY_ERROR;
+    va_list ap;
+
+    va_start(ap, format);
+    vsnprintf(why, WHY_LEN, format, ap);
+    va_end(ap);
 }
 
-/* A connection from the pool (`*pooled` set), or a new one (authenticated, its database
- * selected). */
-static redisContext *take_connection(struct gw_store *s, bool *pooled)
+/* Why `command` on `c` failed, given its reply `r`: Redis's own error text (WRONGPASS,
+ * NOAUTH, NOPERM, WRONGTYPE...) or the connection's. Call it at once: it reads errno. True
+ * when `r` is an answer, not an error. */
+static bool reply_ok(const struct gw_store *s, redisContext *c, redisReply *r, const char *command,
+                     char why[WHY_LEN])
+{
+    if (r != NULL && r->type != REDIS_REPLY_ERROR)
+        return true;
+    if (r != NULL)
+        set_why(why, "%s: %.200s", command, r->str);
+    else if (c->err == REDIS_ERR_IO && errno == EAGAIN) /* SO_RCVTIMEO ran out */
+        set_why(why, "%s: no answer within limiter.redis.timeout (%lld ms)", command,
+                (long long)s->timeout.tv_sec * 1000 + s->timeout.tv_usec / 1000);
+    else
+        set_why(why, "%s: %s", command, c->err != 0 ? c->errstr : "no reply");
+    return false;
+}
+
+/* With `reuse`, a connection from the pool if it has one (`*pooled` set); else a new one
+ * (authenticated, its database selected). NULL with `why` filled. */
+static redisContext *take_connection(struct gw_store *s, bool reuse, bool *pooled,
+                                     char why[WHY_LEN])
 {
     redisContext *c = NULL;
     char db[16];
 
     pthread_mutex_lock(&s->lock);
-    if (s->n_idle > 0)
+    if (reuse && s->n_idle > 0)
         c = s->idle[--s->n_idle];
     pthread_mutex_unlock(&s->lock);
     *pooled = c != NULL;
@@ -178,12 +216,18 @@ static redisContext *take_connection(struct gw_store *s, bool *pooled)
         return c;
 
     c = redisConnectWithTimeout(s->host, s->port, s->timeout);
-    if (c == NULL || c->err != 0 || redisSetTimeout(c, s->timeout) != REDIS_OK)
+    if (c == NULL) {
+        set_why(why, "connect: out of memory");
         goto fail;
+    }
+    if (c->err != 0 || redisSetTimeout(c, s->timeout) != REDIS_OK) {
+        set_why(why, "connect: %s", c->errstr);
+        goto fail;
+    }
     if (s->password != NULL) {
         const char *argv[] = {"AUTH", s->password};
         redisReply *r = redisCommandArgv(c, 2, argv, NULL);
-        bool ok = reply_ok(r);
+        bool ok = reply_ok(s, c, r, "AUTH", why);
 
         freeReplyObject(r);
         if (!ok)
@@ -196,7 +240,7 @@ static redisContext *take_connection(struct gw_store *s, bool *pooled)
 
         snprintf(db, sizeof db, "%u", s->db);
         r = redisCommandArgv(c, 2, argv, NULL);
-        ok = reply_ok(r);
+        ok = reply_ok(s, c, r, "SELECT", why);
         freeReplyObject(r);
         if (!ok)
             goto fail;
@@ -218,18 +262,21 @@ static void give_back(struct gw_store *s, redisContext *c)
     redisFree(c);
 }
 
-/* Loads the script into Redis (it forgets it on restart) and keeps its digest. */
-static int load_script(struct gw_store *s, redisContext *c)
+/* Loads the script into Redis (it forgets it on restart) and keeps its digest. 0, or -1 with
+ * `why` filled. */
+static int load_script(struct gw_store *s, redisContext *c, char why[WHY_LEN])
 {
     const char *argv[] = {"SCRIPT", "LOAD", script};
     redisReply *r = redisCommandArgv(c, 3, argv, NULL);
     int rc = -1;
 
-    if (r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40) {
+    if (reply_ok(s, c, r, "SCRIPT LOAD", why) && r->type == REDIS_REPLY_STRING && r->len == 40) {
         pthread_mutex_lock(&s->lock);
         memcpy(s->sha, r->str, 41);
         pthread_mutex_unlock(&s->lock);
         rc = 0;
+    } else if (r != NULL && r->type != REDIS_REPLY_ERROR) {
+        set_why(why, "SCRIPT LOAD: an answer that is no digest");
     }
     freeReplyObject(r);
     return rc;
@@ -246,16 +293,31 @@ static int algorithm_code(const char *name)
     return 0;
 }
 
-/* Runs the script for one request. 0 and `out` filled, or -1 (`c` is then to be dropped when
- * `*broken`). */
+/* The version of a limit, 8 hex digits: BLAKE2b of everything that defines what it counts
+ * (algorithm, requests, per, burst; not max_clients, which only sizes the memory fallback).
+ * Every replica with the same limit computes the same version, before and after a restart. */
+static void limit_version(const struct limiter_params *limit, char hex[9])
+{
+    char text[128];
+    unsigned char digest[crypto_generichash_BYTES_MIN];
+    int len = snprintf(text, sizeof text, "%s %llu %lld %llu", limit->algorithm,
+                       (unsigned long long)limit->requests, (long long)limit->per_ns,
+                       (unsigned long long)limit->burst);
+
+    crypto_generichash(digest, sizeof digest, (const unsigned char *)text, (size_t)len, NULL, 0);
+    sodium_bin2hex(hex, 9, digest, 4);
+}
+
+/* Runs the script for one request. 0 and `out` filled, or -1 with `why` filled (`c` is then
+ * to be dropped when `*broken`). */
 static int run_script(struct gw_store *s, redisContext *c, const char *route,
                       const char *const *names, const struct limiter_params *const *limits,
                       size_t n, const char *const *client_keys, struct limiter_decision *out,
-                      bool *broken)
+                      bool *broken, char why[WHY_LEN])
 {
     enum { MAX_ARGS = 4 + LIMITER_MAX_PER_REQUEST * 5 };
     char keys[LIMITER_MAX_PER_REQUEST][320], numbers[LIMITER_MAX_PER_REQUEST * 4 + 2][24];
-    char client_hex[33], sha[41];
+    char client_hex[33], version[9], sha[41];
     unsigned char digest[16];
     const char *argv[MAX_ARGS];
     redisReply *r = NULL;
@@ -273,8 +335,9 @@ static int run_script(struct gw_store *s, redisContext *c, const char *route,
         crypto_generichash(digest, sizeof digest, (const unsigned char *)client_keys[i],
                            strlen(client_keys[i]), NULL, 0);
         sodium_bin2hex(client_hex, sizeof client_hex, digest, sizeof digest);
-        snprintf(keys[i], sizeof keys[i], "%.64s%.64s:%.64s:%s", s->prefix, route, names[i],
-                 client_hex);
+        limit_version(limits[i], version);
+        snprintf(keys[i], sizeof keys[i], "%.64s%.64s:%.64s:%s:%s", s->prefix, route, names[i],
+                 version, client_hex);
         argv[argc++] = keys[i];
     }
     argv[argc++] = numbers[0];
@@ -291,7 +354,7 @@ static int run_script(struct gw_store *s, redisContext *c, const char *route,
 
     for (int attempt = 0; attempt < 2; attempt++) {
         if (sha[0] == '\0' || attempt == 1) {
-            if (load_script(s, c) != 0) {
+            if (load_script(s, c, why) != 0) {
                 *broken = true;
                 return -1;
             }
@@ -305,7 +368,7 @@ static int run_script(struct gw_store *s, redisContext *c, const char *route,
             break;
     }
     *broken = r == NULL;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 4 * n) {
+    if (reply_ok(s, c, r, "EVALSHA", why) && r->type == REDIS_REPLY_ARRAY && r->elements == 4 * n) {
         rc = 0;
         for (size_t i = 0; i < n; i++) {
             memset(&out[i], 0, sizeof out[i]);
@@ -315,21 +378,21 @@ static int run_script(struct gw_store *s, redisContext *c, const char *route,
             out[i].reset_ms = r->element[4 * i + 2]->integer;
             out[i].retry_after_ms = r->element[4 * i + 3]->integer;
         }
-    } else if (r != NULL && r->type == REDIS_REPLY_ERROR) {
-        gw_warn("store: redis answered: %.200s", r->str);
+    } else if (r != NULL && r->type != REDIS_REPLY_ERROR) {
+        set_why(why, "EVALSHA: an answer of the wrong shape");
     }
     freeReplyObject(r);
     return rc;
 }
 
-/* False while degraded and backing off; then true for exactly one caller at a time, which
- * is then a probe (`*probe`). */
-static bool may_try(struct gw_store *s, bool *probe)
+/* Whether a call may go to Redis: always while healthy; while degraded, once per backoff, for
+ * exactly one caller, the probe. `*state` is the state the call starts under. */
+static bool may_try(struct gw_store *s, uint64_t *state)
 {
     int64_t at, now;
 
-    *probe = atomic_load(&s->degraded);
-    if (!*probe)
+    *state = atomic_load(&s->state);
+    if (*state % 2 == 0)
         return true;
     at = atomic_load(&s->retry_at_ns);
     now = limiter_now_ns();
@@ -337,11 +400,14 @@ static bool may_try(struct gw_store *s, bool *probe)
            atomic_compare_exchange_strong(&s->retry_at_ns, &at, now + atomic_load(&s->backoff_ns));
 }
 
-/* Redis failed a call. The first failure starts the backoff; a failed probe doubles it;
- * failures of calls already under way when the first one struck change nothing. */
-static void note_failure(struct gw_store *s, bool probe)
+/* A call begun under `state` failed because of `why`. The first failure of a healthy store
+ * degrades it and starts the backoff; a failed probe doubles the backoff; the failures of
+ * calls that began before the last change (under way when the first one struck, or before the
+ * probe that ended the spell) change nothing. */
+static void note_failure(struct gw_store *s, uint64_t state, const char *why)
 {
     int64_t backoff = atomic_load(&s->backoff_ns);
+    bool first = false, new_reason = false;
 
     /* Whatever broke one connection most likely broke the idle ones too: drop them, so that
      * the next probe opens a fresh one rather than failing on a dead one. */
@@ -351,22 +417,43 @@ static void note_failure(struct gw_store *s, bool probe)
     pthread_mutex_unlock(&s->lock);
 
     atomic_fetch_add(&s->errors, 1);
-    if (!atomic_exchange(&s->degraded, true)) {
-        gw_warn("store: redis at %s:%d failed; limiting per on_store_error until it answers",
-                s->host, s->port);
+    if (state % 2 == 0) {
+        uint64_t healthy = state;
+
+        if (!atomic_compare_exchange_strong(&s->state, &healthy, state + 1))
+            return;
+        first = true;
         backoff = FIRST_BACKOFF;
-    } else if (probe) {
+    } else if (atomic_load(&s->state) == state) {
         backoff = backoff * 2 < LONGEST_BACKOFF ? backoff * 2 : LONGEST_BACKOFF;
     } else {
         return;
     }
     atomic_store(&s->backoff_ns, backoff);
     atomic_store(&s->retry_at_ns, limiter_now_ns() + backoff);
+
+    /* Said once per spell, and again only when a probe fails for another reason (a Redis
+     * that comes back asking for a password). */
+    pthread_mutex_lock(&s->lock);
+    new_reason = first || strcmp(s->last_why, why) != 0;
+    if (new_reason)
+        snprintf(s->last_why, sizeof s->last_why, "%s", why);
+    pthread_mutex_unlock(&s->lock);
+    if (first)
+        gw_warn("store: redis at %s:%d failed (%s); limiting per on_store_error until it answers",
+                s->host, s->port, why);
+    else if (new_reason)
+        gw_warn("store: redis at %s:%d still fails (%s)", s->host, s->port, why);
 }
 
-static void note_success(struct gw_store *s)
+/* A call begun under `state` succeeded. Only the probe ends a degraded spell: a call that was
+ * under way when Redis failed and comes back later says nothing about Redis now, and letting
+ * it end the spell would cut the backoff short and make the store flap under load. */
+static void note_success(struct gw_store *s, uint64_t state)
 {
-    if (atomic_load(&s->degraded) && atomic_exchange(&s->degraded, false)) {
+    uint64_t degraded = state;
+
+    if (state % 2 == 1 && atomic_compare_exchange_strong(&s->state, &degraded, state + 1)) {
         atomic_store(&s->backoff_ns, FIRST_BACKOFF);
         gw_info("store: redis at %s:%d answers again; shared limits restored", s->host, s->port);
     }
@@ -377,20 +464,22 @@ enum gw_store_result gw_store_decide(struct gw_store *s, const char *route,
                                      const struct limiter_params *const *limits, size_t n,
                                      const char *const *client_keys, struct limiter_decision *out)
 {
-    bool probe, pooled = false;
+    char why[WHY_LEN] = "";
+    uint64_t state;
+    bool pooled = false;
 
-    if (n == 0 || n > LIMITER_MAX_PER_REQUEST || !may_try(s, &probe))
+    if (n == 0 || n > LIMITER_MAX_PER_REQUEST || !may_try(s, &state))
         return GW_STORE_FAILED;
     /* A pooled connection that Redis (or something between) closed while it was idle fails
      * on first use: that says nothing about Redis, so a fresh connection gets one try. */
     for (int attempt = 0; attempt < 2; attempt++) {
-        redisContext *c = take_connection(s, &pooled);
+        redisContext *c = take_connection(s, attempt == 0, &pooled, why);
         bool broken = true;
 
         if (c != NULL &&
-            run_script(s, c, route, names, limits, n, client_keys, out, &broken) == 0) {
+            run_script(s, c, route, names, limits, n, client_keys, out, &broken, why) == 0) {
             give_back(s, c);
-            note_success(s);
+            note_success(s, state);
             return GW_STORE_OK;
         }
         if (c != NULL && !broken)
@@ -400,7 +489,7 @@ enum gw_store_result gw_store_decide(struct gw_store *s, const char *route,
         if (!(pooled && broken))
             break;
     }
-    note_failure(s, probe);
+    note_failure(s, state, why);
     return GW_STORE_FAILED;
 }
 
@@ -414,5 +503,5 @@ void gw_store_render_metrics(const struct gw_store *s, FILE *out)
             "per on_store_error.\n"
             "# TYPE sluice_store_degraded gauge\n"
             "sluice_store_degraded %d\n",
-            (unsigned long long)atomic_load(&s->errors), atomic_load(&s->degraded) ? 1 : 0);
+            (unsigned long long)atomic_load(&s->errors), (int)(atomic_load(&s->state) % 2));
 }

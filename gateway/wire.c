@@ -16,7 +16,7 @@
 struct gw_wire {
     int fd;
     struct gw_head head;
-    char *held; /* the start of a head not yet whole (GW_HEAD_MAX bytes), or NULL */
+    char *held; /* the start of a head not yet whole (head.max_head bytes), or NULL */
     size_t held_len;
     size_t stand_in_sent; /* bytes of the stand-in head handed over so far */
 };
@@ -49,7 +49,7 @@ void gw_wire_cleanup(void)
     table = NULL;
 }
 
-struct gw_wire *gw_wire_attach(int fd)
+struct gw_wire *gw_wire_attach(int fd, uint32_t max_head)
 {
     struct gw_wire *w;
 
@@ -59,7 +59,7 @@ struct gw_wire *gw_wire_attach(int fd)
     if (w == NULL)
         return NULL;
     w->fd = fd;
-    gw_head_init(&w->head);
+    gw_head_init(&w->head, max_head);
     atomic_store_explicit(&table[fd], w, memory_order_release);
     return w;
 }
@@ -122,7 +122,7 @@ static ssize_t feed(struct gw_wire *w, char *in, size_t n, char *buf, size_t len
     if (w->head.fault != 0)
         return after_fault(w, buf, step.ready, len, flags);
     if (kept > 0 && w->held == NULL)
-        w->held = malloc(GW_HEAD_MAX);
+        w->held = malloc(w->head.max_head);
     if (kept > 0 && w->held == NULL)
         return -1; /* errno ENOMEM: libmicrohttpd drops the connection */
     if (kept > 0)
@@ -137,7 +137,7 @@ static ssize_t feed(struct gw_wire *w, char *in, size_t n, char *buf, size_t len
 
 static ssize_t read_checked(struct gw_wire *w, char *buf, size_t len, int flags)
 {
-    size_t kept = w->held_len, room = len < GW_HEAD_MAX ? len : GW_HEAD_MAX;
+    size_t kept = w->held_len, room = len < w->head.max_head ? len : w->head.max_head;
     ssize_t n;
 
     if (w->head.fault != 0 && w->head.fault_in_body)

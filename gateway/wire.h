@@ -11,8 +11,8 @@
  * hiredis's) is read as if recv() were the C library's, after one array look-up.
  *
  * A head that arrives in pieces is held back here until it is whole, in a buffer allocated
- * for that time only; it must fit libmicrohttpd's read buffer (half the 16 KiB connection
- * pool), else 431. Each call hands back at most what it read, so nothing waits here while
+ * for that time only; it must fit server.max_header_size and libmicrohttpd's read buffer
+ * (half the connection pool, which server.c sizes to hold it), else 431. Each call hands back at most what it read, so nothing waits here while
  * the socket is drained: libmicrohttpd, which polls before it reads again, would not ask.
  *
  * When the reader refuses a head, libmicrohttpd is handed a stand-in head instead
@@ -30,6 +30,7 @@
 #define SLUICE_GATEWAY_WIRE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "head.h"
 
@@ -45,7 +46,7 @@ void gw_wire_cleanup(void);
 /* Starts reading `fd` (a new client connection) strictly; NULL when memory is short or the
  * fd is beyond the table (the caller then drops the connection). Freed by gw_wire_detach(),
  * which must come before the fd is closed. */
-struct gw_wire *gw_wire_attach(int fd);
+struct gw_wire *gw_wire_attach(int fd, uint32_t max_head);
 void gw_wire_detach(struct gw_wire *wire);
 
 /* The connection's reader: its counts and its fault, if any (head.h). */

@@ -82,6 +82,10 @@ static void test_example_loads(void)
     CU_ASSERT_STRING_EQUAL(c->server.access_log, "stdout");
     CU_ASSERT_STRING_EQUAL(c->routes[1].upstream, "http://127.0.0.1:9000");
     CU_ASSERT_EQUAL(c->routes[1].exempt.n, 1);
+    CU_ASSERT_EQUAL(c->server.max_header_size, 16384);
+    CU_ASSERT_EQUAL(c->server.upstream_idle_timeout_ns, 60000000000);
+    CU_ASSERT_EQUAL(c->server.upstream_max_idle, 64);
+    CU_ASSERT_PTR_NULL(c->routes[0].proxy); /* commented out */
     config_free(c);
 }
 
@@ -169,7 +173,7 @@ static void test_per_limit_keys(void)
                  10, 14, "key: expected a single value, found a list");
     expect_error(ROUTE_HEAD
                  "    limit: {algorithm: gcra, requests: 1, per: 1s, key: ip, key: ip}\n",
-                 5, 61, "\"key\" appears twice");
+                 5, 61, "\"key\" appears twice (first at line 5)");
 }
 
 /* Header names with '_': a key on one is an error unless server.underscores_in_headers, which
@@ -326,7 +330,7 @@ static void test_errors_are_positioned(void)
                  7, 16, "limit \"a\" appears twice");
     expect_error(ROUTE_HEAD "    limit: []\n", 5, 12, "a list of 1 to 8 limits");
     expect_error("server: {client_timeout: 0}\n" ROUTE_HEAD, 1, 26, "out of range (above zero");
-    expect_error("server: {drain_timeout: 2d}\n" ROUTE_HEAD, 1, 25, "out of range (at most a day)");
+    expect_error("server: {drain_timeout: 2d}\n" ROUTE_HEAD, 1, 25, "out of range (at most 1d)");
     expect_error(ROUTE_HEAD "    timeout: 9999d\n", 5, 14, "out of range");
     expect_error("routes:\n  - name: a\n    match: {path_prefix: /, methods: []}\n"
                  "    upstream: \"http://x:1\"\n",
@@ -372,7 +376,7 @@ static void test_store_settings(void)
     CU_ASSERT_EQUAL(c->replicas, 1);
     CU_ASSERT_STRING_EQUAL(c->redis.address.host, "127.0.0.1");
     CU_ASSERT_EQUAL(c->redis.address.port, 6379);
-    CU_ASSERT_EQUAL(c->redis.timeout_ns, 5000000);
+    CU_ASSERT_EQUAL(c->redis.timeout_ns, 50000000);
     CU_ASSERT_STRING_EQUAL(c->redis.prefix, "sluice:");
     config_free(c);
     unlink(path);
@@ -406,6 +410,31 @@ static void test_environment(void)
     unsetenv("SLUICE_TEST_EMPTY");
 }
 
+static int count_lines(const char *text)
+{
+    int lines = 0;
+
+    for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n') + 1)
+        lines++;
+    return lines;
+}
+
+/* Loads `yaml` and checks that it fails with `lines` error lines, one of them at
+ * `line`:`col` holding `fragment`. The line count is what shows that nothing past a bound
+ * was walked. */
+static void expect_refusal(const char *yaml, int lines, int line, int col, const char *fragment)
+{
+    char *errors = NULL;
+    struct config *c = load_text(yaml, &errors);
+
+    CU_ASSERT_PTR_NULL(c);
+    config_free(c);
+    CU_ASSERT_EQUAL(count_lines(errors), lines);
+    free(errors);
+    unlink(path);
+    expect_error(yaml, line, col, fragment);
+}
+
 /* Every problem is reported, not just the first. */
 static void test_all_errors_reported(void)
 {
@@ -413,14 +442,375 @@ static void test_all_errors_reported(void)
     struct config *c = load_text("server:\n  bogus: 1\n  drain_timeout: soon\n" ROUTE_HEAD
                                  "    timeout: never\n",
                                  &errors);
-    int lines = 0;
 
     CU_ASSERT_PTR_NULL(c);
-    for (char *p = errors; p != NULL && *p != '\0'; p = strchr(p, '\n') + 1)
-        lines++;
-    CU_ASSERT_EQUAL(lines, 3);
+    CU_ASSERT_EQUAL(count_lines(errors), 3);
     free(errors);
     unlink(path);
+
+    /* One problem, one line: a value's line breaks and controls are shown escaped. */
+    expect_refusal("server: {client_timeout: \"1\\n2\\e\"}\n" ROUTE_HEAD, 1, 1, 26,
+                   "client_timeout: \"1\\n2\\x1b\" is not a duration");
+}
+
+/* The new server settings: defaults, values at and within their bounds, and values beyond. */
+static void test_upstream_connection_settings(void)
+{
+    char *errors = NULL;
+    struct config *c = load_text(ROUTE_HEAD, &errors);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->server.max_header_size, 16384);
+    CU_ASSERT_EQUAL(c->server.max_response_header_size, 16384);
+    CU_ASSERT_EQUAL(c->server.upstream_idle_timeout_ns, 60000000000);
+    CU_ASSERT_EQUAL(c->server.upstream_max_idle, 64);
+    config_free(c);
+    unlink(path);
+
+    c = load_text("server: {max_header_size: 32KiB, upstream_idle_timeout: 5m, "
+                  "upstream_max_idle: 200, max_response_header_size: 64KiB}\n" ROUTE_HEAD,
+                  &errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->server.max_header_size, 32768);
+    CU_ASSERT_EQUAL(c->server.max_response_header_size, 65536);
+    CU_ASSERT_EQUAL(c->server.upstream_idle_timeout_ns, 300000000000);
+    CU_ASSERT_EQUAL(c->server.upstream_max_idle, 200);
+    config_free(c);
+    unlink(path);
+
+    c = load_text("server: {max_header_size: 4KiB, upstream_idle_timeout: 1s, "
+                  "upstream_max_idle: 1}\n" ROUTE_HEAD,
+                  &errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->server.max_header_size, 4096);
+    CU_ASSERT_EQUAL(c->server.upstream_idle_timeout_ns, 1000000000);
+    CU_ASSERT_EQUAL(c->server.upstream_max_idle, 1);
+    config_free(c);
+    unlink(path);
+
+    c = load_text("server: {max_header_size: 1MiB, upstream_idle_timeout: 1h, "
+                  "upstream_max_idle: 65536}\n" ROUTE_HEAD,
+                  &errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->server.max_header_size, 1048576);
+    CU_ASSERT_EQUAL(c->server.upstream_idle_timeout_ns, 3600000000000);
+    CU_ASSERT_EQUAL(c->server.upstream_max_idle, 65536);
+    config_free(c);
+    unlink(path);
+
+    expect_error("server: {max_header_size: 4095}\n" ROUTE_HEAD, 1, 27,
+                 "max_header_size: \"4095\" is out of range (from 4KiB to 1MiB)");
+    expect_error("server: {max_header_size: 2MiB}\n" ROUTE_HEAD, 1, 27,
+                 "max_header_size: \"2MiB\" is out of range (from 4KiB to 1MiB)");
+    expect_error("server: {max_header_size: big}\n" ROUTE_HEAD, 1, 27, "is not a size");
+    expect_error("server:\n  upstream_idle_timeout: 999ms\n" ROUTE_HEAD, 2, 26,
+                 "upstream_idle_timeout: \"999ms\" is out of range (from 1s to 1h)");
+    expect_error("server:\n  upstream_idle_timeout: 61m\n" ROUTE_HEAD, 2, 26,
+                 "upstream_idle_timeout: \"61m\" is out of range (from 1s to 1h)");
+    expect_error("server:\n  upstream_max_idle: 0\n" ROUTE_HEAD, 2, 22,
+                 "upstream_max_idle: \"0\" is not a whole number from 1 to 65536");
+    expect_error("server:\n  upstream_max_idle: 65537\n" ROUTE_HEAD, 2, 22,
+                 "upstream_max_idle: \"65537\" is not a whole number from 1 to 65536");
+}
+
+/* The route's proxy `value` loads as `want` (NULL: no proxy). */
+static void expect_proxy(const char *value, const char *want)
+{
+    char *errors = NULL, yaml[512];
+    struct config *c;
+
+    snprintf(yaml, sizeof yaml, ROUTE_HEAD "%s%s\n", value ? "    proxy: " : "",
+             value ? value : "");
+    c = load_text(yaml, &errors);
+    if (c == NULL)
+        fprintf(stderr, "\n%s", errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    if (want == NULL) {
+        CU_ASSERT_PTR_NULL(c->routes[0].proxy);
+    } else {
+        CU_ASSERT_STRING_EQUAL(c->routes[0].proxy, want);
+    }
+    config_free(c);
+    unlink(path);
+}
+
+static void test_route_proxy(void)
+{
+    expect_proxy(NULL, NULL); /* absent: no proxy, whatever the environment says */
+    expect_proxy("\"http://proxy.internal:3128\"", "http://proxy.internal:3128");
+    expect_proxy("\"https://proxy.internal:8443/\"", "https://proxy.internal:8443");
+    expect_proxy("\"socks5://[::1]:1080\"", "socks5://[::1]:1080");
+    expect_proxy("\"SOCKS5://10.0.0.1:1080\"", "socks5://10.0.0.1:1080");
+    expect_proxy("\"\"", NULL);
+    expect_proxy("\"${SLUICE_TEST_UNSET_PROXY:-}\"", NULL);
+
+    expect_error(ROUTE_HEAD "    proxy: \"ftp://proxy:21\"\n", 5, 12,
+                 "proxy: scheme must be http, https or socks5, not \"ftp\"");
+    expect_error(ROUTE_HEAD "    proxy: \"socks5h://proxy:1080\"\n", 5, 12,
+                 "scheme must be http, https or socks5");
+    expect_error(ROUTE_HEAD "    proxy: \"http://proxy.internal\"\n", 5, 12,
+                 "proxy: \"http://proxy.internal\" needs a port (like "
+                 "http://proxy.internal:3128)");
+    expect_error(ROUTE_HEAD "    proxy: \"socks5://proxy:0\"\n", 5, 12, "needs a port");
+    expect_error(ROUTE_HEAD "    proxy: \"http://user:secret@proxy:3128\"\n", 5, 12,
+                 "proxy: only scheme, host and port are allowed");
+    expect_error(ROUTE_HEAD "    proxy: \"http://proxy:3128/path\"\n", 5, 12,
+                 "only scheme, host and port are allowed");
+    expect_error(ROUTE_HEAD "    proxy: \"http://proxy:3128?x=1\"\n", 5, 12,
+                 "only scheme, host and port are allowed");
+    expect_error(ROUTE_HEAD "    proxy: \"proxy:3128\"\n", 5, 12,
+                 "proxy: \"proxy:3128\" is not a URL like http://proxy.internal:3128");
+    expect_error(ROUTE_HEAD "    proxy: \"http:/proxy:3128\"\n", 5, 12, "is not a URL like");
+    expect_error(ROUTE_HEAD "    proxy: \"http://proxy:99999\"\n", 5, 12, "is not a URL like");
+    expect_error(ROUTE_HEAD "    proxy: [\"http://proxy:3128\"]\n", 5, 12,
+                 "proxy: expected a single value, found a list");
+}
+
+/* --- the parser's bounds (see config.h) ---------------------------------------------------- */
+
+/* A growing text, for the large files below; the caller frees it. */
+struct text {
+    FILE *out;
+    char *data;
+    size_t len;
+};
+
+static void text_start(struct text *t)
+{
+    t->data = NULL;
+    t->out = open_memstream(&t->data, &t->len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t->out);
+}
+
+static char *text_end(struct text *t)
+{
+    fclose(t->out);
+    return t->data;
+}
+
+/* 40,000 keys took 28 s when each was compared with all before it. Now the mapping is refused
+ * at key 4097 before the tree is walked at all: one error, and no "unknown key" per key. */
+static void test_many_keys_refused_at_the_bound(void)
+{
+    struct text t;
+    char *yaml;
+
+    text_start(&t);
+    fputs("server:\n", t.out);
+    for (int i = 0; i < 40000; i++)
+        fprintf(t.out, "  k%05d: 1\n", i);
+    fputs(ROUTE_HEAD, t.out);
+    yaml = text_end(&t);
+    expect_refusal(yaml, 1, 4098, 3, "a mapping may hold at most 4096 keys; this is key 4097");
+    free(yaml);
+
+    text_start(&t);
+    fputs(ROUTE_HEAD "    exempt:\n", t.out);
+    for (int i = 0; i < 5000; i++)
+        fprintf(t.out, "      - \"10.%d.%d.0/24\"\n", i / 256, i % 256);
+    yaml = text_end(&t);
+    expect_refusal(yaml, 1, 4102, 9, "a list may hold at most 4096 items; this is item 4097");
+    free(yaml);
+}
+
+/* Repeated keys are found by sorting: 4096 copies of one key, the most a mapping may hold,
+ * each reported against the first; only the first CONFIG_MAX_ERRORS problems are listed. */
+static void test_repeated_keys(void)
+{
+    struct text t;
+    char *yaml, *errors = NULL, where[128];
+    struct config *c;
+
+    expect_error("server:\n  listen: \"127.0.0.1:1\"\n  max_body: 1\n"
+                 "  listen: \"127.0.0.1:2\"\n  listen: \"127.0.0.1:3\"\n" ROUTE_HEAD,
+                 5, 3, "server: \"listen\" appears twice (first at line 2)");
+    expect_error("server:\n  listen: \"127.0.0.1:1\"\n  max_body: 1\n"
+                 "  listen: \"127.0.0.1:2\"\n" ROUTE_HEAD,
+                 4, 3, "server: \"listen\" appears twice (first at line 2)");
+
+    text_start(&t);
+    fputs("server:\n", t.out);
+    for (int i = 0; i < 4096; i++)
+        fputs("  max_body: 1\n", t.out);
+    fputs(ROUTE_HEAD, t.out);
+    yaml = text_end(&t);
+    c = load_text(yaml, &errors);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_EQUAL(count_lines(errors), 101);
+    snprintf(where, sizeof where, "%s:3:3: server: \"max_body\" appears twice (first at line 2)\n",
+             path);
+    CU_ASSERT_PTR_NOT_NULL(strstr(errors, where));
+    snprintf(where, sizeof where, "%s:103:3: 3995 more problems from here on are not listed\n",
+             path);
+    CU_ASSERT_PTR_NOT_NULL(strstr(errors, where));
+    free(errors);
+    free(yaml);
+    unlink(path);
+}
+
+/* Aliases are refused wherever they stand, each at its position, and nothing is walked: the
+ * nine-by-nine "billion laughs" would otherwise be 9^8 copies of one list. */
+static void test_aliases_refused(void)
+{
+    struct text t;
+    char *yaml;
+
+    text_start(&t);
+    fputs("a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n", t.out);
+    for (char name = 'b'; name <= 'i'; name++) {
+        fprintf(t.out, "%c: &%c [", name, name);
+        for (int i = 0; i < 9; i++)
+            fprintf(t.out, "%s*%c", i ? ", " : "", name - 1);
+        fputs("]\n", t.out);
+    }
+    fputs(ROUTE_HEAD, t.out);
+    yaml = text_end(&t);
+    expect_refusal(yaml, 8 * 9, 2, 8, "*a: aliases are not supported; write the value out in full");
+    expect_error(yaml, 9, 36, "*h: aliases are not supported");
+    free(yaml);
+
+    /* libyaml registers an anchor before its list's items: this list holds itself. */
+    expect_refusal("routes: &r [*r]\n", 1, 1, 13, "*r: aliases are not supported");
+    /* The one use that would look natural, a limit shared by two routes. */
+    expect_refusal(ROUTE_HEAD "    limit: &std {algorithm: gcra, requests: 5, per: 1s}\n"
+                              "  - name: b\n    match: {path_prefix: /b/}\n"
+                              "    upstream: \"http://127.0.0.1:9000\"\n    limit: *std\n",
+                   1, 9, 12, "*std: aliases are not supported");
+}
+
+/* Nesting past CONFIG_MAX_DEPTH ends the reading at once: 1 MiB of '[' would keep libyaml's
+ * scanner busy for many minutes (its cost grows with the square of the depth). */
+static void test_deep_nesting_refused(void)
+{
+    struct text t;
+    char *yaml;
+
+    text_start(&t);
+    fputs("routes: ", t.out);
+    for (int i = 8; i < CONFIG_MAX_FILE; i++)
+        fputc('[', t.out);
+    yaml = text_end(&t);
+    CU_ASSERT_EQUAL(strlen(yaml), CONFIG_MAX_FILE);
+    /* The top-level mapping is level 1, so the 32nd '[' opens level 33. */
+    expect_refusal(yaml, 1, 1, 40, "mappings and lists may be nested at most 32 deep");
+    free(yaml);
+
+    text_start(&t);
+    for (int i = 0; i < 40; i++)
+        fprintf(t.out, "%*sk%d:\n", i, "", i);
+    yaml = text_end(&t);
+    expect_refusal(yaml, 1, 33, 33, "nested at most 32 deep");
+    free(yaml);
+
+    /* 32 is allowed; the walk then finds the key unknown. */
+    text_start(&t);
+    for (int i = 0; i < 32; i++)
+        fprintf(t.out, "%*sk%d:%s\n", i, "", i, i == 31 ? " x" : "");
+    yaml = text_end(&t);
+    expect_refusal(yaml, 2, 1, 1, "unknown key \"k0\"");
+    free(yaml);
+}
+
+/* Up to CONFIG_MAX_FILE bytes are read; one more is refused where it falls, by config_load()
+ * and by config_parse() alike. */
+static void test_file_size_bound(void)
+{
+    size_t head = strlen(ROUTE_HEAD);
+    char *yaml = malloc(CONFIG_MAX_FILE + 2), *errors = NULL, where[96];
+    struct config *c;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(yaml);
+    memcpy(yaml, ROUTE_HEAD, head);
+    yaml[head] = '#'; /* a comment to the end */
+    memset(yaml + head + 1, 'x', CONFIG_MAX_FILE - head - 1);
+    yaml[CONFIG_MAX_FILE] = '\0';
+    c = load_text(yaml, &errors);
+    if (c == NULL)
+        fprintf(stderr, "\n%s", errors);
+    CU_ASSERT_PTR_NOT_NULL(c); /* exactly CONFIG_MAX_FILE bytes */
+    config_free(c);
+    unlink(path);
+
+    yaml[CONFIG_MAX_FILE] = '\n';
+    yaml[CONFIG_MAX_FILE + 1] = '\0';
+    expect_refusal(yaml, 1, 5, (int)(CONFIG_MAX_FILE - head + 1),
+                   "the file goes on past 1MiB, the most sluice reads");
+
+    c = config_parse("big.yaml", yaml, CONFIG_MAX_FILE + 1, &errors);
+    CU_ASSERT_PTR_NULL(c);
+    snprintf(where, sizeof where, "big.yaml:5:%zu: the file goes on past 1MiB",
+             CONFIG_MAX_FILE - head + 1);
+    CU_ASSERT_PTR_NOT_NULL(errors != NULL ? strstr(errors, where) : NULL);
+    free(errors);
+    free(yaml);
+}
+
+static char *routes_text(int n)
+{
+    struct text t;
+
+    text_start(&t);
+    fputs("routes:\n", t.out);
+    for (int i = 0; i < n; i++)
+        fprintf(t.out, "  - {name: r%d, match: {path_prefix: /r%d/}, upstream: \"http://x:1\"}\n",
+                i, i);
+    return text_end(&t);
+}
+
+/* At most CONFIG_MAX_ROUTES routes; those within the bound are still read for their own
+ * problems. */
+static void test_route_count_bound(void)
+{
+    char *yaml = routes_text(CONFIG_MAX_ROUTES), *errors = NULL;
+    struct config *c = load_text(yaml, &errors);
+
+    CU_ASSERT_PTR_NOT_NULL(c);
+    if (c != NULL) {
+        CU_ASSERT_EQUAL(c->n_routes, CONFIG_MAX_ROUTES);
+    }
+    config_free(c);
+    free(yaml);
+    unlink(path);
+
+    yaml = routes_text(CONFIG_MAX_ROUTES + 1);
+    expect_refusal(yaml, 1, 1026, 5, "routes: at most 1024 routes are allowed; this is route 1025");
+    yaml[strstr(yaml, "name: r1,") - yaml + 7] = '0'; /* r1 becomes r0 again */
+    expect_refusal(yaml, 2, 3, 12, "name: route \"r0\" is defined twice");
+    free(yaml);
+}
+
+static void test_limit_count_bound(void)
+{
+    struct text t;
+    char *yaml;
+
+    text_start(&t);
+    fputs(ROUTE_HEAD "    limit:\n", t.out);
+    for (int i = 0; i <= LIMITER_MAX_PER_REQUEST; i++)
+        fprintf(t.out, "      - {name: l%d, algorithm: gcra, requests: 1, per: 1s}\n", i);
+    yaml = text_end(&t);
+    expect_refusal(yaml, 1, 6, 7, "limit: a list of 1 to 8 limits is expected");
+    free(yaml);
+}
+
+/* Keys and values of at most CONFIG_MAX_SCALAR bytes, also once ${VAR} is replaced; no NUL. */
+static void test_scalar_bounds(void)
+{
+    char long_value[CONFIG_MAX_SCALAR / 2 + 2], yaml[CONFIG_MAX_SCALAR + 256];
+
+    memset(long_value, 'a', sizeof long_value - 1);
+    long_value[sizeof long_value - 1] = '\0';
+    snprintf(yaml, sizeof yaml, ROUTE_HEAD "    name: %s%s\n", long_value, long_value);
+    expect_refusal(yaml, 1, 5, 11, "a key or value may hold at most 4096 bytes");
+
+    setenv("SLUICE_TEST_LONG", long_value, 1);
+    expect_error(ROUTE_HEAD "    proxy: \"${SLUICE_TEST_LONG}${SLUICE_TEST_LONG}\"\n", 5, 12,
+                 "the value is longer than 4096 bytes once its ${...} are replaced");
+    unsetenv("SLUICE_TEST_LONG");
+
+    /* "server\0x" would otherwise be read as server. */
+    expect_refusal("\"server\\0x\": {}\n" ROUTE_HEAD, 1, 1, 1,
+                   "a key or value may not hold a NUL character");
 }
 
 static void test_missing_file(void)
@@ -447,4 +837,17 @@ void register_load_tests(void)
     add_test(s, "a reload that changes a limit's key starts it afresh",
              test_reload_with_another_key_starts_afresh);
     add_test(s, "a missing file is an error", test_missing_file);
+    add_test(s, "max_header_size, upstream_idle_timeout, upstream_max_idle",
+             test_upstream_connection_settings);
+    add_test(s, "a route's forward proxy", test_route_proxy);
+    add_test(s, "40,000 keys are refused at the bound, unwalked",
+             test_many_keys_refused_at_the_bound);
+    add_test(s, "repeated keys, found by sorting; the list of problems is capped",
+             test_repeated_keys);
+    add_test(s, "aliases are refused (billion laughs, cycles)", test_aliases_refused);
+    add_test(s, "deep nesting is refused where it starts", test_deep_nesting_refused);
+    add_test(s, "a file over 1 MiB is refused", test_file_size_bound);
+    add_test(s, "at most 1024 routes", test_route_count_bound);
+    add_test(s, "at most 8 limits a route", test_limit_count_bound);
+    add_test(s, "long values and NUL are refused", test_scalar_bounds);
 }

@@ -52,6 +52,33 @@ static void test_sizes(void)
     CU_ASSERT_EQUAL(config_parse_size("99999999999999GiB", &b), -1);
 }
 
+/* Bounds in error messages: the largest unit that holds the value whole, read back the same. */
+static void test_formatting(void)
+{
+    char out[32];
+    int64_t ns;
+    uint64_t b;
+
+    CU_ASSERT_STRING_EQUAL(config_format_duration(3600000000000, out, sizeof out), "1h");
+    CU_ASSERT_STRING_EQUAL(config_format_duration(86400000000000, out, sizeof out), "1d");
+    CU_ASSERT_STRING_EQUAL(config_format_duration(90000000000, out, sizeof out), "90s");
+    CU_ASSERT_STRING_EQUAL(config_format_duration(1000000000, out, sizeof out), "1s");
+    CU_ASSERT_STRING_EQUAL(config_format_duration(250000000, out, sizeof out), "250ms");
+    CU_ASSERT_STRING_EQUAL(config_format_duration(1, out, sizeof out), "1ns");
+    CU_ASSERT_STRING_EQUAL(config_format_duration(0, out, sizeof out), "0ns");
+    CU_ASSERT_EQUAL(
+        config_parse_duration(config_format_duration(5400000000000, out, sizeof out), &ns), 0);
+    CU_ASSERT_EQUAL(ns, 5400000000000); /* 90m */
+    CU_ASSERT_STRING_EQUAL(config_format_size(4096, out, sizeof out), "4KiB");
+    CU_ASSERT_STRING_EQUAL(config_format_size(1 << 20, out, sizeof out), "1MiB");
+    CU_ASSERT_STRING_EQUAL(config_format_size(3ULL << 30, out, sizeof out), "3GiB");
+    CU_ASSERT_STRING_EQUAL(config_format_size(1536, out, sizeof out), "1536");
+    CU_ASSERT_STRING_EQUAL(config_format_size(0, out, sizeof out), "0");
+    CU_ASSERT_EQUAL(config_parse_size(config_format_size(20 << 10, out, sizeof out), &b), 0);
+    CU_ASSERT_EQUAL(b, 20 << 10);
+    CU_ASSERT_STRING_EQUAL(config_format_size(1 << 20, out, 3), "1M"); /* cut, terminated */
+}
+
 static void test_cidrs(void)
 {
     struct config_cidr c;
@@ -146,6 +173,7 @@ void register_units_tests(void)
 
     add_test(s, "durations", test_durations);
     add_test(s, "sizes", test_sizes);
+    add_test(s, "durations and sizes written out", test_formatting);
     add_test(s, "address blocks", test_cidrs);
     add_test(s, "IPv4-mapped address blocks are IPv4", test_mapped_cidrs);
     add_test(s, "host:port", test_endpoints);

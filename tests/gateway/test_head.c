@@ -18,7 +18,7 @@ static void read_stream(const char *stream, size_t len, size_t piece, struct rea
     size_t kept = 0, pos = 0;
 
     memset(r, 0, sizeof *r);
-    gw_head_init(&r->head);
+    gw_head_init(&r->head, GW_HEAD_MAX);
     while (pos < len && r->head.fault == 0) {
         size_t n = piece == 0 || len - pos < piece ? len - pos : piece;
         struct gw_head_step step;
@@ -58,7 +58,7 @@ static void test_sound_heads_pass_trimmed(void)
         struct gw_head h;
         struct gw_head_step step;
 
-        gw_head_init(&h);
+        gw_head_init(&h, GW_HEAD_MAX);
         step = gw_head_feed(&h, buf, strlen(buf));
         CU_ASSERT_EQUAL(step.ready, 28);
         CU_ASSERT_EQUAL(step.keep_from, 29);

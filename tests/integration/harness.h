@@ -130,5 +130,7 @@ void register_store_tests(void);
 void register_hostile_tests(void);
 void register_valgrind_tests(void);
 void register_edge_tests(void);
+void register_pressure_tests(void);
+void register_upstream_edge_tests(void);
 
 #endif

@@ -29,6 +29,8 @@ int main(int argc, char **argv)
     register_hostile_tests();
     register_valgrind_tests();
     register_edge_tests();
+    register_pressure_tests();
+    register_upstream_edge_tests();
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)
             CU_set_suite_active(s, CU_FALSE);

@@ -13,18 +13,39 @@
 
 #include "recorder.h"
 
-#define MAX_CONNS 64
-#define HEAD_MAX  (64 * 1024)
-#define SETTLE_MS 250 /* raw_session: quiet time after a whole response before it stops */
+#define MAX_CONNS    64
+#define HEAD_MAX     (64 * 1024)
+#define SETTLE_MS    250  /* raw_session: quiet time after a whole response before it stops */
+#define STRAY_MS     50   /* RECORDER_STRAY: how long a connection is idle before the stray goes */
+#define SEND_WAIT_MS 5000 /* longest wait for a peer to take more of an answer */
+#define FILL_LINE    64   /* RECORDER_HUGE_HEAD: bytes of each X-Fill line, CRLF included */
 
-static const char answer_ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-
-/* What one connection has sent that is not yet a whole request. */
+/* What one connection has sent that is not yet a whole request, and what is due on it. */
 struct recorder_conn {
     int fd;
     char *pending;
     size_t len, cap;
+    unsigned served; /* requests read whole on this connection */
+    char *answer;    /* held back until answer_at (recorder_set_delay()) */
+    size_t answer_len;
+    int64_t answer_at; /* 0: no answer held */
+    int64_t stray_at;  /* 0: no stray due */
 };
+
+/* The modes as one request found them, copied under the lock. */
+struct behaviour {
+    unsigned modes, close_at;
+    size_t head_size;
+    int delay_ms;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static int append(char **buf, size_t *len, size_t *cap, const char *data, size_t n)
 {
@@ -44,6 +65,33 @@ static int append(char **buf, size_t *len, size_t *cap, const char *data, size_t
     *len += n;
     (*buf)[*len] = '\0';
     return 0;
+}
+
+/* The value of field `name` in the head (trimmed of SP and HTAB), or NULL. */
+static const char *field_value(const char *head, size_t head_len, const char *name,
+                               size_t *value_len)
+{
+    const char *end = head + head_len, *line = memchr(head, '\n', head_len);
+    size_t name_len = strlen(name);
+
+    while (line != NULL && ++line < end) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        size_t line_len = eol ? (size_t)(eol - line) : (size_t)(end - line);
+
+        if (line_len > name_len && line[name_len] == ':' &&
+            strncasecmp(line, name, name_len) == 0) {
+            const char *v = line + name_len + 1, *v_end = line + line_len;
+
+            while (v < v_end && (*v == ' ' || *v == '\t'))
+                v++;
+            while (v_end > v && (v_end[-1] == '\r' || v_end[-1] == ' ' || v_end[-1] == '\t'))
+                v_end--;
+            *value_len = (size_t)(v_end - v);
+            return v;
+        }
+        line = eol;
+    }
+    return NULL;
 }
 
 /* The body length the head announces: 0 without Content-Length, -1 when the head is not one
@@ -77,11 +125,112 @@ static long long body_length(const char *head, size_t head_len)
     return length;
 }
 
-/* Answers every whole request in c->pending. -1 when the connection is to be closed. */
+/* RECORDER_HUGE_HEAD: X-Fill lines bringing a head of `so_far` bytes (without its final CRLF)
+ * to `size` bytes with it. */
+static void fill_head(FILE *out, size_t so_far, size_t size)
+{
+    size_t left = size > so_far + 2 ? size - so_far - 2 : 0;
+
+    for (unsigned i = 1; left > 0; i++) {
+        char name[32];
+        int name_len = snprintf(name, sizeof name, "X-Fill-%u: ", i);
+        size_t line = left >= 2 * FILL_LINE ? FILL_LINE : left;
+
+        if (line < (size_t)name_len + 3)
+            break; /* no room for one more field: a few bytes short */
+        fputs(name, out);
+        for (size_t v = 0; v < line - (size_t)name_len - 2; v++)
+            fputc('a' + (int)((i + v) % 26), out);
+        fputs("\r\n", out);
+        left -= line;
+    }
+}
+
+/* The answer to the request whose head is `head`, shaped by `b`; NULL when memory is short.
+ * The caller frees it. */
+static char *make_answer(const struct behaviour *b, const char *head, size_t head_len, size_t *len)
+{
+    const char *body = "ok";
+    size_t body_len = 2;
+    char *answer = NULL;
+    FILE *out = open_memstream(&answer, len);
+
+    if (out == NULL)
+        return NULL;
+    if (b->modes & RECORDER_ECHO_AUTH) {
+        body = field_value(head, head_len, "Authorization", &body_len);
+        if (body == NULL) {
+            body = "";
+            body_len = 0;
+        }
+    }
+    fprintf(out, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n", body_len);
+    if (b->modes & RECORDER_TWO_CONNECTION_FIELDS)
+        fputs("Connection: keep-alive\r\nConnection: X-Secret\r\nX-Secret: leaked\r\n", out);
+    if (b->modes & RECORDER_HUGE_HEAD) {
+        fflush(out);
+        fill_head(out, *len, b->head_size);
+    }
+    fputs("\r\n", out);
+    fwrite(body, 1, body_len, out);
+    if (fclose(out) != 0) {
+        free(answer);
+        return NULL;
+    }
+    return answer;
+}
+
+/* Sends all `len` bytes, waiting up to SEND_WAIT_MS each time the peer's window is full. 0, or
+ * -1 when the peer is gone or has stopped reading (a gateway that neither reads nor closes
+ * must not stall every other connection, nor recorder_stop()). */
+static int send_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+            if (poll(&p, 1, SEND_WAIT_MS) <= 0)
+                return -1;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Sends the answer held on `c`, remembered as the last one. 0, or -1. */
+static int send_answer(struct recorder *r, struct recorder_conn *c, unsigned modes)
+{
+    int rc = send_all(c->fd, c->answer, c->answer_len);
+
+    pthread_mutex_lock(&r->lock);
+    if (rc == 0)
+        r->requests++;
+    free(r->last_answer);
+    r->last_answer = c->answer;
+    r->last_answer_len = c->answer_len;
+    pthread_mutex_unlock(&r->lock);
+    c->answer = NULL;
+    c->answer_at = 0;
+    if (rc == 0 && (modes & RECORDER_STRAY))
+        c->stray_at = now_ms() + STRAY_MS;
+    return rc;
+}
+
+/* Answers every whole request in c->pending, or holds the first answer back when answers are
+ * delayed. -1 when the connection is to be closed. */
 static int serve_pending(struct recorder *r, struct recorder_conn *c)
 {
-    for (;;) {
+    while (c->answer_at == 0) {
         char *end = memmem(c->pending, c->len, "\r\n\r\n", 4);
+        struct behaviour b;
         size_t head_len, whole;
         long long body;
 
@@ -95,21 +244,36 @@ static int serve_pending(struct recorder *r, struct recorder_conn *c)
         if (c->len < whole)
             return 0;
         pthread_mutex_lock(&r->lock);
-        r->requests++;
+        r->received++;
+        b = (struct behaviour){r->modes, r->close_at, r->head_size, r->delay_ms};
         pthread_mutex_unlock(&r->lock);
-        if (send(c->fd, answer_ok, sizeof answer_ok - 1, MSG_NOSIGNAL) !=
-            (ssize_t)(sizeof answer_ok - 1))
+        c->served++;
+        if ((b.modes & RECORDER_CLOSE_AFTER_READ) && c->served == b.close_at)
+            return -1; /* read whole, recorded, and never answered */
+        c->answer = make_answer(&b, c->pending, head_len, &c->answer_len);
+        if (c->answer == NULL)
             return -1;
         memmove(c->pending, c->pending + whole, c->len - whole);
         c->len -= whole;
+        if (b.delay_ms > 0) {
+            c->answer_at = now_ms() + b.delay_ms;
+            return 0;
+        }
+        if (send_answer(r, c, b.modes) != 0)
+            return -1;
     }
+    return 0;
 }
 
 static void drop_conn(struct recorder *r, size_t i)
 {
     close(r->conns[i].fd);
     free(r->conns[i].pending);
+    free(r->conns[i].answer);
     r->conns[i] = r->conns[--r->n_conns];
+    pthread_mutex_lock(&r->lock);
+    r->open--;
+    pthread_mutex_unlock(&r->lock);
 }
 
 static void accept_conn(struct recorder *r)
@@ -125,6 +289,7 @@ static void accept_conn(struct recorder *r)
     r->conns[r->n_conns++] = (struct recorder_conn){.fd = fd};
     pthread_mutex_lock(&r->lock);
     r->connections++;
+    r->open++;
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -138,12 +303,47 @@ static bool read_conn(struct recorder *r, size_t i)
 
     if (n <= 0)
         return n < 0 && (errno == EINTR || errno == EAGAIN);
+    c->stray_at = 0; /* no longer idle: a stray now could pass for the next answer */
     pthread_mutex_lock(&r->lock);
     failed = append(&r->bytes, &r->len, &r->cap, buf, (size_t)n);
     pthread_mutex_unlock(&r->lock);
     if (failed != 0 || append(&c->pending, &c->len, &c->cap, buf, (size_t)n) != 0)
         return false;
     return serve_pending(r, c) == 0;
+}
+
+/* Sends what is due on connection `i` at `now`: a held answer (then what queued behind it),
+ * or a stray. False when it is to be dropped. */
+static bool run_timers(struct recorder *r, size_t i, int64_t now)
+{
+    struct recorder_conn *c = &r->conns[i];
+    unsigned modes;
+
+    pthread_mutex_lock(&r->lock);
+    modes = r->modes;
+    pthread_mutex_unlock(&r->lock);
+    if (c->answer_at != 0 && c->answer_at <= now)
+        return send_answer(r, c, modes) == 0 && serve_pending(r, c) == 0;
+    if (c->stray_at != 0 && c->stray_at <= now) {
+        c->stray_at = 0;
+        return send_all(c->fd, RECORDER_STRAY_RESPONSE, sizeof RECORDER_STRAY_RESPONSE - 1) == 0;
+    }
+    return true;
+}
+
+/* Milliseconds until the next timer of any connection, or -1 when none is set. */
+static int next_timer(const struct recorder *r, int64_t now)
+{
+    int64_t next = -1;
+
+    for (size_t i = 0; i < r->n_conns; i++) {
+        const struct recorder_conn *c = &r->conns[i];
+        int64_t at = c->answer_at != 0 ? c->answer_at : c->stray_at;
+
+        if (at != 0 && (next < 0 || at < next))
+            next = at;
+    }
+    return next < 0 ? -1 : next <= now ? 0 : (int)(next - now);
 }
 
 static void *serve(void *arg)
@@ -153,12 +353,13 @@ static void *serve(void *arg)
 
     for (;;) {
         size_t n_conns = r->n_conns;
+        int64_t now;
 
         fds[0] = (struct pollfd){.fd = r->wake[0], .events = POLLIN};
         fds[1] = (struct pollfd){.fd = r->listen_fd, .events = POLLIN};
         for (size_t i = 0; i < n_conns; i++)
             fds[i + 2] = (struct pollfd){.fd = r->conns[i].fd, .events = POLLIN};
-        if (poll(fds, n_conns + 2, -1) < 0) {
+        if (poll(fds, n_conns + 2, next_timer(r, now_ms())) < 0) {
             if (errno == EINTR)
                 continue;
             break;
@@ -169,6 +370,10 @@ static void *serve(void *arg)
          * the ones still to look at where they were. */
         for (size_t i = n_conns; i-- > 0;)
             if (fds[i + 2].revents != 0 && !read_conn(r, i))
+                drop_conn(r, i);
+        now = now_ms();
+        for (size_t i = r->n_conns; i-- > 0;)
+            if (!run_timers(r, i, now))
                 drop_conn(r, i);
         if (fds[1].revents != 0)
             accept_conn(r);
@@ -184,6 +389,8 @@ int recorder_start(struct recorder *r)
 
     memset(r, 0, sizeof *r);
     r->wake[0] = r->wake[1] = -1;
+    r->close_at = 2;
+    r->head_size = 20 * 1024;
     r->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     r->conns = calloc(MAX_CONNS, sizeof *r->conns);
     if (r->listen_fd < 0 || r->conns == NULL || pipe(r->wake) != 0)
@@ -228,6 +435,7 @@ void recorder_stop(struct recorder *r)
     pthread_mutex_destroy(&r->lock);
     free(r->conns);
     free(r->bytes);
+    free(r->last_answer);
     memset(r, 0, sizeof *r);
 }
 
@@ -237,8 +445,49 @@ void recorder_reset(struct recorder *r)
     r->len = 0;
     if (r->bytes != NULL)
         r->bytes[0] = '\0';
-    r->requests = r->connections = 0;
+    r->requests = r->received = r->connections = 0;
     pthread_mutex_unlock(&r->lock);
+}
+
+void recorder_set_mode(struct recorder *r, unsigned modes)
+{
+    pthread_mutex_lock(&r->lock);
+    r->modes = modes;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void recorder_set_close_at(struct recorder *r, unsigned nth)
+{
+    pthread_mutex_lock(&r->lock);
+    r->close_at = nth;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void recorder_set_head_size(struct recorder *r, size_t bytes)
+{
+    pthread_mutex_lock(&r->lock);
+    r->head_size = bytes;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void recorder_set_delay(struct recorder *r, int ms)
+{
+    pthread_mutex_lock(&r->lock);
+    r->delay_ms = ms;
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* A NUL-terminated copy of `len` bytes of `data`; the caller frees it. */
+static char *copy_bytes(const char *data, size_t len)
+{
+    char *copy = malloc(len + 1);
+
+    if (copy != NULL) {
+        if (len > 0)
+            memcpy(copy, data, len);
+        copy[len] = '\0';
+    }
+    return copy;
 }
 
 char *recorder_bytes(struct recorder *r, size_t *len)
@@ -246,46 +495,58 @@ char *recorder_bytes(struct recorder *r, size_t *len)
     char *copy;
 
     pthread_mutex_lock(&r->lock);
-    copy = malloc(r->len + 1);
-    if (copy != NULL) {
-        if (r->len > 0)
-            memcpy(copy, r->bytes, r->len);
-        copy[r->len] = '\0';
+    copy = copy_bytes(r->bytes, r->len);
+    if (copy != NULL)
         *len = r->len;
-    }
     pthread_mutex_unlock(&r->lock);
     return copy;
 }
 
-unsigned long recorder_requests(struct recorder *r)
+char *recorder_last_answer(struct recorder *r, size_t *len)
+{
+    char *copy = NULL;
+
+    pthread_mutex_lock(&r->lock);
+    if (r->last_answer != NULL)
+        copy = copy_bytes(r->last_answer, r->last_answer_len);
+    if (copy != NULL)
+        *len = r->last_answer_len;
+    pthread_mutex_unlock(&r->lock);
+    return copy;
+}
+
+/* One of the recorder's counters, read under its lock. */
+static unsigned long counter(struct recorder *r, const unsigned long *which)
 {
     unsigned long n;
 
     pthread_mutex_lock(&r->lock);
-    n = r->requests;
+    n = *which;
     pthread_mutex_unlock(&r->lock);
     return n;
+}
+
+unsigned long recorder_requests(struct recorder *r)
+{
+    return counter(r, &r->requests);
+}
+
+unsigned long recorder_received(struct recorder *r)
+{
+    return counter(r, &r->received);
 }
 
 unsigned long recorder_connections(struct recorder *r)
 {
-    unsigned long n;
+    return counter(r, &r->connections);
+}
 
-    pthread_mutex_lock(&r->lock);
-    n = r->connections;
-    pthread_mutex_unlock(&r->lock);
-    return n;
+unsigned long recorder_open_connections(struct recorder *r)
+{
+    return counter(r, &r->open);
 }
 
 /* --- the raw client -------------------------------------------------------------------- */
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Whether `answer` holds a whole first response: its head, and as much body as its
  * Content-Length says (none for an answer to HEAD, or a 1xx, 204 or 304). Without a length
@@ -372,4 +633,29 @@ int count_responses(const char *answer)
         n += strncmp(line, "HTTP/1.1 ", 9) == 0;
     }
     return n;
+}
+
+const char *visible_bytes(const char *bytes, size_t len, char *out, size_t cap)
+{
+    size_t at = 0;
+
+    for (size_t i = 0; i < len && at + 8 < cap; i++) {
+        unsigned char c = (unsigned char)bytes[i];
+
+        if (c == '\r')
+            at += (size_t)snprintf(out + at, cap - at, "\\r");
+        else if (c == '\n')
+            at += (size_t)snprintf(out + at, cap - at, "\\n");
+        else if (c == '\t')
+            at += (size_t)snprintf(out + at, cap - at, "\\t");
+        else if (c < 0x20 || c >= 0x7f)
+            at += (size_t)snprintf(out + at, cap - at, "\\x%02x", c);
+        else
+            out[at++] = (char)c;
+    }
+    if (at + 8 >= cap && cap > 4)
+        memcpy(out + cap - 4, "...", 4);
+    else
+        out[at] = '\0';
+    return out;
 }

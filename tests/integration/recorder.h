@@ -13,6 +13,31 @@
  * Transfer-Encoding (the gateway always sends a length), a malformed Content-Length, or more
  * than 64 KiB without CRLFCRLF gets the connection closed: those bytes are still recorded.
  *
+ * Misbehaviours: recorder_set_mode() switches the answers to those of a broken or hostile
+ * upstream, for every connection from the next request on, until it is set again (a reset
+ * keeps it). The modes are flags and combine; each is deterministic:
+ *   RECORDER_ECHO_AUTH    the body is the request's Authorization value (empty without one),
+ *                         so a client can tell whose answer it got.
+ *   RECORDER_STRAY        STRAY_MS (50 ms) after an answer, if nothing more has arrived on that
+ *                         connection, one unrequested whole response goes out on it,
+ *                         RECORDER_STRAY_RESPONSE, and the connection stays open.
+ *   RECORDER_CLOSE_AFTER_READ
+ *                         the Nth request on each connection (recorder_set_close_at(), 2 by
+ *                         default: the first reuse) is read whole and recorded, then the
+ *                         connection is closed without an answer.
+ *   RECORDER_HUGE_HEAD    the answer's head (status line to the empty line, inclusive) is
+ *                         recorder_set_head_size() bytes (20 KiB by default), filled with fields
+ *                         "X-Fill-<i>: <letters>" of 64 bytes a line, the last one shorter.
+ *   RECORDER_TWO_CONNECTION_FIELDS
+ *                         the head holds "Connection: keep-alive", then a second field
+ *                         "Connection: X-Secret", then "X-Secret: leaked".
+ * recorder_set_delay() holds each answer back for a while (a slow upstream), so that
+ * concurrent requests need connections of their own.
+ *
+ * Counting: `requests` are the requests answered, `received` every request read whole
+ * (answered or not), `connections` those accepted since the last reset and `open` those open
+ * now (the peer's close is seen at once, since every connection is polled).
+ *
  * Locking: the thread appends under r->lock; the accessors below take it too, so a test may
  * call them while the gateway is talking to the recorder.
  *
@@ -26,6 +51,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#define RECORDER_NORMAL                0u
+#define RECORDER_ECHO_AUTH             (1u << 0)
+#define RECORDER_STRAY                 (1u << 1)
+#define RECORDER_CLOSE_AFTER_READ      (1u << 2)
+#define RECORDER_HUGE_HEAD             (1u << 3)
+#define RECORDER_TWO_CONNECTION_FIELDS (1u << 4)
+
+/* What RECORDER_STRAY writes on an idle connection. */
+#define RECORDER_STRAY_RESPONSE "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray"
+
 struct recorder_conn;
 
 struct recorder {
@@ -37,27 +72,54 @@ struct recorder {
     pthread_mutex_t lock;
     char *bytes;
     size_t len, cap;
-    unsigned long requests, connections;
+    unsigned long requests, received, connections, open;
     struct recorder_conn *conns;
     size_t n_conns;
+    unsigned modes, close_at;
+    size_t head_size;
+    int delay_ms;
+    char *last_answer;
+    size_t last_answer_len;
 };
 
-/* Binds 127.0.0.1:0 and starts the thread. 0, or -1 (nothing left running). */
+/* Binds 127.0.0.1:0 and starts the thread, in RECORDER_NORMAL mode. 0, or -1 (nothing left
+ * running). */
 int recorder_start(struct recorder *r);
 
 /* Stops the thread and closes every connection; frees what the recorder holds. */
 void recorder_stop(struct recorder *r);
 
-/* Forgets the bytes and counts so far (open connections stay open). */
+/* Forgets the bytes and counts so far (open connections stay open, the mode stays). */
 void recorder_reset(struct recorder *r);
+
+/* The RECORDER_* flags, ORed, that shape the answers from the next request on. */
+void recorder_set_mode(struct recorder *r, unsigned modes);
+
+/* RECORDER_CLOSE_AFTER_READ: which request on a connection, counted from 1, goes unanswered. */
+void recorder_set_close_at(struct recorder *r, unsigned nth);
+
+/* RECORDER_HUGE_HEAD: the size of the answer's head in bytes. */
+void recorder_set_head_size(struct recorder *r, size_t bytes);
+
+/* Every answer goes out `ms` after its request was read whole (0, the default: at once). */
+void recorder_set_delay(struct recorder *r, int ms);
 
 /* A copy of every byte received since the last reset, NUL-terminated for convenience (the
  * NUL is not counted in *len). The caller frees it. */
 char *recorder_bytes(struct recorder *r, size_t *len);
 
-/* Requests answered, and connections accepted, since the last reset. */
+/* A copy of the last answer sent (NUL-terminated, the NUL not counted in *len), or NULL when
+ * none has been. The caller frees it. */
+char *recorder_last_answer(struct recorder *r, size_t *len);
+
+/* Requests answered, requests read whole (answered or not), and connections accepted, since
+ * the last reset. */
 unsigned long recorder_requests(struct recorder *r);
+unsigned long recorder_received(struct recorder *r);
 unsigned long recorder_connections(struct recorder *r);
+
+/* Connections open now (the peer has not closed them, nor the recorder). */
+unsigned long recorder_open_connections(struct recorder *r);
 
 /* Sends `len` bytes on a new connection to 127.0.0.1:`port`, then reads into `answer` (`cap`
  * bytes, NUL-terminated) until the server closes the connection or `timeout_ms` passes. To
@@ -70,5 +132,9 @@ int raw_session(unsigned port, const char *bytes, size_t len, char *answer, size
 
 /* How many responses `answer` holds: "HTTP/1.1 " at the start of a line. */
 int count_responses(const char *answer);
+
+/* `len` bytes of `bytes` with CR, LF, tabs and other controls made visible ("\r", "\x00"),
+ * into `out` (`cap` bytes, cut short with "..." when it does not fit); returns `out`. */
+const char *visible_bytes(const char *bytes, size_t len, char *out, size_t cap);
 
 #endif

@@ -122,14 +122,11 @@ static void test_bodies_stream(void)
 static void test_truncated_upstream_body(void)
 {
     struct reply r;
-    char *log;
 
     CU_ASSERT_EQUAL(http(gw.port, "GET", "/cut?n=100000", NULL, NULL, &r), -1);
     CU_ASSERT_TRUE(r.body_len < 200000);
     reply_free(&r);
-    log = read_log(&gw);
-    CU_ASSERT_PTR_NOT_NULL(strstr(log, "upstream body cut short"));
-    free(log);
+    CU_ASSERT_TRUE(wait_for_log(&gw, "upstream body cut short", 1, 2000));
     CU_ASSERT_EQUAL(http(gw.port, "GET", "/status/200", NULL, NULL, &r), 0);
     CU_ASSERT_EQUAL(r.status, 200);
     reply_free(&r);
