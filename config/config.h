@@ -33,12 +33,14 @@
  *
  * Upstream connections: a request head larger than server.max_header_size (default 16KiB,
  * 4KiB to 1MiB) is answered 431, an upstream's response head larger than
- * server.max_response_header_size (default 16KiB, 4KiB to 1MiB) 502. Idle upstream connections are kept for reuse, at most
- * server.upstream_max_idle of them (default 64, 1 to 65536), each closed once idle longer than
+ * server.max_response_header_size (default 16KiB, 4KiB to 1MiB) 502. Idle upstream
+ * connections are kept for reuse, at most server.upstream_max_idle of them (default 64, 1 to
+ * 65536), each closed once idle longer than
  * server.upstream_idle_timeout (default 60s, 1s to 1h). A route's proxy: (http://, https:// or
  * socks5://host:port, nothing else in the URL) sends its upstream requests through that
  * forward proxy; without one, or with proxy: "" (say "${PROXY:-}"), the route uses no proxy
- * at all, whatever http_proxy, HTTPS_PROXY or ALL_PROXY say.
+ * at all, whatever http_proxy, HTTPS_PROXY or ALL_PROXY say. (Its URL is checked with
+ * libcurl's URL parser, the one that will use it: the one place config/ uses libcurl.)
  *
  * The file is untrusted input as far as cost goes (a reload runs on the signal thread), so
  * every dimension is bounded and checked before anything is built: at most CONFIG_MAX_FILE

@@ -6,7 +6,8 @@
 #include "head.h"
 
 #define CHUNK_LINE_MAX 4096 /* a chunk extension or trailer line longer than this is refused */
-#define TOO_LARGE      "the request head is larger than this gateway accepts"
+#define TOO_LARGE                                                                                  \
+    "the request head is larger than this gateway accepts (its bytes, and 64 for each field)"
 
 enum stage {
     AT_HEAD,          /* the next byte starts a head, or an empty line before one */
@@ -161,7 +162,9 @@ static int read_head(struct gw_head *h, const char *p, size_t n, size_t *head_le
 
         if (lf == NULL) {
             h->checked = (uint32_t)pos;
-            return n >= h->max_head ? fault(h, 431, TOO_LARGE) : 0;
+            return n + (size_t)h->fields * GW_HEAD_FIELD_COST >= h->max_head
+                       ? fault(h, 431, TOO_LARGE)
+                       : 0;
         }
         len = (size_t)(lf - (p + pos));
         if (len == 0 || p[pos + len - 1] != '\r')
@@ -177,11 +180,13 @@ static int read_head(struct gw_head *h, const char *p, size_t n, size_t *head_le
             h->request_line_read = true;
         } else if (len == 0) {
             *head_len = pos + 2;
-            if (*head_len > h->max_head)
+            if (*head_len + (size_t)h->fields * GW_HEAD_FIELD_COST > h->max_head)
                 return fault(h, 431, TOO_LARGE);
             return check_framing(h) == 0 ? 1 : -1;
         } else if (read_field(h, p + pos, len) != 0) {
             return -1;
+        } else {
+            h->fields++;
         }
         pos += len + 2;
     }
@@ -230,6 +235,7 @@ static void start_body(struct gw_head *h)
     h->checked = 0;
     h->request_line_read = h->http10 = h->chunked = false;
     h->content_lengths = h->transfer_encodings = h->hosts = 0;
+    h->fields = 0;
     h->length = 0;
 }
 

@@ -153,9 +153,11 @@ static int sink_of(struct queue *q, int fd, const struct statx *id, int64_t now_
     return free_slot;
 }
 
-/* Closes the duplicates of files left behind (by a reload that moved the access log, say):
- * nothing queued for them for a while, and a newer file in use. Queue locked. */
-static void close_idle_sinks(struct queue *q, int64_t now_ns)
+/* Lets go of the duplicates of files left behind (by a reload that moved the access log,
+ * say): nothing queued for them for a while, and a newer file in use. Queue locked. Their fds
+ * are added to `doomed` (MAX_SINKS long), to be closed once the lock is released: a close()
+ * can block (NFS), and request threads wait for the lock. */
+static void close_idle_sinks(struct queue *q, int64_t now_ns, int *doomed, int *n_doomed)
 {
     uint64_t newest = 0;
 
@@ -167,7 +169,7 @@ static void close_idle_sinks(struct queue *q, int64_t now_ns)
 
         if (k->used && k->owned && k->queued == 0 && k->created != newest &&
             now_ns - k->last_used_ns >= SINK_IDLE_NS) {
-            close(k->fd);
+            doomed[(*n_doomed)++] = k->fd;
             k->used = false;
         }
     }
@@ -224,9 +226,16 @@ dropped:
 /* The writer: takes whole lines for one file off the queue, up to PIPE_BUF bytes, and writes
  * them with the lock released. Cancellation is off except inside that write(), so a stop that
  * cannot wait cancels it there, never with the lock held. */
+static void close_all(int *fds, int *n)
+{
+    while (*n > 0)
+        close(fds[--*n]);
+}
+
 static void *drain_queue(void *arg)
 {
     struct queue *q = arg;
+    int doomed[MAX_SINKS], n_doomed = 0;
 
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     pthread_mutex_lock(&q->lock);
@@ -240,7 +249,7 @@ static void *drain_queue(void *arg)
             struct timespec wake_at = deadline_at(monotonic_ns() + SINK_IDLE_NS);
 
             pthread_cond_timedwait(&q->wake, &q->lock, &wake_at);
-            close_idle_sinks(q, monotonic_ns());
+            close_idle_sinks(q, monotonic_ns(), doomed, &n_doomed);
         }
         if (q->head == NULL)
             break; /* stopping, and all written */
@@ -259,6 +268,7 @@ static void *drain_queue(void *arg)
         fd = q->sinks[sink].fd;
         q->writing = true;
         pthread_mutex_unlock(&q->lock);
+        close_all(doomed, &n_doomed);
 
         pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
         ok = write_all(fd, q->batch, len);
@@ -272,10 +282,11 @@ static void *drain_queue(void *arg)
             atomic_fetch_add_explicit(&q->dropped, n, memory_order_relaxed);
         if (q->head == NULL)
             pthread_cond_broadcast(&q->drained);
-        close_idle_sinks(q, monotonic_ns());
+        close_idle_sinks(q, monotonic_ns(), doomed, &n_doomed);
     }
     pthread_cond_broadcast(&q->drained);
     pthread_mutex_unlock(&q->lock);
+    close_all(doomed, &n_doomed);
     return NULL;
 }
 

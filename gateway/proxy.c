@@ -36,6 +36,7 @@ struct gw_upstream {
     bool head_done, head_too_large;
     char *head; /* "name\0value\0" pairs of the final response head */
     size_t head_len, head_cap;
+    size_t head_wire; /* the final response head's size as sent on */
 
     char *body; /* BODY_BUFFER bytes, allocated at the first body byte and not zeroed, so that
                    memory is touched only as far as answers reach */
@@ -251,6 +252,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *cls)
 
     if (len >= 5 && memcmp(line, "HTTP/", 5) == 0) {
         u->head_len = 0;
+        u->head_wire = len;
         curl_easy_getinfo(u->easy, CURLINFO_RESPONSE_CODE, &u->status);
         return len;
     }
@@ -264,7 +266,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *cls)
     name_len = (size_t)(colon - line);
     while (len > name_len && (line[len - 1] == '\r' || line[len - 1] == '\n'))
         len--;
-    if (u->head_len + len + 2 > u->max_head) {
+    u->head_wire += len + 2; /* as the client will get it: "Name: value\r\n" */
+    if (u->head_wire > u->max_head) {
         u->head_too_large = true;
         return 0; /* fails the transfer: a head this large is not an answer we pass on */
     }
@@ -386,6 +389,9 @@ static void set_request_options(struct gw_upstream *u, const struct gw_forward *
     /* "" ignores http_proxy, HTTPS_PROXY and ALL_PROXY: upstream requests carry credentials,
      * and only a route's own `proxy:` may send them elsewhere. */
     curl_easy_setopt(e, CURLOPT_PROXY, fw->proxy != NULL ? fw->proxy : "");
+    /* A proxy's answer to CONNECT is no part of the upstream's head. */
+    curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+    /* gw_proxy_prune() closes idle connections; this stops their reuse meanwhile. */
     curl_easy_setopt(e, CURLOPT_MAXAGE_CONN,
                      (long)(atomic_load(&idle_timeout_ns) / 1000000000));
     curl_easy_setopt(e, CURLOPT_URL, fw->url);

@@ -312,15 +312,14 @@ static void *reap_slow_clients(void *arg)
 
 /* --- life cycle ------------------------------------------------------------------------ */
 
-/* libmicrohttpd's memory per connection: one pool for the request head (read into its first
- * half) and the response head it builds, with room for the largest of each and their
- * bookkeeping, so that a client always gets a status line. libmicrohttpd zeroes the whole
- * pool after every request, so it is no larger than that. */
+/* libmicrohttpd's memory per connection: one pool holds the request head (read into its
+ * first half), a copy of the Cookie field (it parses cookies into the pool; the field can be
+ * nearly the whole head), and the response head it builds, plus bookkeeping. Room for the
+ * largest of each, so that a client always gets a status line. libmicrohttpd zeroes the pool
+ * after every request, so it is no larger than that. */
 static size_t connection_memory(uint32_t max_header_size, uint32_t max_response_header_size)
 {
-    size_t both = (size_t)max_header_size + max_response_header_size + 4096;
-
-    return both > 2 * (size_t)max_header_size ? both : 2 * (size_t)max_header_size;
+    return 2 * (size_t)max_header_size + max_response_header_size + 4096;
 }
 
 /* Starts a daemon on `where`; NULL with `err` filled. */
@@ -525,6 +524,9 @@ int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR
     struct gw_runtime *next, *old;
 
     warn_restart_needed(&s->fixed, config);
+    /* The head limits size each connection's memory: the running ones stay in force. */
+    config->server.max_header_size = s->fixed.max_header_size;
+    config->server.max_response_header_size = s->fixed.max_response_header_size;
     pthread_mutex_lock(&s->swap);
     old = s->current;
     pthread_mutex_unlock(&s->swap);

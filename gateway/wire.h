@@ -12,8 +12,10 @@
  *
  * A head that arrives in pieces is held back here until it is whole, in a buffer allocated
  * for that time only; it must fit server.max_header_size and libmicrohttpd's read buffer
- * (half the connection pool, which server.c sizes to hold it), else 431. Each call hands back at most what it read, so nothing waits here while
- * the socket is drained: libmicrohttpd, which polls before it reads again, would not ask.
+ * (half the connection pool, which server.c sizes to hold it), else 431. Each call hands
+ * back at most what it read, so nothing waits here while the socket is drained:
+ * libmicrohttpd, which polls before it reads again, would not ask (when it must, after a
+ * fault, the read side is shut so that the socket stays readable).
  *
  * When the reader refuses a head, libmicrohttpd is handed a stand-in head instead
  * (GW_WIRE_STAND_IN), so that it calls the request handler, which sees the fault (head.h)

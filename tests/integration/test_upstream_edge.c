@@ -393,7 +393,7 @@ static char *big_head_up(const char *head, size_t len)
  * a 431 and the end of the connection. */
 static void response_head(const char *label, size_t head_size, size_t cookie, unsigned status)
 {
-    char request[8192];
+    static char request[20 * 1024];
     size_t len;
     struct exchange x;
 
@@ -432,13 +432,34 @@ static void request_head(const char *label, const char *target, size_t size, uns
     free(head);
 }
 
+/* A head of `n` fields "A<i>: b": 431 and closed, none of it forwarded. */
+static void tiny_fields(const char *label, unsigned n)
+{
+    static char head[16 * 1024];
+    size_t len = (size_t)snprintf(head, sizeof head, "GET /tiny HTTP/1.1\r\nHost: h\r\n");
+    struct exchange x;
+
+    for (unsigned i = 0; i < n && len + 32 < sizeof head; i++)
+        len += (size_t)snprintf(head + len, sizeof head - len, "A%u: b\r\n", i);
+    len += (size_t)snprintf(head + len, sizeof head - len, "\r\n");
+    recorder_set_mode(&rec, RECORDER_NORMAL);
+    exchange(&x, label, head, len);
+    expect_answer(&x, 431);
+    expect_upstream(&x, "", 0);
+    expect_closed(&x, true);
+    exchange_free(&x);
+}
+
 static void test_client_always_gets_a_status_line(void)
 {
     if (!start_gateway(RECORDER_NORMAL, "", ""))
         return;
     response_head("a 12 KiB response head, a 4 KiB Cookie", 12 * 1024, 4096, 200);
     response_head("a 20 KiB response head, over the default 16 KiB", 20 * 1024, 16, 502);
+    /* libmicrohttpd keeps a copy of the Cookie field in the same memory. */
+    response_head("a 15 KiB response head, a 15 KB Cookie", 15 * 1024, 15000, 200);
     request_head("a 20 KiB request head, max_header_size by default", "/big", 20 * 1024, 431);
+    tiny_fields("700 tiny request fields (6 KB), each stored at a cost", 700);
     stop_gateway();
 
     if (!start_gateway(RECORDER_NORMAL, ", max_header_size: 32KiB, max_response_header_size: 64KiB",
