@@ -226,16 +226,23 @@ dropped:
 /* The writer: takes whole lines for one file off the queue, up to PIPE_BUF bytes, and writes
  * them with the lock released. Cancellation is off except inside that write(), so a stop that
  * cannot wait cancels it there, never with the lock held. */
-static void close_all(int *fds, int *n)
+/* close_idle_sinks(), with the closes made while the lock is released. Queue locked. */
+static void let_go_idle_sinks(struct queue *q)
 {
-    while (*n > 0)
-        close(fds[--*n]);
+    int doomed[MAX_SINKS], n = 0;
+
+    close_idle_sinks(q, monotonic_ns(), doomed, &n);
+    if (n == 0)
+        return;
+    pthread_mutex_unlock(&q->lock);
+    while (n > 0)
+        close(doomed[--n]);
+    pthread_mutex_lock(&q->lock);
 }
 
 static void *drain_queue(void *arg)
 {
     struct queue *q = arg;
-    int doomed[MAX_SINKS], n_doomed = 0;
 
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     pthread_mutex_lock(&q->lock);
@@ -249,7 +256,7 @@ static void *drain_queue(void *arg)
             struct timespec wake_at = deadline_at(monotonic_ns() + SINK_IDLE_NS);
 
             pthread_cond_timedwait(&q->wake, &q->lock, &wake_at);
-            close_idle_sinks(q, monotonic_ns(), doomed, &n_doomed);
+            let_go_idle_sinks(q);
         }
         if (q->head == NULL)
             break; /* stopping, and all written */
@@ -268,7 +275,6 @@ static void *drain_queue(void *arg)
         fd = q->sinks[sink].fd;
         q->writing = true;
         pthread_mutex_unlock(&q->lock);
-        close_all(doomed, &n_doomed);
 
         pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
         ok = write_all(fd, q->batch, len);
@@ -282,11 +288,10 @@ static void *drain_queue(void *arg)
             atomic_fetch_add_explicit(&q->dropped, n, memory_order_relaxed);
         if (q->head == NULL)
             pthread_cond_broadcast(&q->drained);
-        close_idle_sinks(q, monotonic_ns(), doomed, &n_doomed);
+        let_go_idle_sinks(q);
     }
     pthread_cond_broadcast(&q->drained);
     pthread_mutex_unlock(&q->lock);
-    close_all(doomed, &n_doomed);
     return NULL;
 }
 
