@@ -18,6 +18,18 @@
 
 struct proc upstream;
 
+void check_case(bool ok, const char *label, const char *fmt, ...)
+{
+    char what[3072];
+    int n = snprintf(what, sizeof what, "[%s] ", label);
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what + n, sizeof what - (size_t)n, fmt, ap);
+    va_end(ap);
+    CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, 0, what, __FILE__, "", CU_FALSE);
+}
+
 void sleep_ms(int ms)
 {
     struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
@@ -49,7 +61,8 @@ unsigned free_port(void)
 
 int start_redis(struct redis *r)
 {
-    char port[16], command[128];
+    char port[16], command[256];
+    const char *password = r->password ? r->password : "";
 
     if (r->port == 0) /* else started again where it was */
         r->port = free_port();
@@ -60,12 +73,17 @@ int start_redis(struct redis *r)
 
         dup2(null, STDOUT_FILENO);
         dup2(null, STDERR_FILENO);
-        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--enable-debug-command", "local",
-               (char *)NULL);
+        if (r->password != NULL)
+            execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save",
+                   "", "--appendonly", "no", "--requirepass", password, (char *)NULL);
+        else
+            execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save",
+                   "", "--appendonly", "no", "--enable-debug-command", "local", (char *)NULL);
         _exit(127);
     }
-    snprintf(command, sizeof command, "redis-cli -p %u ping >/dev/null 2>&1", r->port);
+    snprintf(command, sizeof command,
+             "redis-cli -p %u --no-auth-warning %s%s%s ping 2>/dev/null | grep -q PONG", r->port,
+             r->password ? "-a '" : "", password, r->password ? "'" : "");
     for (int i = 0; i < 200; i++) {
         if (system(command) == 0)
             return 0;

@@ -15,7 +15,7 @@
 struct proc {
     pid_t pid;
     unsigned port;
-    unsigned admin_port; /* 0 unless the config sets admin_listen */
+    unsigned admin_port;  /* 0 unless the config sets admin_listen */
     bool under_valgrind;  /* started by start_sluice_under_valgrind() */
     char log_path[80];    /* sluice's stderr */
     char access_path[80]; /* its stdout, where the access log goes by default */
@@ -56,7 +56,7 @@ char *read_log(const struct proc *p);
 
 struct reply {
     long status;
-    char *head;  /* the response head, lines as received */
+    char *head; /* the response head, lines as received */
     char *body;
     size_t body_len;
     double seconds;
@@ -99,6 +99,11 @@ const char *header(const struct reply *r, const char *name);
  * started. */
 void upstream_stats(unsigned long *requests, unsigned long *connections);
 
+/* A CUnit assertion whose message names the case (`label`), so that a failure says which one
+ * and what was seen (a printf format). */
+void check_case(bool ok, const char *label, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 void sleep_ms(int ms);
 
 /* CLOCK_MONOTONIC in seconds. */
@@ -112,13 +117,13 @@ unsigned free_port(void);
 struct redis {
     pid_t pid;
     unsigned port;
+    const char *password; /* requirepass, or NULL */
 };
 int start_redis(struct redis *r);
 void stop_redis(struct redis *r);
 
 /* Runs redis-cli against `r` with `args` (a shell fragment) in the background. */
 void redis_cli(const struct redis *r, const char *args);
-
 
 void register_proxy_tests(void);
 void register_limits_tests(void);

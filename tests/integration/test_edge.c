@@ -3,7 +3,6 @@
  * recorder, byte for byte), and whether the connection was closed. A refusal is an answer
  * with "Connection: close", then the close, and nothing of the refused request or of what
  * follows it on the connection reaches the upstream. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,49 +78,6 @@ static void stop_gateway(void)
 
 /* --- the three checks ------------------------------------------------------------------ */
 
-/* `len` bytes of `bytes` with CR, LF, tabs and other controls made visible, in `out`. */
-static const char *visible(const char *bytes, size_t len, char *out, size_t cap)
-{
-    size_t at = 0;
-
-    for (size_t i = 0; i < len && at + 8 < cap; i++) {
-        unsigned char c = (unsigned char)bytes[i];
-
-        if (c == '\r')
-            at += (size_t)snprintf(out + at, cap - at, "\\r");
-        else if (c == '\n')
-            at += (size_t)snprintf(out + at, cap - at, "\\n");
-        else if (c == '\t')
-            at += (size_t)snprintf(out + at, cap - at, "\\t");
-        else if (c < 0x20 || c >= 0x7f)
-            at += (size_t)snprintf(out + at, cap - at, "\\x%02x", c);
-        else
-            out[at++] = (char)c;
-    }
-    if (at + 8 >= cap && cap > 4)
-        memcpy(out + cap - 4, "...", 4);
-    else
-        out[at] = '\0';
-    return out;
-}
-
-/* A CUnit assertion whose message names the case, so that a failure says which one and
- * what was seen. */
-static void check(bool ok, const char *label, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void check(bool ok, const char *label, const char *fmt, ...)
-{
-    char what[3072];
-    int n = snprintf(what, sizeof what, "[%s] ", label);
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(what + n, sizeof what - (size_t)n, fmt, ap);
-    va_end(ap);
-    CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, 0, what, __FILE__, "", CU_FALSE);
-}
-
 struct exchange {
     const char *label;
     int status;
@@ -157,20 +113,21 @@ static void expect_answer(const struct exchange *x, int status)
     char shown[512];
     bool error = x->status >= 400;
 
-    check(status == ANY_ERROR ? error : x->status == status, x->label,
-          "status %d, expected %d%s; answer: %s", x->status, status,
-          status == ANY_ERROR ? " (any error)" : "",
-          visible(x->answer, strlen(x->answer), shown, sizeof shown));
-    check(count_responses(x->answer) == 1, x->label, "%d answers, expected one: %s",
-          count_responses(x->answer), visible(x->answer, strlen(x->answer), shown, sizeof shown));
+    check_case(status == ANY_ERROR ? error : x->status == status, x->label,
+               "status %d, expected %d%s; answer: %s", x->status, status,
+               status == ANY_ERROR ? " (any error)" : "",
+               visible_bytes(x->answer, strlen(x->answer), shown, sizeof shown));
+    check_case(count_responses(x->answer) == 1, x->label, "%d answers, expected one: %s",
+               count_responses(x->answer),
+               visible_bytes(x->answer, strlen(x->answer), shown, sizeof shown));
     if (status == 429)
-        check(strcasestr(x->answer, "\r\nRetry-After: ") != NULL &&
-                  strcasestr(x->answer, "\r\nRateLimit: ") != NULL &&
-                  strcasestr(x->answer, "\r\nRateLimit-Policy: ") != NULL,
-              x->label, "a 429 without Retry-After, RateLimit and RateLimit-Policy");
+        check_case(strcasestr(x->answer, "\r\nRetry-After: ") != NULL &&
+                       strcasestr(x->answer, "\r\nRateLimit: ") != NULL &&
+                       strcasestr(x->answer, "\r\nRateLimit-Policy: ") != NULL,
+                   x->label, "a 429 without Retry-After, RateLimit and RateLimit-Policy");
     else if (status == ANY_ERROR || status >= 400)
-        check(strcasestr(x->answer, "\r\nConnection: close\r\n") != NULL, x->label,
-              "a refusal without \"Connection: close\"");
+        check_case(strcasestr(x->answer, "\r\nConnection: close\r\n") != NULL, x->label,
+                   "a refusal without \"Connection: close\"");
 }
 
 /* What reached the upstream: exactly `expected`, one request or none. */
@@ -179,18 +136,19 @@ static void expect_upstream(const struct exchange *x, const char *expected)
     char got[1024], want[1024];
     size_t len = strlen(expected);
 
-    check(x->upstream != NULL && x->upstream_len == len && memcmp(x->upstream, expected, len) == 0,
-          x->label, "the upstream got \"%s\", expected \"%s\"",
-          visible(x->upstream, x->upstream_len, got, sizeof got),
-          visible(expected, len, want, sizeof want));
-    check(x->upstream_requests == (len > 0), x->label,
-          "the upstream answered %lu request(s), expected %d", x->upstream_requests, len > 0);
+    check_case(x->upstream != NULL && x->upstream_len == len &&
+                   memcmp(x->upstream, expected, len) == 0,
+               x->label, "the upstream got \"%s\", expected \"%s\"",
+               visible_bytes(x->upstream, x->upstream_len, got, sizeof got),
+               visible_bytes(expected, len, want, sizeof want));
+    check_case(x->upstream_requests == (len > 0), x->label,
+               "the upstream answered %lu request(s), expected %d", x->upstream_requests, len > 0);
 }
 
 static void expect_closed(const struct exchange *x, bool closed)
 {
-    check(x->closed == closed, x->label, "the connection was %s, expected %s",
-          x->closed ? "closed" : "left open", closed ? "closed" : "left open");
+    check_case(x->closed == closed, x->label, "the connection was %s, expected %s",
+               x->closed ? "closed" : "left open", closed ? "closed" : "left open");
 }
 
 static void run_case(const struct edge_case *c)
@@ -348,8 +306,9 @@ static void test_key_header_twice_and_underscores(void)
     }
     RUN_CASES(dropping);
     line = access_line("/dropped");
-    check(line != NULL && strstr(line, "\"dropped_headers\":1") != NULL, "X_API_Key is dropped",
-          "the access log line lacks \"dropped_headers\":1: %s", line ? line : "(no line)");
+    check_case(line != NULL && strstr(line, "\"dropped_headers\":1") != NULL,
+               "X_API_Key is dropped", "the access log line lacks \"dropped_headers\":1: %s",
+               line ? line : "(no line)");
     free(line);
     stop_gateway();
 

@@ -358,35 +358,6 @@ static void test_changed_limit_starts_afresh(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
-/* redis-server as start_redis() starts it, with `requirepass`. */
-static int start_redis_with_password(struct redis *r, const char *password)
-{
-    char port[16], command[192];
-
-    r->port = free_port();
-    snprintf(port, sizeof port, "%u", r->port);
-    r->pid = fork();
-    if (r->pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-
-        dup2(null, STDOUT_FILENO);
-        dup2(null, STDERR_FILENO);
-        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--requirepass", password, (char *)NULL);
-        _exit(127);
-    }
-    snprintf(command, sizeof command,
-             "redis-cli -p %u --no-auth-warning -a '%s' ping 2>/dev/null | grep -q PONG", r->port,
-             password);
-    for (int i = 0; i < 200; i++) {
-        if (system(command) == 0)
-            return 0;
-        sleep_ms(10);
-    }
-    stop_redis(r);
-    return -1;
-}
-
 static const char password_config[] =
     "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", access_log: \"off\"}\n"
     "limiter:\n  store: redis\n"
@@ -424,7 +395,8 @@ static void test_auth_failure_is_explained(void)
     struct redis guarded = {0};
     struct proc gw;
 
-    CU_ASSERT_EQUAL_FATAL(start_redis_with_password(&guarded, "right-horse"), 0);
+    guarded.password = "right-horse";
+    CU_ASSERT_EQUAL_FATAL(start_redis(&guarded), 0);
     check_password(&guarded, ", password: wrong-horse", false, "WRONGPASS");
     check_password(&guarded, "", false, "NOAUTH");
     check_password(&guarded, ", password: right-horse", true, NULL);

@@ -4,7 +4,6 @@
  * a second Connection field. Each case checks what the client got, what reached the upstream
  * (the recorder, byte for byte or by count) and whether a connection was closed, the way
  * test_edge.c does. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,23 +70,6 @@ static void stop_gateway(void)
 }
 
 /* --- the checks ------------------------------------------------------------------------ */
-
-/* A CUnit assertion whose message names the case, so that a failure says which one and
- * what was seen. */
-static void check(bool ok, const char *label, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void check(bool ok, const char *label, const char *fmt, ...)
-{
-    char what[3072];
-    int n = snprintf(what, sizeof what, "[%s] ", label);
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(what + n, sizeof what - (size_t)n, fmt, ap);
-    va_end(ap);
-    CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, 0, what, __FILE__, "", CU_FALSE);
-}
 
 struct exchange {
     const char *label;
@@ -170,24 +152,24 @@ static void expect_answer(const struct exchange *x, int status)
 {
     char shown[768];
 
-    check(x->status == status, x->label, "status %d, expected %d; answer: %s", x->status, status,
-          visible_bytes(x->answer, strlen(x->answer), shown, sizeof shown));
-    check(count_responses(x->answer) == 1, x->label, "%d answers, expected one: %s",
-          count_responses(x->answer),
-          visible_bytes(x->answer, strlen(x->answer), shown, sizeof shown));
-    check(x->logged_status == x->status, x->label, "the access log says %ld, the client got %d",
-          x->logged_status, x->status);
+    check_case(x->status == status, x->label, "status %d, expected %d; answer: %s", x->status,
+               status, visible_bytes(x->answer, strlen(x->answer), shown, sizeof shown));
+    check_case(count_responses(x->answer) == 1, x->label, "%d answers, expected one: %s",
+               count_responses(x->answer),
+               visible_bytes(x->answer, strlen(x->answer), shown, sizeof shown));
+    check_case(x->logged_status == x->status, x->label,
+               "the access log says %ld, the client got %d", x->logged_status, x->status);
     if (status >= 400)
-        check(strcasestr(x->answer, "\r\nContent-Type: application/problem+json\r\n") != NULL,
-              x->label, "an error without Content-Type: application/problem+json");
+        check_case(strcasestr(x->answer, "\r\nContent-Type: application/problem+json\r\n") != NULL,
+                   x->label, "an error without Content-Type: application/problem+json");
 }
 
 static void expect_body(const struct exchange *x, const char *body)
 {
     char got[256];
 
-    check(strcmp(x->body, body) == 0, x->label, "body \"%s\", expected \"%s\"",
-          visible_bytes(x->body, strlen(x->body), got, sizeof got), body);
+    check_case(strcmp(x->body, body) == 0, x->label, "body \"%s\", expected \"%s\"",
+               visible_bytes(x->body, strlen(x->body), got, sizeof got), body);
 }
 
 /* What reached the upstream: exactly `expected`, `requests` times over. */
@@ -199,17 +181,17 @@ static void expect_upstream(const struct exchange *x, const char *expected, unsi
 
     for (unsigned i = 0; same && i < requests; i++)
         same = memcmp(x->upstream + i * len, expected, len) == 0;
-    check(same, x->label, "the upstream got \"%s\", expected %u time(s) \"%s\"",
-          visible_bytes(x->upstream, x->upstream_len, got, sizeof got), requests,
-          visible_bytes(expected, len, want, sizeof want));
-    check(x->received == requests, x->label, "the upstream read %lu request(s), expected %u",
-          x->received, requests);
+    check_case(same, x->label, "the upstream got \"%s\", expected %u time(s) \"%s\"",
+               visible_bytes(x->upstream, x->upstream_len, got, sizeof got), requests,
+               visible_bytes(expected, len, want, sizeof want));
+    check_case(x->received == requests, x->label, "the upstream read %lu request(s), expected %u",
+               x->received, requests);
 }
 
 static void expect_closed(const struct exchange *x, bool closed)
 {
-    check(x->closed == closed, x->label, "the connection was %s, expected %s",
-          x->closed ? "closed" : "left open", closed ? "closed" : "left open");
+    check_case(x->closed == closed, x->label, "the connection was %s, expected %s",
+               x->closed ? "closed" : "left open", closed ? "closed" : "left open");
 }
 
 /* Waits up to `timeout_ms` for the recorder to hold `at_most` open connections or fewer;
@@ -255,7 +237,8 @@ static void test_stray_response_reaches_nobody(void)
             exchange(&x, label, request, (size_t)len);
             expect_answer(&x, 200);
             expect_body(&x, auth);
-            check(strstr(x.answer, "stray") == NULL, label, "the client got the stray response");
+            check_case(strstr(x.answer, "stray") == NULL, label,
+                       "the client got the stray response");
             expect_upstream(&x, upstream_request, 1);
             expect_closed(&x, false);
             exchange_free(&x);
@@ -345,7 +328,7 @@ static void expect_fill_fields(const struct exchange *x)
     size_t len = 0, fields = 0, missing = 0;
     char *sent = recorder_last_answer(&rec, &len), *end = sent ? strstr(sent, "\r\n\r\n") : NULL;
 
-    check(end != NULL, x->label, "the recorder sent no answer");
+    check_case(end != NULL, x->label, "the recorder sent no answer");
     for (char *line = sent; end != NULL && line < end;) {
         char *eol = strstr(line, "\r\n");
 
@@ -358,8 +341,8 @@ static void expect_fill_fields(const struct exchange *x)
         }
         line = eol + 2;
     }
-    check(fields > 0 && missing == 0, x->label, "%zu of the upstream's %zu fields missing", missing,
-          fields);
+    check_case(fields > 0 && missing == 0, x->label, "%zu of the upstream's %zu fields missing",
+               missing, fields);
     free(sent);
 }
 
@@ -407,9 +390,11 @@ static void response_head(const char *label, size_t head_size, size_t cookie, un
         expect_fill_fields(&x);
         expect_closed(&x, false);
     } else {
-        check(strstr(x.answer, "X-Fill-") == NULL, x.label, "fields of the refused head passed");
+        check_case(strstr(x.answer, "X-Fill-") == NULL, x.label,
+                   "fields of the refused head passed");
     }
-    check(x.received == 1, x.label, "the upstream read %lu requests, expected one", x.received);
+    check_case(x.received == 1, x.label, "the upstream read %lu requests, expected one",
+               x.received);
     exchange_free(&x);
 }
 
@@ -423,8 +408,8 @@ static void request_head(const char *label, const char *target, size_t size, uns
     exchange(&x, label, head, len);
     expect_answer(&x, status);
     if (status == 431)
-        check(strcasestr(x.answer, "\r\nConnection: close\r\n") != NULL, x.label,
-              "a refusal without \"Connection: close\"");
+        check_case(strcasestr(x.answer, "\r\nConnection: close\r\n") != NULL, x.label,
+                   "a refusal without \"Connection: close\"");
     expect_upstream(&x, status == 200 ? up : "", status == 200 ? 1 : 0);
     expect_closed(&x, status != 200);
     exchange_free(&x);
@@ -481,9 +466,9 @@ static bool burst(const char *label)
     recorder_set_delay(&rec, 200);
     ok = race_requests(&gw.port, 1, 20, "/burst", NULL, &other);
     recorder_set_delay(&rec, 0);
-    check(ok == 20, label, "%d of 20 requests got 200", ok);
-    check(recorder_received(&rec) == 20, label, "the upstream read %lu requests, expected 20",
-          recorder_received(&rec));
+    check_case(ok == 20, label, "%d of 20 requests got 200", ok);
+    check_case(recorder_received(&rec) == 20, label, "the upstream read %lu requests, expected 20",
+               recorder_received(&rec));
     return ok == 20;
 }
 
@@ -510,12 +495,12 @@ static void test_idle_upstream_connections_are_pruned(void)
         return;
     if (burst("upstream_idle_timeout: 1s")) {
         open = recorder_open_connections(&rec);
-        check(open > 0, "upstream_idle_timeout: 1s",
-              "no upstream connection open after the burst: nothing to prune");
+        check_case(open > 0, "upstream_idle_timeout: 1s",
+                   "no upstream connection open after the burst: nothing to prune");
         sleep_ms(3000);
         open = recorder_open_connections(&rec);
-        check(open == 0, "upstream_idle_timeout: 1s",
-              "%lu upstream connections still open 3 s after the burst, expected 0", open);
+        check_case(open == 0, "upstream_idle_timeout: 1s",
+                   "%lu upstream connections still open 3 s after the burst, expected 0", open);
         expect_one_more_request("a request after the idle ones were closed");
     }
     stop_gateway();
@@ -523,12 +508,13 @@ static void test_idle_upstream_connections_are_pruned(void)
     if (!start_gateway(RECORDER_NORMAL, ", upstream_max_idle: 2", ""))
         return;
     if (burst("upstream_max_idle: 2")) {
-        check(recorder_connections(&rec) > 2, "upstream_max_idle: 2",
-              "the burst took %lu upstream connections: too few to tell",
-              recorder_connections(&rec));
+        check_case(recorder_connections(&rec) > 2, "upstream_max_idle: 2",
+                   "the burst took %lu upstream connections: too few to tell",
+                   recorder_connections(&rec));
         open = open_connections_within(2, 1000);
-        check(open <= 2, "upstream_max_idle: 2",
-              "%lu upstream connections open a second after the burst, expected 2 at most", open);
+        check_case(open <= 2, "upstream_max_idle: 2",
+                   "%lu upstream connections open a second after the burst, expected 2 at most",
+                   open);
         expect_one_more_request("a request after the burst, upstream_max_idle: 2");
     }
     stop_gateway();
@@ -589,8 +575,8 @@ static void test_proxy_only_from_the_config(void)
     {
         char shown[512];
 
-        check(len == 0, x.label, "the proxy from the environment got \"%s\"",
-              visible_bytes(bytes, len, shown, sizeof shown));
+        check_case(len == 0, x.label, "the proxy from the environment got \"%s\"",
+                   visible_bytes(bytes, len, shown, sizeof shown));
     }
     free(bytes);
     exchange_free(&x);
@@ -609,10 +595,11 @@ static void test_proxy_only_from_the_config(void)
     {
         char shown[512], want[192];
 
-        check(strncmp(bytes, expected, strlen(expected)) == 0 && recorder_received(&proxy) == 1,
-              x.label, "the proxy got \"%s\", expected one request starting \"%s\"",
-              visible_bytes(bytes, len, shown, sizeof shown),
-              visible_bytes(expected, strlen(expected), want, sizeof want));
+        check_case(strncmp(bytes, expected, strlen(expected)) == 0 &&
+                       recorder_received(&proxy) == 1,
+                   x.label, "the proxy got \"%s\", expected one request starting \"%s\"",
+                   visible_bytes(bytes, len, shown, sizeof shown),
+                   visible_bytes(expected, strlen(expected), want, sizeof want));
     }
     free(bytes);
     exchange_free(&x);
@@ -632,8 +619,8 @@ static void test_every_response_connection_field_counts(void)
              sizeof "GET /conn HTTP/1.1\r\nHost: h\r\n\r\n" - 1);
     expect_answer(&x, 200);
     expect_body(&x, "ok");
-    check(strcasestr(x.answer, "\r\nX-Secret:") == NULL && strstr(x.answer, "leaked") == NULL,
-          x.label, "the client got X-Secret");
+    check_case(strcasestr(x.answer, "\r\nX-Secret:") == NULL && strstr(x.answer, "leaked") == NULL,
+               x.label, "the client got X-Secret");
     expect_upstream(&x, "GET /conn HTTP/1.1\r\nHost: h\r\n" FORWARDED_BY("h") "\r\n", 1);
     expect_closed(&x, false);
     exchange_free(&x);
