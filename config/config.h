@@ -182,6 +182,11 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
 
 void config_free(struct config *config);
 
+/* Whether two keys (a kind and, for header and query, a name) count by the same thing:
+ * header names compare without case, query parameter names with it. */
+bool config_same_key(enum config_key_kind a_kind, const char *a_name, enum config_key_kind b_kind,
+                     const char *b_name);
+
 /* Parses a duration: 250ms, 10s, 1m, 2h, 1d, or a bare number of seconds. 0 or -1. */
 int config_parse_duration(const char *text, int64_t *ns);
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config.h"
 
@@ -104,6 +105,18 @@ const char *config_format_size(uint64_t bytes, char *out, size_t cap)
     };
 
     return format_scaled(bytes, units, out, cap);
+}
+
+bool config_same_key(enum config_key_kind a_kind, const char *a_name, enum config_key_kind b_kind,
+                     const char *b_name)
+{
+    if (a_kind != b_kind)
+        return false;
+    if (a_kind == CONFIG_KEY_IP)
+        return true;
+    if (a_kind == CONFIG_KEY_HEADER)
+        return strcasecmp(a_name, b_name) == 0;
+    return strcmp(a_name, b_name) == 0;
 }
 
 int config_parse_cidr(const char *text, struct config_cidr *out)

@@ -37,6 +37,22 @@ static inline int gw_hex_value(int c)
     return -1;
 }
 
+/* A control character (what a value and a decoded path may not hold, tab aside). */
+static inline bool gw_is_control(int c)
+{
+    return c < 0x20 || c == 0x7f;
+}
+
+/* The byte that %XX at `p` stands for, or -1 when `p` is not '%' and two hex digits (the
+ * string must be NUL-terminated, or hold two bytes after a '%'). */
+static inline int gw_percent_byte(const char *p)
+{
+    int high = p[0] == '%' ? gw_hex_value((unsigned char)p[1]) : -1;
+    int low = high >= 0 ? gw_hex_value((unsigned char)p[2]) : -1;
+
+    return low >= 0 ? high * 16 + low : -1;
+}
+
 /* A port: 1 to 5 digits, at most 65535. */
 static inline bool gw_port_valid(const char *text, size_t len)
 {

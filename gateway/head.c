@@ -52,7 +52,7 @@ void gw_head_refuse(struct gw_head *h, uint16_t status, const char *reason)
 /* A character a field value may hold: visible ASCII, obs-text, space and tab. */
 static bool is_value_char(unsigned char c)
 {
-    return c == '\t' || (c >= 0x20 && c != 0x7f);
+    return c == '\t' || !gw_is_control(c);
 }
 
 static bool is_named(const char *line, size_t name_len, const char *name)
@@ -76,8 +76,8 @@ static int read_request_line(struct gw_head *h, const char *line, size_t len)
     if (i == target || i == len || line[i] != ' ')
         return fault(h, 400, "the request line is not METHOD SP TARGET SP HTTP-VERSION");
     version = line + i + 1;
-    if (len - i - 1 != 8 || memcmp(version, "HTTP/", 5) != 0 || version[5] < '0' ||
-        version[5] > '9' || version[6] != '.' || version[7] < '0' || version[7] > '9')
+    if (len - i - 1 != 8 || memcmp(version, "HTTP/", 5) != 0 || !gw_is_digit(version[5]) ||
+        version[6] != '.' || !gw_is_digit(version[7]))
         return fault(h, 400, "the request line is not METHOD SP TARGET SP HTTP-VERSION");
     if (version[5] != '1' || version[7] > '1')
         return fault(h, 505, "only HTTP/1.0 and HTTP/1.1 are spoken here");
@@ -117,7 +117,7 @@ static int read_field(struct gw_head *h, const char *line, size_t len)
         if (end == value || end - value > 18)
             return fault(h, 400, "Content-Length is not a number of bytes");
         for (size_t i = value; i < end; i++) {
-            if (line[i] < '0' || line[i] > '9')
+            if (!gw_is_digit(line[i]))
                 return fault(h, 400, "Content-Length is not a number of bytes");
             h->length = h->length * 10 + (uint64_t)(line[i] - '0');
         }

@@ -30,9 +30,15 @@ struct gw_request {
     bool started;
     int route; /* index into the runtime's routes, or -1 */
 
+    /* What the request says of its client, read once by begin() (read_client()). */
+    bool has_peer, trusted_peer; /* an IP peer; one in server.trusted_proxies */
+    struct gw_addr peer;
+    const char *host;    /* the Host field, or NULL; libmicrohttpd's until the request ends */
+    char *connection;    /* every Connection field joined, or NULL */
+    char *forwarded_for; /* every X-Forwarded-For field joined, or NULL */
+
     unsigned refusal; /* a status sluice answers itself instead of forwarding; 0 if none */
     const char *refusal_detail;
-    bool close;       /* the refusal ends the connection: what follows is not read */
     unsigned dropped_headers; /* fields not forwarded for a '_' in their name */
     bool limited; /* the route's limits decided: the RateLimit fields go out */
     struct limiter_decision decisions[LIMITER_MAX_PER_REQUEST];
@@ -106,6 +112,14 @@ static enum MHD_Result queue(struct gw_request *rq, struct MHD_Connection *c, un
     return ret;
 }
 
+/* A refusal other than 404 or 429 ends the connection: a request sluice will not read one
+ * way is not followed, since what comes after it could be anything. */
+static bool closes_connection(const struct gw_request *rq)
+{
+    return rq->refusal != 0 && rq->refusal != MHD_HTTP_NOT_FOUND &&
+           rq->refusal != MHD_HTTP_TOO_MANY_REQUESTS;
+}
+
 static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connection *c,
                                        unsigned status, const char *detail)
 {
@@ -132,7 +146,7 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
     if (response == NULL)
         return MHD_NO;
     MHD_add_response_header(response, "Content-Type", "application/problem+json");
-    if (rq->close)
+    if (closes_connection(rq))
         MHD_add_response_header(response, "Connection", "close");
     add_limit_headers(rq, response);
     if (status == MHD_HTTP_TOO_MANY_REQUESTS) {
@@ -217,15 +231,13 @@ static void refuse(struct gw_request *rq, unsigned status, const char *detail)
     if (rq->refusal == 0) {
         rq->refusal = status;
         rq->refusal_detail = detail;
-        /* A request sluice will not read one way is not followed: what comes after it on
-         * the connection could be anything. */
-        rq->close = status != MHD_HTTP_NOT_FOUND && status != MHD_HTTP_TOO_MANY_REQUESTS;
     }
 }
 
 struct field_count {
     const char *name;
     unsigned n;
+    const char *first; /* the first one's value */
 };
 
 static enum MHD_Result count_field(void *cls, enum MHD_ValueKind kind, const char *name,
@@ -233,8 +245,9 @@ static enum MHD_Result count_field(void *cls, enum MHD_ValueKind kind, const cha
 {
     struct field_count *count = cls;
 
-    (void)kind, (void)value;
-    count->n += strcasecmp(name, count->name) == 0;
+    (void)kind;
+    if (strcasecmp(name, count->name) == 0 && count->n++ == 0)
+        count->first = value;
     return MHD_YES;
 }
 
@@ -247,14 +260,12 @@ static int client_key(struct gw_request *rq, struct MHD_Connection *c, enum conf
     char *decoded = NULL;
 
     if (kind == CONFIG_KEY_HEADER) {
-        struct field_count count = {name, 0};
-        char *connection = joined_header(c, "Connection");
+        struct field_count count = {name, 0, NULL};
         /* A key header that Connection names is dropped before the upstream: the upstream
          * would serve as anonymous a request counted under a key of the client's choice. */
-        bool dropped = connection != NULL && gw_header_is_hop_by_hop(name, connection) &&
+        bool dropped = rq->connection != NULL && gw_header_is_hop_by_hop(name, rq->connection) &&
                        !gw_header_is_hop_by_hop(name, NULL);
 
-        free(connection);
         MHD_get_connection_values(c, MHD_HEADER_KIND, count_field, &count);
         if (count.n > 1 || dropped) {
             refuse(rq, MHD_HTTP_BAD_REQUEST,
@@ -263,7 +274,7 @@ static int client_key(struct gw_request *rq, struct MHD_Connection *c, enum conf
                            : "the key header is given more than once");
             return -1;
         }
-        value = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+        value = count.first;
     } else if (kind == CONFIG_KEY_QUERY) {
         decoded = malloc(strlen(rq->raw_uri) + 1);
         if (decoded == NULL) {
@@ -285,14 +296,6 @@ static int client_key(struct gw_request *rq, struct MHD_Connection *c, enum conf
     return 0;
 }
 
-static bool same_key(const struct config_limit *limit, const struct config_route *route)
-{
-    return limit->key_kind == route->key_kind &&
-           (limit->key_name == NULL || route->key_name == NULL
-                ? limit->key_name == route->key_name
-                : strcmp(limit->key_name, route->key_name) == 0);
-}
-
 /* Works out the client's keys and asks the route's limits; false when the request is to be
  * refused (then with its status set). */
 static bool decide(struct gw_request *rq, struct MHD_Connection *c)
@@ -301,23 +304,21 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
     const struct gw_route_runtime *r = route_runtime_of(rq);
     char keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN];
     const char *ids[LIMITER_MAX_PER_REQUEST];
-    struct gw_addr peer, client;
-    char *forwarded_for;
+    struct gw_addr client;
     bool allowed = true;
 
     rq->decision = GW_ALLOWED;
-    if (peer_addr(c, &peer) != 0)
+    if (!rq->has_peer)
         return true; /* not an IP connection: nothing to count it by */
-    forwarded_for = joined_header(c, "X-Forwarded-For");
-    client = gw_client_addr(&peer, forwarded_for, &rq->runtime->config->server.trusted_proxies);
-    free(forwarded_for);
+    client =
+        gw_client_addr(&rq->peer, rq->forwarded_for, &rq->runtime->config->server.trusted_proxies);
 
     if (client_key(rq, c, route->key_kind, route->key_name, &client, rq->key) != 0)
         return false;
     for (size_t i = 0; i < r->n_limits; i++) {
         const struct config_limit *limit = &route->limits[i];
 
-        if (same_key(limit, route))
+        if (r->route_key[i])
             ids[i] = rq->key; /* most limits count under the route's key */
         else if (client_key(rq, c, limit->key_kind, limit->key_name, &client, keys[i]) != 0)
             return false;
@@ -398,7 +399,6 @@ static int pick_route(struct gw_request *rq, struct MHD_Connection *c, const cha
     const struct config *config = rq->runtime->config;
     int route = gw_route_match(config, rq->method, rq->path, host);
     char *forwarded_host = NULL, *stripped;
-    struct gw_addr peer;
 
     if (gw_route_match_any_case(config, rq->method, rq->path, host) != route) {
         refuse(rq, MHD_HTTP_BAD_REQUEST,
@@ -417,7 +417,7 @@ static int pick_route(struct gw_request *rq, struct MHD_Connection *c, const cha
         if (rq->refusal != 0)
             return -1;
     }
-    if (peer_addr(c, &peer) == 0 && gw_cidrs_contain(&config->server.trusted_proxies, &peer))
+    if (rq->trusted_peer)
         forwarded_host = joined_header(c, "X-Forwarded-Host");
     for (char *entry = forwarded_host; entry != NULL && rq->refusal == 0;) {
         char *comma = strchr(entry, ',');
@@ -435,19 +435,31 @@ static int pick_route(struct gw_request *rq, struct MHD_Connection *c, const cha
     return rq->refusal != 0 ? -1 : route;
 }
 
+/* Reads once what the request says of its client: the peer and whether it is trusted, Host,
+ * and the fields that several steps read (Connection, X-Forwarded-For). */
+static void read_client(struct gw_request *rq, struct MHD_Connection *c)
+{
+    rq->has_peer = peer_addr(c, &rq->peer) == 0;
+    rq->trusted_peer =
+        rq->has_peer && gw_cidrs_contain(&rq->runtime->config->server.trusted_proxies, &rq->peer);
+    rq->host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    rq->connection = joined_header(c, "Connection");
+    rq->forwarded_for = joined_header(c, "X-Forwarded-For");
+}
+
 /* The first call for a request: its headers are in, its body not yet. Decides whether it
  * will be forwarded or refused. */
 static void begin(struct gw_request *rq, struct MHD_Connection *c)
 {
     const struct config *config = rq->runtime->config;
     const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
     const char *reason = NULL;
 
     rq->has_body = length != NULL ||
                    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding") != NULL;
     if (refuse_misread(rq, false))
         return;
+    read_client(rq, c);
     if (rq->raw_uri[0] != '/') { /* absolute-form, CONNECT's authority-form, OPTIONS * */
         refuse(rq, MHD_HTTP_BAD_REQUEST, "the request target must be a path (origin-form)");
         return;
@@ -465,11 +477,11 @@ static void begin(struct gw_request *rq, struct MHD_Connection *c)
         refuse(rq, MHD_HTTP_BAD_REQUEST, reason);
         return;
     }
-    if (!gw_host_is_valid(host)) {
+    if (!gw_host_is_valid(rq->host)) {
         refuse(rq, MHD_HTTP_BAD_REQUEST, "the Host field is not a host name or address");
         return;
     }
-    rq->route = pick_route(rq, c, host);
+    rq->route = pick_route(rq, c, rq->host);
     if (rq->refusal != 0)
         return;
     if (rq->route < 0)
@@ -585,20 +597,15 @@ static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, co
  * X-Forwarded-* set, and libcurl kept from adding fields of its own. */
 static struct curl_slist *upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
 {
-    const struct config *config = rq->runtime->config;
-    char *connection = joined_header(c, "Connection");
-    char *forwarded_for = joined_header(c, "X-Forwarded-For");
-    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
-    struct header_walk w = {.connection = connection,
-                            .keep_underscores = config->server.underscores_in_headers};
-    struct gw_addr peer;
+    const char *host = rq->host, *forwarded_for = rq->forwarded_for;
+    struct header_walk w = {.connection = rq->connection,
+                            .trusted_peer = rq->trusted_peer,
+                            .keep_underscores = rq->runtime->config->server.underscores_in_headers};
     char peer_text[64] = "unknown", *xff;
     size_t xff_len;
 
-    if (peer_addr(c, &peer) == 0) {
-        inet_ntop(peer.family, peer.bytes, peer_text, sizeof peer_text);
-        w.trusted_peer = gw_cidrs_contain(&config->server.trusted_proxies, &peer);
-    }
+    if (rq->has_peer)
+        inet_ntop(rq->peer.family, rq->peer.bytes, peer_text, sizeof peer_text);
     MHD_get_connection_values(c, MHD_HEADER_KIND, copy_request_field, &w);
     rq->dropped_headers = w.dropped;
     if (host != NULL)
@@ -621,8 +628,6 @@ static struct curl_slist *upstream_headers(struct gw_request *rq, struct MHD_Con
     if (!w.has_content_type)
         append_line(&w, "Content-Type:");
     free(xff);
-    free(connection);
-    free(forwarded_for);
     if (xff == NULL || w.failed) {
         curl_slist_free_all(w.list);
         return NULL;
@@ -688,15 +693,13 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     struct gw_forward fw;
     struct MHD_Response *response;
     enum gw_upstream_error error;
-    char *connection = NULL, origin[1024];
+    char *connection = NULL;
     const char *name, *value, *body;
     size_t cursor = 0, url_len, body_len;
     int64_t length;
 
     /* Handles are held only while forwarding, so idle keep-alive clients hold none. */
-    snprintf(origin, sizeof origin, "%s%s%s", route->upstream, route->proxy ? " via " : "",
-             route->proxy ? route->proxy : "");
-    upstream = rq->upstream = gw_upstream_acquire(origin);
+    upstream = rq->upstream = gw_upstream_acquire(route_runtime_of(rq)->origin);
     url_len = strlen(route->upstream) + strlen(route->upstream_base_path) + strlen(rq->raw_uri) + 1;
     rq->upstream_url = malloc(url_len);
     rq->upstream_headers = upstream_headers(rq, c);
@@ -811,6 +814,8 @@ void gw_request_done(struct gw_request *rq)
     curl_slist_free_all(rq->upstream_headers);
     free(rq->upstream_url);
     free(rq->body);
+    free(rq->connection);
+    free(rq->forwarded_for);
     free(rq->path);
     free(rq->raw_uri);
     free(rq);

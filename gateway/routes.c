@@ -128,14 +128,11 @@ static const char *reg_name_end(const char *text, const char *end)
             continue;
         }
         if (*p == '%') {
-            int high = p + 2 < end ? gw_hex_value((unsigned char)p[1]) : -1;
-            int low = high >= 0 ? gw_hex_value((unsigned char)p[2]) : -1;
-
             /* %XX is for the octets of a non-ASCII (UTF-8) name. Standing for an ASCII
              * character ("%2E", "%40") it is a second spelling that some upstreams decode
              * and others do not, so the request could be routed as one host and served as
              * another. */
-            if (low < 0 || high < 8)
+            if (p + 2 >= end || gw_percent_byte(p) < 0x80)
                 return NULL;
             p += 3;
         } else if (gw_is_alnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '~') {

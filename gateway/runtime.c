@@ -21,18 +21,6 @@ static void limit_release(struct gw_limit *limit)
     free(limit);
 }
 
-/* Header names are case-insensitive, query parameter names are not. */
-static bool same_key(const struct gw_limit *limit, const struct config_limit *want)
-{
-    if (limit->key_kind != want->key_kind)
-        return false;
-    if (want->key_kind == CONFIG_KEY_IP)
-        return true;
-    if (want->key_kind == CONFIG_KEY_HEADER)
-        return strcasecmp(limit->key_name, want->key_name) == 0;
-    return strcmp(limit->key_name, want->key_name) == 0;
-}
-
 static bool same_params(const struct limiter_params *a, const struct limiter_params *b)
 {
     return strcmp(a->algorithm, b->algorithm) == 0 && a->requests == b->requests &&
@@ -52,7 +40,8 @@ static struct gw_limit *carried_over(const struct gw_runtime *previous, const ch
             struct gw_limit *limit = r->limits[j];
 
             if (strcmp(limit->route, route) == 0 && strcmp(limit->name, cl->name) == 0 &&
-                same_key(limit, cl) && same_params(limiter_get_params(limit->limiter), want)) {
+                config_same_key(limit->key_kind, limit->key_name, cl->key_kind, cl->key_name) &&
+                same_params(limiter_get_params(limit->limiter), want)) {
                 atomic_fetch_add(&limit->refs, 1);
                 return limit;
             }
@@ -94,6 +83,17 @@ static struct gw_limit *new_limit(const char *route, const struct config_limit *
 }
 
 /* The RateLimit-Policy value: "burst";q=10;w=1, "daily";q=10000;w=86400 */
+/* a, b and c joined, or NULL; the caller frees it. */
+static char *join3(const char *a, const char *b, const char *c)
+{
+    size_t len = strlen(a) + strlen(b) + strlen(c) + 1;
+    char *joined = malloc(len);
+
+    if (joined != NULL)
+        snprintf(joined, len, "%s%s%s", a, b, c);
+    return joined;
+}
+
 static char *policy_of(const struct config_route *cr)
 {
     char *text = NULL;
@@ -151,10 +151,15 @@ static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime 
         if (r->limits[j] == NULL)
             return -1;
         r->limiters[j] = r->limits[j]->limiter;
+        r->route_key[j] = config_same_key(cr->limits[j].key_kind, cr->limits[j].key_name,
+                                          cr->key_kind, cr->key_name);
         r->n_limits++;
     }
     r->denied_body = gw_problem_json(429, GW_DENIED_DETAIL, cr->name);
-    if (r->denied_body == NULL || (r->n_limits > 0 && (r->policy = policy_of(cr)) == NULL)) {
+    /* The pool of upstream connections it draws from (proxy.h): its upstream, via its proxy. */
+    r->origin = cr->proxy ? join3(cr->upstream, " via ", cr->proxy) : strdup(cr->upstream);
+    if (r->denied_body == NULL || r->origin == NULL ||
+        (r->n_limits > 0 && (r->policy = policy_of(cr)) == NULL)) {
         snprintf(err, err_len, "out of memory");
         return -1;
     }
@@ -177,6 +182,7 @@ static void runtime_free(struct gw_runtime *rt)
             limit_release(rt->routes[i].limits[j]);
         free(rt->routes[i].policy);
         free(rt->routes[i].denied_body);
+        free(rt->routes[i].origin);
     }
     free(rt->routes);
     if (rt->access_log_fd > STDERR_FILENO)

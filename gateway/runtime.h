@@ -50,6 +50,8 @@ struct gw_route_runtime {
     const struct limiter_params *shared_param_ptrs[LIMITER_MAX_PER_REQUEST];
     char *policy;      /* the RateLimit-Policy value: one item per limit */
     char *denied_body; /* the problem+json body of this route's 429 */
+    bool route_key[LIMITER_MAX_PER_REQUEST]; /* the limit counts under the route's own key */
+    char *origin; /* the upstream connection pool's name (gw_upstream_acquire) */
     struct gw_route_metrics *metrics;
 };
 

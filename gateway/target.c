@@ -5,20 +5,6 @@
 #include "chars.h"
 #include "target.h"
 
-/* The byte that %XX at `p` stands for, or -1 when `p` is not % and two hex digits. */
-static int percent_byte(const char *p)
-{
-    int high = p[0] == '%' ? gw_hex_value((unsigned char)p[1]) : -1;
-    int low = high >= 0 ? gw_hex_value((unsigned char)p[2]) : -1;
-
-    return low >= 0 ? high * 16 + low : -1;
-}
-
-static bool is_control(int c)
-{
-    return c < 0x20 || c == 0x7f;
-}
-
 static bool is_dot_segment(const char *segment, size_t len)
 {
     return (len == 1 && segment[0] == '.') || (len == 2 && segment[0] == '.' && segment[1] == '.');
@@ -36,7 +22,7 @@ int gw_target_path(const char *target, char *out, const char **reason)
         int c = (unsigned char)*p;
 
         if (c == '%') {
-            c = percent_byte(p);
+            c = gw_percent_byte(p);
             if (c < 0) {
                 *reason = "the path has a '%' that is not followed by two hex digits";
                 return -1;
@@ -51,7 +37,7 @@ int gw_target_path(const char *target, char *out, const char **reason)
             *reason = "the path has a backslash, which some upstreams read as a slash";
             return -1;
         }
-        if (is_control(c)) {
+        if (gw_is_control(c)) {
             *reason = "the path decodes to a control character";
             return -1;
         }
@@ -94,7 +80,7 @@ static int query_byte(const char *p, size_t len, size_t *i)
     int c = (unsigned char)p[*i];
 
     if (c == '%') {
-        c = *i + 2 < len ? percent_byte(p + *i) : -1;
+        c = *i + 2 < len ? gw_percent_byte(p + *i) : -1;
         if (c < 0)
             return -1;
         *i += 2;
@@ -164,7 +150,7 @@ int gw_target_query_value(const char *target, const char *name, char *out, const
     for (size_t i = name_len + 1; i < found_len;) {
         int c = query_byte(found, found_len, &i);
 
-        if (c < 0 || is_control(c)) {
+        if (c < 0 || gw_is_control(c)) {
             *reason = "the key parameter's value is not cleanly percent-encoded text";
             return -1;
         }

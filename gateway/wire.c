@@ -121,17 +121,17 @@ static ssize_t feed(struct gw_wire *w, char *in, size_t n, char *buf, size_t len
     }
     if (w->head.fault != 0)
         return after_fault(w, buf, step.ready, len, flags);
-    if (kept > 0 && w->held == NULL)
-        w->held = malloc(w->head.max_head);
-    if (kept > 0 && w->held == NULL)
-        return -1; /* errno ENOMEM: libmicrohttpd drops the connection */
-    if (kept > 0)
-        memmove(w->held, in + step.keep_from, kept);
-    w->held_len = kept;
     if (kept == 0) {
         free(w->held);
         w->held = NULL;
+    } else {
+        if (w->held == NULL)
+            w->held = malloc(w->head.max_head);
+        if (w->held == NULL)
+            return -1; /* errno ENOMEM: libmicrohttpd drops the connection */
+        memmove(w->held, in + step.keep_from, kept);
     }
+    w->held_len = kept;
     return step.ready > 0 ? (ssize_t)step.ready : again();
 }
 
