@@ -34,7 +34,7 @@
  * Upstream connections: a request head larger than server.max_header_size (default 16KiB,
  * 4KiB to 1MiB) is answered 431, an upstream's response head larger than
  * server.max_response_header_size (default 16KiB, 4KiB to 1MiB) 502. Idle upstream
- * connections are kept for reuse, at most server.upstream_max_idle of them (default 64, 1 to
+ * connections are kept for reuse, at most server.upstream_max_idle per upstream (default 64, 1 to
  * 65536), each closed once idle longer than
  * server.upstream_idle_timeout (default 60s, 1s to 1h). A route's proxy: (http://, https:// or
  * socks5://host:port, nothing else in the URL) sends its upstream requests through that
@@ -148,7 +148,7 @@ struct config {
         char *access_log;                 /* "stdout", "off", or a file path */
         bool underscores_in_headers;      /* forward header names with '_' (default: drop them) */
         int64_t upstream_idle_timeout_ns; /* an idle upstream connection is closed after this */
-        uint32_t upstream_max_idle;       /* idle upstream connections kept, in all */
+        uint32_t upstream_max_idle;       /* idle upstream connections kept, per upstream */
     } server;
     uint32_t max_clients;
     enum config_store store;

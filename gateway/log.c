@@ -223,9 +223,6 @@ dropped:
     atomic_fetch_add_explicit(&q->dropped, 1, memory_order_relaxed);
 }
 
-/* The writer: takes whole lines for one file off the queue, up to PIPE_BUF bytes, and writes
- * them with the lock released. Cancellation is off except inside that write(), so a stop that
- * cannot wait cancels it there, never with the lock held. */
 /* close_idle_sinks(), with the closes made while the lock is released. Queue locked. */
 static void let_go_idle_sinks(struct queue *q)
 {
@@ -240,6 +237,9 @@ static void let_go_idle_sinks(struct queue *q)
     pthread_mutex_lock(&q->lock);
 }
 
+/* The writer: takes whole lines for one file off the queue, up to PIPE_BUF bytes, and writes
+ * them with the lock released. Cancellation is off except inside that write(), so a stop that
+ * cannot wait cancels it there, never with the lock held. */
 static void *drain_queue(void *arg)
 {
     struct queue *q = arg;

@@ -82,7 +82,6 @@ static struct gw_limit *new_limit(const char *route, const struct config_limit *
     return limit;
 }
 
-/* The RateLimit-Policy value: "burst";q=10;w=1, "daily";q=10000;w=86400 */
 /* a, b and c joined, or NULL; the caller frees it. */
 static char *join3(const char *a, const char *b, const char *c)
 {
@@ -94,6 +93,7 @@ static char *join3(const char *a, const char *b, const char *c)
     return joined;
 }
 
+/* The RateLimit-Policy value: "burst";q=10;w=1, "daily";q=10000;w=86400 */
 static char *policy_of(const struct config_route *cr)
 {
     char *text = NULL;
