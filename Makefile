@@ -4,7 +4,8 @@
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread -fno-strict-aliasing
-CPPFLAGS += -D_GNU_SOURCE -Ilimiter -Iconfig -Igateway
+GATEWAY_DIRS := gateway/common gateway/identity gateway/store gateway/upstream gateway/ops gateway/front
+CPPFLAGS += -D_GNU_SOURCE -Ilimiter -Iconfig $(addprefix -I,$(GATEWAY_DIRS))
 ASAN     := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 TSAN     := -O1 -fsanitize=thread
 
@@ -21,7 +22,7 @@ TEST_LIBS    = $(shell pkg-config --libs cunit) $(GATEWAY_LIBS)
 
 LIMITER_SRC := $(wildcard limiter/*.c)
 CONFIG_SRC  := $(wildcard config/*.c)
-GATEWAY_SRC := $(filter-out gateway/main.c,$(wildcard gateway/*.c))
+GATEWAY_SRC := $(wildcard $(addsuffix /*.c,$(GATEWAY_DIRS)))
 SLUICE_SRC  := $(LIMITER_SRC) $(CONFIG_SRC) $(GATEWAY_SRC) gateway/main.c
 UNIT_SRC    := $(LIMITER_SRC) $(CONFIG_SRC) $(GATEWAY_SRC) \
                $(wildcard tests/limiter/*.c tests/config/*.c tests/gateway/*.c) tests/unit_main.c \
@@ -31,14 +32,14 @@ BENCH_SRC   := $(LIMITER_SRC) tests/bench/limiter_bench.c
 
 # libFuzzer targets (clang), each over the code it names, with ASan and UBSan.
 FUZZ_TARGETS := config units keys headers head
-FUZZ_SRC     := $(LIMITER_SRC) $(CONFIG_SRC) gateway/keys.c gateway/headers.c gateway/routes.c \
-                gateway/head.c gateway/target.c
+FUZZ_SRC     := $(LIMITER_SRC) $(CONFIG_SRC) gateway/identity/keys.c gateway/common/headers.c \
+                gateway/front/routes.c gateway/front/head.c gateway/common/target.c
 FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
 # per target within make test; make fuzz alone runs FUZZ_SECONDS
 TEST_FUZZ_SECONDS ?= 10
 
-# gateway/wire.c defines recv() for libmicrohttpd to call: the binary must export it.
+# gateway/front/wire.c defines recv() for libmicrohttpd to call: the binary must export it.
 EXPORT_RECV := -Wl,--export-dynamic-symbol=recv
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
@@ -155,7 +156,7 @@ bench: build/limiter_bench build/sluice
 
 format:
 	clang-format -i $(sort $(SLUICE_SRC) $(UNIT_SRC) $(INTEG_SRC) $(BENCH_SRC) \
-		$(wildcard */*.h tests/*/*.h) tests/upstream/upstream.c)
+		$(wildcard */*.h gateway/*/*.h tests/*/*.h) tests/upstream/upstream.c)
 
 clean:
 	rm -rf build

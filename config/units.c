@@ -150,7 +150,7 @@ int config_parse_cidr(const char *text, struct config_cidr *out)
             return -1;
         out->prefix_len = (unsigned)n;
     }
-    /* Addresses are compared with ::ffff:10.1.2.3 already made 10.1.2.3 (gateway/keys.h), so
+    /* Addresses are compared with ::ffff:10.1.2.3 already made 10.1.2.3 (gateway/identity/keys.h), so
      * a mapped block is kept as the IPv4 block it names, or it would match nothing. Shorter
      * than /96 it would reach past ::ffff:0:0/96 into IPv6 proper, both families in one
      * block: no one means that, so it is refused. */

@@ -15,7 +15,7 @@ set -u
 [ $# -ge 2 ] || { echo "usage: $0 BASE NEW [ROUNDS] [SECONDS] [CONNECTIONS] [REQUESTS]" >&2; exit 2; }
 base=$(realpath "$1") new=$(realpath "$2")
 rounds=${3:-3} secs=${4:-5} conns=${5:-32} nreq=${6:-2000}
-files=${FILES:-gateway/head.c gateway/wire.c gateway/target.c}
+files=${FILES:-gateway/front/head.c gateway/front/wire.c gateway/common/target.c}
 for t in nginx wrk curl python3 valgrind callgrind_annotate; do
   command -v $t >/dev/null || { echo "reader: $t is missing" >&2; exit 2; }
 done

@@ -15,7 +15,7 @@
 
 /* What sluice forwards is libcurl's request line, the Host it was sent (libcurl puts it
  * first), the client's other end-to-end fields in the order they came, then these, for a
- * client on 127.0.0.1 that sent none of them itself (gateway/request.c, upstream_headers()),
+ * client on 127.0.0.1 that sent none of them itself (gateway/front/request.c, upstream_headers()),
  * then any Content-Length. */
 #define FORWARDED_BY(host)                                                                         \
     "X-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: " host "\r\n"

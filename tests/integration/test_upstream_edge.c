@@ -15,7 +15,7 @@
 #define TIMEOUT_MS 5000 /* per exchange; a keep-alive answer ends sooner (see raw_session) */
 #define ANSWER_CAP (160 * 1024)
 
-/* What sluice adds to what a client on 127.0.0.1 sends (gateway/request.c,
+/* What sluice adds to what a client on 127.0.0.1 sends (gateway/front/request.c,
  * upstream_headers()), before any Content-Length. */
 #define FORWARDED_BY(host)                                                                         \
     "X-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: " host "\r\n"
