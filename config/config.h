@@ -10,7 +10,8 @@
  *   server:   listen, admin_listen, trusted_proxies, max_connections, max_connections_per_ip,
  *             client_timeout, max_body, max_header_size, max_response_header_size,
  *             drain_timeout, watch_config,
- *             access_log, underscores_in_headers, upstream_idle_timeout, upstream_max_idle
+ *             access_log, underscores_in_headers, upstream_idle_timeout, upstream_max_idle,
+ *             mode, workers
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
  *             on_store_error
  *   routes:   name, match {path_prefix, methods, host}, upstream, timeout, connect_timeout,
@@ -27,6 +28,9 @@
  * X_API_Key and X-API-Key as the same variable and a client could pass one off as the other.
  * true forwards them. While false, a key header:NAME with '_' in NAME is an error, since that
  * header is one the gateway does not trust.
+ *
+ * server.mode: thread_per_connection (default) or event; server.workers: the event loops in
+ * event mode (default: one per online core, 1 to 256). See gateway/front/server.h.
  *
  * Any scalar value may use ${VAR} or ${VAR:-default} (the default also when VAR is empty);
  * a variable that is unset and has no default is an error at its position.
@@ -93,6 +97,11 @@ enum config_key_kind { CONFIG_KEY_IP, CONFIG_KEY_HEADER, CONFIG_KEY_QUERY };
 enum config_store { CONFIG_STORE_MEMORY, CONFIG_STORE_REDIS };
 
 /* What a route in Redis does while Redis is down or slow. */
+enum config_mode {
+    CONFIG_MODE_THREAD_PER_CONNECTION, /* a thread per client connection (default) */
+    CONFIG_MODE_EVENT,                 /* server.workers event loops */
+};
+
 enum config_store_error {
     CONFIG_ON_STORE_ERROR_LOCAL, /* limit in this process, quota divided by replicas */
     CONFIG_ON_STORE_ERROR_ALLOW,
@@ -149,6 +158,8 @@ struct config {
         bool underscores_in_headers;      /* forward header names with '_' (default: drop them) */
         int64_t upstream_idle_timeout_ns; /* an idle upstream connection is closed after this */
         uint32_t upstream_max_idle;       /* idle upstream connections kept, per upstream */
+        enum config_mode mode;            /* needs a restart to change */
+        uint32_t workers; /* event loops in event mode; 0 until loaded: one per core */
     } server;
     uint32_t max_clients;
     enum config_store store;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include <curl/curl.h>
 #include <yaml.h>
 
@@ -480,6 +481,31 @@ static yaml_node_t *value_or_self(struct loader *ld, yaml_node_t *mapping, const
 
 /* --- sections ------------------------------------------------------------------------- */
 
+/* An enumeration: the index of `text` in `names`, or -1 after reporting it. */
+static int parse_choice(struct loader *ld, yaml_node_t *node, const char *key,
+                        const char *const *names, size_t n_names)
+{
+    const char *text = scalar(ld, node, key);
+
+    for (size_t i = 0; text != NULL && i < n_names; i++)
+        if (strcmp(text, names[i]) == 0)
+            return (int)i;
+    if (text != NULL)
+        errorf(ld, node, "%s: \"%s\" is not one of %s%s%s%s%s", key, text, names[0],
+               n_names > 2 ? ", " : " or ", names[1], n_names > 2 ? " or " : "",
+               n_names > 2 ? names[2] : "");
+    return -1;
+}
+
+static void parse_mode(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const char *const names[] = {"thread_per_connection", "event"};
+    int choice = parse_choice(ld, node, "mode", names, 2);
+
+    if (choice >= 0)
+        ((struct config *)object)->server.mode = (enum config_mode)choice;
+}
+
 static const struct field server_fields[] = {
     {"listen", V_ENDPOINT, offsetof(struct config, server.listen), 0, 0, NULL},
     {"admin_listen", V_ENDPOINT, offsetof(struct config, server.admin_listen), 0, 0, NULL},
@@ -507,24 +533,10 @@ static const struct field server_fields[] = {
      SECOND, HOUR, NULL},
     /* 65536: each holds a socket (and curl handles); more would outgrow any fd limit. */
     {"upstream_max_idle", V_U32, offsetof(struct config, server.upstream_max_idle), 1, 65536, NULL},
+    {"mode", V_CUSTOM, 0, 0, 0, parse_mode},
+    {"workers", V_U32, offsetof(struct config, server.workers), 1, 256, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
-
-/* An enumeration: the index of `text` in `names`, or -1 after reporting it. */
-static int parse_choice(struct loader *ld, yaml_node_t *node, const char *key,
-                        const char *const *names, size_t n_names)
-{
-    const char *text = scalar(ld, node, key);
-
-    for (size_t i = 0; text != NULL && i < n_names; i++)
-        if (strcmp(text, names[i]) == 0)
-            return (int)i;
-    if (text != NULL)
-        errorf(ld, node, "%s: \"%s\" is not one of %s%s%s%s%s", key, text, names[0],
-               n_names > 2 ? ", " : " or ", names[1], n_names > 2 ? " or " : "",
-               n_names > 2 ? names[2] : "");
-    return -1;
-}
 
 static const char *const store_names[] = {"memory", "redis"};
 
@@ -1090,6 +1102,8 @@ static const struct field top_fields[] = {
 
 static void set_defaults(struct config *config)
 {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
     config->server.max_connections = 1024;
     config->server.client_timeout_ns = 30 * (int64_t)1000000000;
     config->server.max_body = 10 << 20;
@@ -1099,6 +1113,7 @@ static void set_defaults(struct config *config)
     config->server.max_response_header_size = 16 * KIB;
     config->server.upstream_idle_timeout_ns = 60 * (int64_t)SECOND;
     config->server.upstream_max_idle = 64;
+    config->server.workers = cores >= 1 && cores <= 256 ? (uint32_t)cores : 1;
     config->max_clients = LIMITER_DEFAULT_MAX_CLIENTS;
     config->redis.db = 0;
     config->redis.timeout_ns = 50 * (int64_t)1000000;
