@@ -50,6 +50,9 @@ struct gw_request {
     char *body;
     size_t body_len, body_cap;
 
+    struct gw_upstream_loop *loop; /* the event loop it runs on, or NULL (thread_per_connection) */
+    struct MHD_Connection *client; /* for resuming it */
+    bool suspended;                /* while waiting on a loop for the upstream's next step */
     struct gw_upstream *upstream; /* from the pool while forwarding, or NULL */
     struct curl_slist *upstream_headers;
     char *upstream_url;
@@ -70,7 +73,8 @@ static const struct gw_route_runtime *route_runtime_of(const struct gw_request *
 }
 
 struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
-                                  const struct gw_head *head, uint32_t index)
+                                  const struct gw_head *head, uint32_t index,
+                                  struct gw_upstream_loop *loop)
 {
     struct gw_request *rq = calloc(1, sizeof *rq);
 
@@ -82,6 +86,7 @@ struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_ur
     rq->runtime = runtime;
     rq->head = head;
     rq->index = index;
+    rq->loop = loop;
     rq->route = -1;
     rq->start_ns = limiter_now_ns();
     return rq;
@@ -635,11 +640,34 @@ static struct curl_slist *upstream_headers(struct gw_request *rq, struct MHD_Con
     return w.list;
 }
 
+/* The upstream took a step (on a loop): the request picks up where it waited. */
+static void on_upstream_step(void *cls)
+{
+    struct gw_request *rq = cls;
+
+    if (rq->suspended) {
+        rq->suspended = false;
+        MHD_resume_connection(rq->client);
+    }
+}
+
+/* Leaves the client connection aside until the upstream's next step (on_upstream_step);
+ * libmicrohttpd then calls the handler, or the content reader, again. */
+static void await_upstream(struct gw_request *rq)
+{
+    rq->suspended = true;
+    MHD_suspend_connection(rq->client);
+}
+
 static ssize_t read_upstream_body(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct gw_request *rq = cls;
     ssize_t n = gw_upstream_read(rq->upstream, buf, max);
 
+    if (n == GW_UPSTREAM_WOULD_BLOCK) {
+        await_upstream(rq);
+        return 0;
+    }
     if (n > 0) {
         rq->bytes += (uint64_t)n;
         return n;
@@ -686,25 +714,23 @@ static enum MHD_Result upstream_failed(struct gw_request *rq, struct MHD_Connect
     return respond_problem(rq, c, MHD_HTTP_BAD_GATEWAY, "the upstream's answer could not be read");
 }
 
-static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
+/* Sends the request upstream. 0, or -1 when it was answered instead. */
+static int send_upstream(struct gw_request *rq, struct MHD_Connection *c, enum MHD_Result *ret)
 {
     const struct config_route *route = route_of(rq);
-    struct gw_upstream *upstream;
     struct gw_forward fw;
-    struct MHD_Response *response;
     enum gw_upstream_error error;
-    char *connection = NULL;
-    const char *name, *value, *body;
-    size_t cursor = 0, url_len, body_len;
-    int64_t length;
+    size_t url_len;
 
     /* Handles are held only while forwarding, so idle keep-alive clients hold none. */
-    upstream = rq->upstream = gw_upstream_acquire(route_runtime_of(rq)->origin);
+    rq->upstream = gw_upstream_acquire(rq->loop, route_runtime_of(rq)->origin);
     url_len = strlen(route->upstream) + strlen(route->upstream_base_path) + strlen(rq->raw_uri) + 1;
     rq->upstream_url = malloc(url_len);
     rq->upstream_headers = upstream_headers(rq, c);
-    if (upstream == NULL || rq->upstream_url == NULL || rq->upstream_headers == NULL)
-        return respond_problem(rq, c, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
+    if (rq->upstream == NULL || rq->upstream_url == NULL || rq->upstream_headers == NULL) {
+        *ret = respond_problem(rq, c, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
+        return -1;
+    }
     snprintf(rq->upstream_url, url_len, "%s%s%s", route->upstream, route->upstream_base_path,
              rq->raw_uri);
 
@@ -720,7 +746,36 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
         .connect_timeout_ns = route->connect_timeout_ns,
         .tls_verify = route->tls_verify,
     };
-    error = gw_upstream_start(upstream, &fw);
+    rq->client = c;
+    error = gw_upstream_start(rq->upstream, &fw, on_upstream_step, rq);
+    if (error != GW_UPSTREAM_OK) {
+        *ret = upstream_failed(rq, c, error);
+        return -1;
+    }
+    return 0;
+}
+
+/* Forwards the request and answers with the upstream's answer. Called again after each wait
+ * on a loop, until the response head is in. */
+static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
+{
+    struct gw_upstream *upstream;
+    struct MHD_Response *response;
+    enum gw_upstream_error error;
+    enum MHD_Result ret;
+    char *connection = NULL;
+    const char *name, *value, *body;
+    size_t cursor = 0, body_len;
+    int64_t length;
+
+    if (rq->upstream == NULL && send_upstream(rq, c, &ret) != 0)
+        return ret;
+    upstream = rq->upstream;
+    error = gw_upstream_head(upstream);
+    if (error == GW_UPSTREAM_PENDING) {
+        await_upstream(rq);
+        return MHD_YES;
+    }
     if (error != GW_UPSTREAM_OK)
         return upstream_failed(rq, c, error);
     rq->upstream_head_ns = limiter_now_ns();

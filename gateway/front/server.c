@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "loop.h"
 #include "proxy.h"
 #include "request.h"
 #include "server.h"
@@ -23,6 +24,8 @@ struct fixed_settings {
     uint32_t max_connections, max_connections_per_ip, max_header_size, max_response_header_size;
     int64_t client_timeout_ns;
     bool watch_config;
+    enum config_mode mode;
+    uint32_t workers;
 };
 
 /* A client connection: its strict reader, and a watch for reading its request too slowly. */
@@ -35,18 +38,35 @@ struct watched {
     struct watched *prev, *next;
 };
 
-struct gw_server {
-    pthread_mutex_t swap; /* guards `current`: held only to take a reference or to swap */
+/* One libmicrohttpd daemon serving clients, and what its callbacks need: the one daemon of
+ * thread_per_connection, or one of event mode's, each run by its own loop (loop.h). */
+struct front {
+    struct gw_server *server;
+    struct MHD_Daemon *daemon;
+    struct gw_loop *loop; /* NULL in thread_per_connection */
     pthread_mutex_t watch_lock; /* guards the list below: taken per connection, not request */
     struct watched *watched;
-    pthread_t reaper;
+    /* On a loop: the runtime its requests start on, refreshed when `generation` moves, so
+     * that taking it costs no lock. */
+    struct gw_runtime *runtime;
+    unsigned generation;
+    bool quiesced;
+};
+
+struct gw_server {
+    pthread_mutex_t swap; /* guards `current`: held only to take a reference or to swap */
+    atomic_uint generation; /* moves on with each swap */
+    struct front *fronts;
+    size_t n_fronts;
+    atomic_uint open_connections; /* event mode counts them itself, across its daemons */
+    pthread_t reaper; /* thread_per_connection: client deadlines and idle upstreams */
     int reaper_stop[2];
     int64_t client_timeout_ns;
     struct gw_runtime *current;
     struct gw_metrics *metrics;
     struct gw_store *store;
     struct fixed_settings fixed;
-    struct MHD_Daemon *daemon, *admin;
+    struct MHD_Daemon *admin;
     atomic_uint in_flight;
     atomic_bool draining;
     uint16_t port, admin_port;
@@ -63,6 +83,23 @@ static struct gw_runtime *acquire_runtime(struct gw_server *s)
     return rt;
 }
 
+/* The runtime a new request on `f` starts on, held for it. */
+static struct gw_runtime *front_runtime(struct front *f)
+{
+    unsigned generation;
+
+    if (f->loop == NULL)
+        return acquire_runtime(f->server);
+    generation = atomic_load_explicit(&f->server->generation, memory_order_acquire);
+    if (f->runtime == NULL || f->generation != generation) {
+        gw_runtime_release(f->runtime);
+        f->runtime = acquire_runtime(f->server);
+        f->generation = generation;
+    }
+    gw_runtime_hold(f->runtime);
+    return f->runtime;
+}
+
 /* --- proxy daemon callbacks ------------------------------------------------------------ */
 
 static struct watched *watched_of(struct MHD_Connection *c)
@@ -75,15 +112,16 @@ static struct watched *watched_of(struct MHD_Connection *c)
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
-    struct gw_server *s = cls;
+    struct front *f = cls;
     struct watched *w = watched_of(c);
     struct gw_request *rq;
 
     if (w == NULL)
         return NULL; /* not read strictly: on_request drops the connection */
-    rq = gw_request_new(acquire_runtime(s), uri, gw_wire_head(w->wire), w->requests);
+    rq = gw_request_new(front_runtime(f), uri, gw_wire_head(w->wire), w->requests,
+                        f->loop != NULL ? gw_loop_upstream(f->loop) : NULL);
     if (rq != NULL)
-        atomic_fetch_add(&s->in_flight, 1);
+        atomic_fetch_add(&f->server->in_flight, 1);
     return rq;
 }
 
@@ -110,7 +148,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode why)
 {
-    struct gw_server *s = cls;
+    struct gw_server *s = ((struct front *)cls)->server;
     struct watched *w = watched_of(c);
 
     (void)why;
@@ -127,18 +165,28 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     *req_cls = NULL;
 }
 
+static void count_refusal(struct gw_server *s);
+
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    struct gw_server *s = cls;
+    struct front *f = cls;
+    struct gw_server *s = f->server;
     struct watched *w = *socket_context;
 
     gw_metrics_connection(s->metrics, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+    if (f->loop != NULL)
+        atomic_fetch_add(&s->open_connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        /* Each loop's daemon sees only its own connections: max_connections counts them all. */
+        bool over = f->loop != NULL &&
+                    atomic_load(&s->open_connections) > s->fixed.max_connections;
 
-        w = calloc(1, sizeof *w);
+        if (over)
+            count_refusal(s);
+        w = over ? NULL : calloc(1, sizeof *w);
         if (w != NULL && info != NULL)
             w->wire = gw_wire_attach(info->connect_fd, s->fixed.max_header_size);
         if (w == NULL || w->wire == NULL) {
@@ -150,12 +198,12 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         }
         w->fd = info->connect_fd;
         atomic_init(&w->read_deadline_ns, limiter_now_ns() + s->client_timeout_ns);
-        pthread_mutex_lock(&s->watch_lock);
-        w->next = s->watched;
-        if (s->watched != NULL)
-            s->watched->prev = w;
-        s->watched = w;
-        pthread_mutex_unlock(&s->watch_lock);
+        pthread_mutex_lock(&f->watch_lock);
+        w->next = f->watched;
+        if (f->watched != NULL)
+            f->watched->prev = w;
+        f->watched = w;
+        pthread_mutex_unlock(&f->watch_lock);
         *socket_context = w;
         return;
     }
@@ -163,14 +211,14 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         return;
     /* Called before libmicrohttpd closes the socket: once unlinked, the reaper cannot touch
      * an fd number that is about to be reused. */
-    pthread_mutex_lock(&s->watch_lock);
+    pthread_mutex_lock(&f->watch_lock);
     if (w->prev != NULL)
         w->prev->next = w->next;
     else
-        s->watched = w->next;
+        f->watched = w->next;
     if (w->next != NULL)
         w->next->prev = w->prev;
-    pthread_mutex_unlock(&s->watch_lock);
+    pthread_mutex_unlock(&f->watch_lock);
     gw_wire_detach(w->wire);
     free(w);
     *socket_context = NULL;
@@ -185,12 +233,25 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
  * loop's thread right after the failure, so pausing here pauses accepting (nginx pauses
  * 500 ms; 100 ms resumes sooner once a connection closes). Each kind is counted and logged at
  * most once a second; test_pressure.c checks that the formats still match. */
+static void count_refusal(struct gw_server *s)
+{
+    static struct gw_log_limit refusals;
+    uint64_t more;
+
+    gw_metrics_count_rejected(s->metrics);
+    if (gw_log_limit_pass(&refusals, limiter_now_ns(), 1000000000, &more))
+        gw_warn("http: connection limit reached (max_connections, max_connections_per_ip, "
+                "or the admin port's 64): connection closed (and %llu more since the last "
+                "such line; at most one a second)",
+                (unsigned long long)more);
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     static const char refused[] = "Server reached connection limit";
     static const char accept_failed[] = "Error accepting connection";
     static const char out_of_resources[] = "Hit process or system resource limit";
-    static struct gw_log_limit refusals, accept_failures;
+    static struct gw_log_limit accept_failures;
     const struct timespec accept_pause = {0, 100 * 1000000};
     struct gw_server *s = cls;
     char message[512];
@@ -202,12 +263,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     while (len > 0 && message[len - 1] == '\n')
         message[--len] = '\0';
     if (strncmp(fmt, refused, sizeof refused - 1) == 0) {
-        gw_metrics_count_rejected(s->metrics);
-        if (gw_log_limit_pass(&refusals, limiter_now_ns(), 1000000000, &more))
-            gw_warn("http: connection limit reached (max_connections, max_connections_per_ip, "
-                    "or the admin port's 64): connection closed (and %llu more since the last "
-                    "such line; at most one a second)",
-                    (unsigned long long)more);
+        count_refusal(s);
     } else if (strncmp(fmt, accept_failed, sizeof accept_failed - 1) == 0) {
         gw_metrics_count_accept_error(s->metrics);
         if (gw_log_limit_pass(&accept_failures, limiter_now_ns(), 1000000000, &more))
@@ -215,8 +271,10 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
                     message, (unsigned long long)more);
     } else if (strncmp(fmt, out_of_resources, sizeof out_of_resources - 1) == 0) {
         /* Follows the line above for EMFILE, ENFILE, ENOMEM and ENOBUFS: only a connection
-         * closing helps, so wait for one instead of spinning. */
-        nanosleep(&accept_pause, NULL);
+         * closing helps, so wait for one instead of spinning. (An event loop's daemon stops
+         * watching its listening socket by itself until then, and must not sleep.) */
+        if (s->fixed.mode == CONFIG_MODE_THREAD_PER_CONNECTION)
+            nanosleep(&accept_pause, NULL);
     } else {
         gw_warn("http: %s", message);
     }
@@ -288,26 +346,54 @@ static enum MHD_Result on_admin(void *cls, struct MHD_Connection *c, const char 
  * its connection, and its thread, forever. Every connection must deliver a whole request
  * within client_timeout of the connection opening or of the last answer; the reaper shuts
  * down the socket of one that does not, and libmicrohttpd then closes it as broken. */
-static void *reap_slow_clients(void *arg)
+static void reap_slow_clients(struct front *f, int64_t now)
+{
+    pthread_mutex_lock(&f->watch_lock);
+    for (struct watched *w = f->watched; w != NULL; w = w->next) {
+        int64_t deadline = atomic_load_explicit(&w->read_deadline_ns, memory_order_relaxed);
+
+        if (deadline != 0 && now > deadline &&
+            atomic_compare_exchange_strong(&w->read_deadline_ns, &deadline, 0))
+            shutdown(w->fd, SHUT_RDWR);
+    }
+    pthread_mutex_unlock(&f->watch_lock);
+}
+
+/* thread_per_connection's housekeeping thread. */
+static void *reaper(void *arg)
 {
     struct gw_server *s = arg;
     struct pollfd stop = {s->reaper_stop[0], POLLIN, 0};
 
-    while (poll(&stop, 1, 250) == 0) {
+    while (poll(&stop, 1, (int)(GW_LOOP_TICK_NS / 1000000)) == 0) {
         int64_t now = limiter_now_ns();
 
         gw_proxy_prune(now);
-        pthread_mutex_lock(&s->watch_lock);
-        for (struct watched *w = s->watched; w != NULL; w = w->next) {
-            int64_t deadline = atomic_load_explicit(&w->read_deadline_ns, memory_order_relaxed);
-
-            if (deadline != 0 && now > deadline &&
-                atomic_compare_exchange_strong(&w->read_deadline_ns, &deadline, 0))
-                shutdown(w->fd, SHUT_RDWR);
-        }
-        pthread_mutex_unlock(&s->watch_lock);
+        reap_slow_clients(&s->fronts[0], now);
     }
     return NULL;
+}
+
+/* An event loop's housekeeping, on its own thread (loop.h). */
+static void loop_tick(void *cls, int64_t now)
+{
+    struct front *f = cls;
+    struct gw_server *s = f->server;
+
+    gw_upstream_loop_prune(gw_loop_upstream(f->loop), now);
+    reap_slow_clients(f, now);
+    if (atomic_load(&s->draining) && !f->quiesced) {
+        MHD_socket listener = MHD_quiesce_daemon(f->daemon);
+
+        if (listener != MHD_INVALID_SOCKET)
+            close(listener);
+        f->quiesced = true;
+    }
+    /* Lets go of a replaced runtime even when no request comes. */
+    if (f->runtime != NULL && f->generation != atomic_load(&s->generation)) {
+        gw_runtime_release(f->runtime);
+        f->runtime = NULL;
+    }
 }
 
 /* --- life cycle ------------------------------------------------------------------------ */
@@ -323,35 +409,37 @@ static size_t connection_memory(uint32_t max_header_size, uint32_t max_response_
 }
 
 /* Starts a daemon on `where`; NULL with `err` filled. */
-static struct MHD_Daemon *listen_on(const struct config_endpoint *where, unsigned flags,
-                                    MHD_AccessHandlerCallback handler, struct gw_server *s,
-                                    const struct MHD_OptionItem *options, uint16_t *port,
-                                    char err[GW_ERR_LEN])
+static struct MHD_Daemon *listen_on(const struct config_endpoint *where, uint16_t port,
+                                    unsigned flags, MHD_AccessHandlerCallback handler,
+                                    void *handler_cls, struct gw_server *s,
+                                    const struct MHD_OptionItem *options, char err[GW_ERR_LEN])
 {
     struct addrinfo hints = {.ai_flags = AI_PASSIVE, .ai_socktype = SOCK_STREAM}, *addr = NULL;
     char service[8];
     struct MHD_Daemon *d = NULL;
-    const union MHD_DaemonInfo *info;
 
-    snprintf(service, sizeof service, "%u", where->port);
+    snprintf(service, sizeof service, "%u", port);
     if (getaddrinfo(where->host, service, &hints, &addr) != 0 || addr == NULL) {
         snprintf(err, GW_ERR_LEN, "cannot resolve listen address %.200s", where->host);
         return NULL;
     }
     if (addr->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    d = MHD_start_daemon(flags, where->port, NULL, NULL, handler, s, MHD_OPTION_EXTERNAL_LOGGER,
-                         on_mhd_log, s, MHD_OPTION_SOCK_ADDR, addr->ai_addr,
-                         MHD_OPTION_ARRAY, options, MHD_OPTION_END);
+    d = MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls,
+                         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_SOCK_ADDR,
+                         addr->ai_addr, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
     freeaddrinfo(addr);
-    if (d == NULL) {
+    if (d == NULL)
         snprintf(err, GW_ERR_LEN, "cannot listen on %.200s:%u (in use, or not an address here)",
                  where->host, where->port);
-        return NULL;
-    }
-    info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    *port = info ? info->port : where->port;
     return d;
+}
+
+static uint16_t bound_port(struct MHD_Daemon *d, uint16_t asked)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+
+    return info ? info->port : asked;
 }
 
 static int copy_endpoint(struct config_endpoint *to, const struct config_endpoint *from)
@@ -359,6 +447,26 @@ static int copy_endpoint(struct config_endpoint *to, const struct config_endpoin
     to->port = from->port;
     to->host = from->host ? strdup(from->host) : NULL;
     return from->host != NULL && to->host == NULL ? -1 : 0;
+}
+
+/* Stops the client fronts: event loops first (their daemons cannot stop with connections
+ * suspended; loop.h), then the daemons, then what the loops leave. */
+static void stop_fronts(struct gw_server *s)
+{
+    for (size_t i = 0; i < s->n_fronts; i++)
+        gw_loop_stop(s->fronts[i].loop);
+    for (size_t i = 0; i < s->n_fronts; i++) {
+        struct front *f = &s->fronts[i];
+
+        if (f->daemon != NULL)
+            MHD_stop_daemon(f->daemon);
+        gw_loop_free(f->loop);
+        gw_runtime_release(f->runtime);
+        pthread_mutex_destroy(&f->watch_lock);
+    }
+    free(s->fronts);
+    s->fronts = NULL;
+    s->n_fronts = 0;
 }
 
 static void free_server(struct gw_server *s)
@@ -369,7 +477,7 @@ static void free_server(struct gw_server *s)
         close(s->reaper_stop[0]);
         close(s->reaper_stop[1]);
     }
-    pthread_mutex_destroy(&s->watch_lock);
+    stop_fronts(s);
     gw_wire_cleanup();
     gw_runtime_release(s->current);
     gw_metrics_free(s->metrics);
@@ -381,10 +489,81 @@ static void free_server(struct gw_server *s)
     free(s);
 }
 
+static int start_reaper(struct gw_server *s)
+{
+    if (pipe(s->reaper_stop) != 0) {
+        s->reaper_stop[0] = s->reaper_stop[1] = 0;
+        return -1;
+    }
+    if (pthread_create(&s->reaper, NULL, reaper, s) != 0) {
+        close(s->reaper_stop[0]);
+        close(s->reaper_stop[1]);
+        s->reaper_stop[0] = s->reaper_stop[1] = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* The client fronts: one thread-per-connection daemon, or server.workers event loops, each
+ * with a daemon of its own on the same port (SO_REUSEPORT: the kernel spreads connections
+ * over them). 0, or -1 with `err` filled. */
+static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
+{
+    bool event = s->fixed.mode == CONFIG_MODE_EVENT;
+    unsigned timeout_s = (unsigned)((s->fixed.client_timeout_ns + 999999999) / 1000000000);
+    uint16_t port = s->fixed.listen.port;
+
+    s->n_fronts = event ? s->fixed.workers : 1;
+    s->fronts = calloc(s->n_fronts, sizeof *s->fronts);
+    if (s->fronts == NULL) {
+        s->n_fronts = 0;
+        snprintf(err, GW_ERR_LEN, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < s->n_fronts; i++) {
+        struct front *f = &s->fronts[i];
+        const struct MHD_OptionItem options[] = {
+            {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->fixed.max_connections, NULL},
+            {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)s->fixed.max_connections_per_ip, NULL},
+            {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout_s, NULL},
+            {MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+             (intptr_t)connection_memory(s->fixed.max_header_size,
+                                         s->fixed.max_response_header_size),
+             NULL},
+            {MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL},
+            {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, f},
+            {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, f},
+            {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, f},
+            event ? (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL}
+                  : (struct MHD_OptionItem){MHD_OPTION_THREAD_STACK_SIZE, 512 * 1024, NULL},
+            {MHD_OPTION_END, 0, NULL},
+        };
+        unsigned flags = event ? MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG
+                               : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                     MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+
+        f->server = s;
+        pthread_mutex_init(&f->watch_lock, NULL);
+        if (event && (f->loop = gw_loop_new()) == NULL) {
+            snprintf(err, GW_ERR_LEN, "cannot make an event loop (out of memory or files)");
+            return -1;
+        }
+        f->daemon = listen_on(&s->fixed.listen, port, flags, on_request, f, s, options, err);
+        if (f->daemon == NULL)
+            return -1;
+        /* The first daemon's port, when the config says 0, is the one the others share. */
+        port = s->port = bound_port(f->daemon, port);
+        if (event && gw_loop_start(f->loop, f->daemon, loop_tick, f) != 0) {
+            snprintf(err, GW_ERR_LEN, "cannot start an event loop");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
 {
     struct gw_server *s = calloc(1, sizeof *s);
-    unsigned timeout_s;
 
     if (s == NULL) {
         config_free(config);
@@ -392,7 +571,6 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
         return NULL;
     }
     pthread_mutex_init(&s->swap, NULL);
-    pthread_mutex_init(&s->watch_lock, NULL);
     s->client_timeout_ns = config->server.client_timeout_ns;
     if (gw_wire_init() != 0) {
         config_free(config);
@@ -400,18 +578,8 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
                                   "sluice's, or memory is short)");
         goto fail;
     }
-    if (pipe(s->reaper_stop) != 0) {
-        s->reaper_stop[0] = s->reaper_stop[1] = 0;
-    } else if (pthread_create(&s->reaper, NULL, reap_slow_clients, s) != 0) {
-        close(s->reaper_stop[0]);
-        close(s->reaper_stop[1]);
-        s->reaper_stop[0] = s->reaper_stop[1] = 0;
-    }
-    if (s->reaper_stop[1] == 0) {
-        config_free(config);
-        snprintf(err, GW_ERR_LEN, "cannot start the slow-client reaper");
-        goto fail;
-    }
+    s->fixed.mode = config->server.mode;
+    s->fixed.workers = config->server.workers;
     s->fixed.max_connections = config->server.max_connections;
     s->fixed.max_header_size = (uint32_t)config->server.max_header_size;
     s->fixed.max_response_header_size = (uint32_t)config->server.max_response_header_size;
@@ -421,7 +589,8 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
     s->fixed.watch_config = config->server.watch_config;
     s->metrics = gw_metrics_new();
     s->store = gw_store_new(config);
-    if (s->metrics == NULL || s->store == NULL || copy_endpoint(&s->fixed.listen, &config->server.listen) != 0 ||
+    if (s->metrics == NULL || s->store == NULL ||
+        copy_endpoint(&s->fixed.listen, &config->server.listen) != 0 ||
         copy_endpoint(&s->fixed.admin_listen, &config->server.admin_listen) != 0 ||
         copy_endpoint(&s->fixed.redis, &config->redis.address) != 0) {
         config_free(config);
@@ -429,34 +598,12 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
         goto fail;
     }
     s->current = gw_runtime_build(config, NULL, s->metrics, s->store, err, GW_ERR_LEN);
-    if (s->current == NULL)
+    if (s->current == NULL || start_fronts(s, err) != 0)
         goto fail;
-
-    timeout_s = (unsigned)((s->fixed.client_timeout_ns + 999999999) / 1000000000);
-    {
-        const struct MHD_OptionItem options[] = {
-            {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->fixed.max_connections, NULL},
-            {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)s->fixed.max_connections_per_ip, NULL},
-            {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout_s, NULL},
-            {MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-             (intptr_t)connection_memory(s->fixed.max_header_size,
-                                         s->fixed.max_response_header_size),
-             NULL},
-            {MHD_OPTION_THREAD_STACK_SIZE, (intptr_t)(512 * 1024), NULL},
-            {MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL},
-            {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, s},
-            {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
-            {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, s},
-            {MHD_OPTION_END, 0, NULL},
-        };
-
-        s->daemon = listen_on(&s->fixed.listen,
-                              MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                                  MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
-                              on_request, s, options, &s->port, err);
+    if (s->fixed.mode == CONFIG_MODE_THREAD_PER_CONNECTION && start_reaper(s) != 0) {
+        snprintf(err, GW_ERR_LEN, "cannot start the slow-client reaper");
+        goto fail;
     }
-    if (s->daemon == NULL)
-        goto fail;
     if (s->fixed.admin_listen.host != NULL) {
         const struct MHD_OptionItem options[] = {
             {MHD_OPTION_CONNECTION_LIMIT, 64, NULL},
@@ -464,13 +611,12 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
             {MHD_OPTION_END, 0, NULL},
         };
 
-        s->admin = listen_on(&s->fixed.admin_listen,
+        s->admin = listen_on(&s->fixed.admin_listen, s->fixed.admin_listen.port,
                              MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG,
-                             on_admin, s, options, &s->admin_port, err);
-        if (s->admin == NULL) {
-            MHD_stop_daemon(s->daemon);
+                             on_admin, s, s, options, err);
+        if (s->admin == NULL)
             goto fail;
-        }
+        s->admin_port = bound_port(s->admin, s->fixed.admin_listen.port);
     }
     return s;
 
@@ -517,6 +663,9 @@ static void warn_restart_needed(const struct fixed_settings *fixed, const struct
         gw_warn("reload: limiter.redis changed; it takes effect on restart");
     if (fixed->watch_config != next->server.watch_config)
         gw_warn("reload: server.watch_config changed; it takes effect on restart");
+    if (fixed->mode != next->server.mode || (fixed->mode == CONFIG_MODE_EVENT &&
+                                             fixed->workers != next->server.workers))
+        gw_warn("reload: server.mode or server.workers changed; it takes effect on restart");
 }
 
 int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR_LEN])
@@ -539,6 +688,7 @@ int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR
                        next->config->server.upstream_max_idle);
     pthread_mutex_lock(&s->swap);
     s->current = next;
+    atomic_fetch_add_explicit(&s->generation, 1, memory_order_release);
     pthread_mutex_unlock(&s->swap);
     gw_runtime_release(old); /* freed once its last request ends */
     return 0;
@@ -559,9 +709,14 @@ unsigned gw_server_drain(struct gw_server *s)
 
     gw_runtime_release(rt);
     atomic_store(&s->draining, true);
-    listener = MHD_quiesce_daemon(s->daemon);
-    if (listener != MHD_INVALID_SOCKET)
-        close(listener);
+    if (s->fronts[0].loop == NULL) {
+        listener = MHD_quiesce_daemon(s->fronts[0].daemon);
+        if (listener != MHD_INVALID_SOCKET)
+            close(listener);
+    }
+    for (size_t i = 0; i < s->n_fronts; i++) /* each loop quiesces its own daemon */
+        if (s->fronts[i].loop != NULL)
+            gw_loop_wake(s->fronts[i].loop);
     for (int64_t waited = 0;; waited += pause.tv_nsec) {
         running = atomic_load(&s->in_flight);
         if (running == 0 || waited >= timeout_ns)
@@ -574,7 +729,6 @@ void gw_server_stop(struct gw_server *s)
 {
     if (s == NULL)
         return;
-    MHD_stop_daemon(s->daemon);
     if (s->admin != NULL)
         MHD_stop_daemon(s->admin);
     free_server(s);

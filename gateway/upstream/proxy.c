@@ -1,6 +1,7 @@
 /* Forwarding with libcurl's multi interface, pulled by the client side; design in proxy.h. */
 #include <poll.h>
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +20,20 @@
 #define TRACKED_SOCKETS 4
 
 struct upstream_pool;
+struct pool_set;
 
 struct gw_upstream {
     CURL *easy;
     CURLM *multi;
     struct upstream_pool *pool; /* where it goes back to */
+    struct gw_upstream_loop *loop; /* the event loop it runs on, or NULL: it blocks */
+    struct gw_upstream *prev, *next; /* in its loop's list of running exchanges */
+    gw_upstream_notify *notify;      /* told of each step, on a loop */
+    void *notify_cls;
+    unsigned progress, told;   /* steps taken (head, body bytes, end), and those told of */
+    int64_t timer_ns;          /* when libcurl wants to be called on a loop; -1: never */
+    int64_t wait_deadline_ns;  /* when a wait for the head or more body gives up; 0: none */
+    bool timed_out, running;
     int64_t idle_since_ns;      /* when it went back, for pruning */
     curl_socket_t sockets[TRACKED_SOCKETS]; /* the connections it holds open */
     size_t n_sockets;
@@ -55,10 +65,37 @@ struct upstream_pool {
     struct upstream_pool *next;
 };
 
-static struct {
+/* The pools of handles that block (thread_per_connection), or of one event loop's. */
+struct pool_set {
     pthread_mutex_t lock; /* held for a push, a pop or a prune */
     struct upstream_pool *pools;
-} pools = {.lock = PTHREAD_MUTEX_INITIALIZER};
+};
+
+/* Where one of a loop's upstream sockets is watched: the tag its epoll events carry. Tags are
+ * kept for the loop's life and reused, so an event already fetched for a socket that has since
+ * gone finds a tag with no owner, never freed memory. */
+struct watch {
+    struct gw_upstream *owner; /* NULL while unused */
+    curl_socket_t fd;
+    struct watch *next_free;
+};
+
+#define WATCH_BLOCK 64
+
+struct watch_block {
+    struct watch watches[WATCH_BLOCK];
+    struct watch_block *next;
+};
+
+struct gw_upstream_loop {
+    int epoll_fd;
+    struct pool_set pools;
+    struct gw_upstream *running; /* exchanges in progress, for their timers */
+    struct watch *free_watches;
+    struct watch_block *blocks;
+};
+
+static struct pool_set shared_pools = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static atomic_bool aborting;
 static _Atomic int64_t idle_timeout_ns = 60 * (int64_t)1000000000;
 static atomic_uint max_idle = 64;
@@ -77,6 +114,7 @@ void gw_proxy_configure(int64_t idle_timeout, unsigned idle_max)
 static void upstream_free(struct gw_upstream *u)
 {
     gw_upstream_finish(u);
+    /* Its idle connection closes with the multi handle. */
     curl_multi_cleanup(u->multi);
     curl_easy_cleanup(u->easy);
     free(u->head);
@@ -84,20 +122,25 @@ static void upstream_free(struct gw_upstream *u)
     free(u);
 }
 
-void gw_proxy_cleanup(void)
+static void free_pools(struct pool_set *set)
 {
-    pthread_mutex_lock(&pools.lock);
-    while (pools.pools != NULL) {
-        struct upstream_pool *pool = pools.pools;
+    pthread_mutex_lock(&set->lock);
+    while (set->pools != NULL) {
+        struct upstream_pool *pool = set->pools;
 
-        pools.pools = pool->next;
+        set->pools = pool->next;
         while (pool->n_idle > 0)
             upstream_free(pool->idle[--pool->n_idle]);
         free(pool->idle);
         free(pool->origin);
         free(pool);
     }
-    pthread_mutex_unlock(&pools.lock);
+    pthread_mutex_unlock(&set->lock);
+}
+
+void gw_proxy_cleanup(void)
+{
+    free_pools(&shared_pools);
     curl_global_cleanup();
 }
 
@@ -106,12 +149,13 @@ void gw_proxy_abort_all(void)
     atomic_store(&aborting, true);
 }
 
-/* The pool of `origin`, made on first use; NULL when memory is short. Under the lock. */
-static struct upstream_pool *pool_of(const char *origin)
+/* The pool of `origin` in `set`, made on first use; NULL when memory is short. Under the
+ * set's lock. */
+static struct upstream_pool *pool_of(struct pool_set *set, const char *origin)
 {
     struct upstream_pool *pool;
 
-    for (pool = pools.pools; pool != NULL; pool = pool->next)
+    for (pool = set->pools; pool != NULL; pool = pool->next)
         if (strcmp(pool->origin, origin) == 0)
             return pool;
     pool = calloc(1, sizeof *pool);
@@ -119,8 +163,8 @@ static struct upstream_pool *pool_of(const char *origin)
         free(pool);
         return NULL;
     }
-    pool->next = pools.pools;
-    pools.pools = pool;
+    pool->next = set->pools;
+    set->pools = pool;
     return pool;
 }
 
@@ -152,25 +196,221 @@ static int close_socket(void *cls, curl_socket_t fd)
     return close(fd);
 }
 
-static CURLM *new_multi(void)
+/* --- on an event loop -------------------------------------------------------------------- */
+
+static struct watch *take_watch(struct gw_upstream_loop *loop)
+{
+    struct watch *w = loop->free_watches;
+
+    if (w == NULL) {
+        struct watch_block *block = calloc(1, sizeof *block);
+
+        if (block == NULL)
+            return NULL;
+        block->next = loop->blocks;
+        loop->blocks = block;
+        for (size_t i = 0; i < WATCH_BLOCK; i++) {
+            block->watches[i].next_free = loop->free_watches;
+            loop->free_watches = &block->watches[i];
+        }
+        w = loop->free_watches;
+    }
+    loop->free_watches = w->next_free;
+    return w;
+}
+
+/* libcurl says which of a transfer's sockets to watch for what: they go into the loop's
+ * epoll set, tagged with a watch that leads back to this handle. */
+static int on_socket(CURL *easy, curl_socket_t fd, int what, void *cls, void *socketp)
+{
+    struct gw_upstream *u = cls;
+    struct gw_upstream_loop *loop = u->loop;
+    struct watch *w = socketp;
+    struct epoll_event event = {0};
+
+    (void)easy;
+    if (what == CURL_POLL_REMOVE) {
+        if (w != NULL) {
+            epoll_ctl(loop->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+            curl_multi_assign(u->multi, fd, NULL);
+            w->owner = NULL;
+            w->next_free = loop->free_watches;
+            loop->free_watches = w;
+        }
+        return 0;
+    }
+    event.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+    if (w != NULL) {
+        event.data.ptr = w;
+        return epoll_ctl(loop->epoll_fd, EPOLL_CTL_MOD, fd, &event);
+    }
+    w = take_watch(loop);
+    if (w == NULL)
+        return -1;
+    w->owner = u;
+    w->fd = fd;
+    event.data.ptr = w;
+    curl_multi_assign(u->multi, fd, w);
+    return epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, fd, &event);
+}
+
+static int on_timer(CURLM *multi, long timeout_ms, void *cls)
+{
+    struct gw_upstream *u = cls;
+
+    (void)multi;
+    u->timer_ns = timeout_ms < 0 ? -1 : limiter_now_ns() + (int64_t)timeout_ms * 1000000;
+    return 0;
+}
+
+static CURLM *new_multi(struct gw_upstream *u)
 {
     CURLM *multi = curl_multi_init();
 
-    if (multi != NULL)
-        curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, 1L);
+    if (multi == NULL)
+        return NULL;
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, 1L);
+    if (u->loop != NULL) {
+        curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+        curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, u);
+        curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, on_timer);
+        curl_multi_setopt(multi, CURLMOPT_TIMERDATA, u);
+    }
     return multi;
 }
 
-struct gw_upstream *gw_upstream_acquire(const char *origin)
+struct gw_upstream_loop *gw_upstream_loop_new(int epoll_fd)
 {
+    struct gw_upstream_loop *loop = calloc(1, sizeof *loop);
+
+    if (loop == NULL)
+        return NULL;
+    loop->epoll_fd = epoll_fd;
+    pthread_mutex_init(&loop->pools.lock, NULL);
+    return loop;
+}
+
+void gw_upstream_loop_free(struct gw_upstream_loop *loop)
+{
+    if (loop == NULL)
+        return;
+    free_pools(&loop->pools);
+    pthread_mutex_destroy(&loop->pools.lock);
+    while (loop->blocks != NULL) {
+        struct watch_block *block = loop->blocks;
+
+        loop->blocks = block->next;
+        free(block);
+    }
+    free(loop);
+}
+
+/* Reads the transfer's end, if it came, and tells the request of any step taken. */
+static void collect(struct gw_upstream *u)
+{
+    CURLMsg *msg;
+    int queued;
+
+    while ((msg = curl_multi_info_read(u->multi, &queued)) != NULL)
+        if (msg->msg == CURLMSG_DONE) {
+            u->done = true;
+            u->result = msg->data.result;
+            u->progress++;
+        }
+    if (u->progress != u->told) {
+        u->told = u->progress;
+        u->wait_deadline_ns = 0;
+        if (u->notify != NULL)
+            u->notify(u->notify_cls);
+    }
+}
+
+void gw_upstream_loop_event(struct gw_upstream_loop *loop, void *tag, uint32_t events)
+{
+    struct watch *w = tag;
+    struct gw_upstream *u = w->owner; /* the watch may go during the action */
+    int mask = 0, running;
+
+    (void)loop;
+    if (u == NULL)
+        return; /* the socket went earlier in this batch of events */
+    mask |= events & EPOLLIN ? CURL_CSELECT_IN : 0;
+    mask |= events & EPOLLOUT ? CURL_CSELECT_OUT : 0;
+    mask |= events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0;
+    curl_multi_socket_action(u->multi, w->fd, mask, &running);
+    collect(u);
+}
+
+int64_t gw_upstream_loop_run_timers(struct gw_upstream_loop *loop, int64_t now_ns)
+{
+    int64_t next = -1;
+    int running;
+
+    for (struct gw_upstream *u = loop->running; u != NULL; u = u->next) {
+        if (u->timer_ns >= 0 && u->timer_ns <= now_ns) {
+            u->timer_ns = -1;
+            curl_multi_socket_action(u->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+            collect(u);
+        }
+        if (u->wait_deadline_ns != 0 && u->wait_deadline_ns <= now_ns && !u->timed_out) {
+            u->timed_out = true;
+            u->progress++;
+            collect(u);
+        }
+        if (u->timer_ns >= 0 && (next < 0 || u->timer_ns < next))
+            next = u->timer_ns;
+        if (u->wait_deadline_ns != 0 && !u->timed_out && (next < 0 || u->wait_deadline_ns < next))
+            next = u->wait_deadline_ns;
+    }
+    return next;
+}
+
+void gw_upstream_loop_abort(struct gw_upstream_loop *loop)
+{
+    for (struct gw_upstream *u = loop->running; u != NULL; u = u->next)
+        if (!u->timed_out) {
+            u->timed_out = true;
+            u->progress++;
+            collect(u);
+        }
+}
+
+static void link_running(struct gw_upstream *u)
+{
+    struct gw_upstream_loop *loop = u->loop;
+
+    u->running = true;
+    u->prev = NULL;
+    u->next = loop->running;
+    if (loop->running != NULL)
+        loop->running->prev = u;
+    loop->running = u;
+}
+
+static void unlink_running(struct gw_upstream *u)
+{
+    if (!u->running)
+        return;
+    if (u->prev != NULL)
+        u->prev->next = u->next;
+    else
+        u->loop->running = u->next;
+    if (u->next != NULL)
+        u->next->prev = u->prev;
+    u->running = false;
+}
+
+struct gw_upstream *gw_upstream_acquire(struct gw_upstream_loop *loop, const char *origin)
+{
+    struct pool_set *set = loop != NULL ? &loop->pools : &shared_pools;
     struct gw_upstream *u = NULL;
     struct upstream_pool *pool;
 
-    pthread_mutex_lock(&pools.lock);
-    pool = pool_of(origin);
+    pthread_mutex_lock(&set->lock);
+    pool = pool_of(set, origin);
     if (pool != NULL && pool->n_idle > 0)
         u = pool->idle[--pool->n_idle];
-    pthread_mutex_unlock(&pools.lock);
+    pthread_mutex_unlock(&set->lock);
     if (u != NULL || pool == NULL)
         return u;
 
@@ -178,8 +418,10 @@ struct gw_upstream *gw_upstream_acquire(const char *origin)
     if (u == NULL)
         return NULL;
     u->pool = pool;
+    u->loop = loop;
+    u->timer_ns = -1;
     u->easy = curl_easy_init();
-    u->multi = new_multi();
+    u->multi = new_multi(u);
     if (u->easy == NULL || u->multi == NULL) {
         upstream_free(u);
         return NULL;
@@ -189,14 +431,16 @@ struct gw_upstream *gw_upstream_acquire(const char *origin)
 
 void gw_upstream_release(struct gw_upstream *u)
 {
+    struct pool_set *set;
     struct upstream_pool *pool;
 
     if (u == NULL)
         return;
     gw_upstream_finish(u);
+    set = u->loop != NULL ? &u->loop->pools : &shared_pools;
     pool = u->pool;
     u->idle_since_ns = limiter_now_ns();
-    pthread_mutex_lock(&pools.lock);
+    pthread_mutex_lock(&set->lock);
     if (pool->n_idle < atomic_load(&max_idle) && !atomic_load(&aborting)) {
         if (pool->n_idle == pool->cap) {
             size_t cap = pool->cap ? 2 * pool->cap : 16;
@@ -212,12 +456,12 @@ void gw_upstream_release(struct gw_upstream *u)
             u = NULL;
         }
     }
-    pthread_mutex_unlock(&pools.lock);
+    pthread_mutex_unlock(&set->lock);
     if (u != NULL)
         upstream_free(u); /* over upstream_max_idle: its connection closes */
 }
 
-void gw_proxy_prune(int64_t now_ns)
+static void prune_pools(struct pool_set *set, int64_t now_ns)
 {
     int64_t oldest = now_ns - atomic_load(&idle_timeout_ns);
     struct gw_upstream *expired[64];
@@ -225,8 +469,8 @@ void gw_proxy_prune(int64_t now_ns)
 
     /* Least recently used first: a run of expired handles at the front of each pool. At most
      * a batch per call, so the lock is never held long; the caller calls again soon. */
-    pthread_mutex_lock(&pools.lock);
-    for (struct upstream_pool *pool = pools.pools; pool != NULL; pool = pool->next) {
+    pthread_mutex_lock(&set->lock);
+    for (struct upstream_pool *pool = set->pools; pool != NULL; pool = pool->next) {
         size_t k = 0;
 
         while (k < pool->n_idle && n < sizeof expired / sizeof expired[0] &&
@@ -237,9 +481,19 @@ void gw_proxy_prune(int64_t now_ns)
         memmove(pool->idle, pool->idle + k, (pool->n_idle - k) * sizeof *pool->idle);
         pool->n_idle -= k;
     }
-    pthread_mutex_unlock(&pools.lock);
+    pthread_mutex_unlock(&set->lock);
     while (n > 0)
         upstream_free(expired[--n]);
+}
+
+void gw_proxy_prune(int64_t now_ns)
+{
+    prune_pools(&shared_pools, now_ns);
+}
+
+void gw_upstream_loop_prune(struct gw_upstream_loop *loop, int64_t now_ns)
+{
+    prune_pools(&loop->pools, now_ns);
 }
 
 /* Keeps one header line of the response head; a new status line starts the head afresh, so
@@ -258,6 +512,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *cls)
     }
     if (len <= 2 && (line[0] == '\r' || line[0] == '\n')) {
         u->head_done = u->status >= 200;
+        u->progress += u->head_done;
         return len;
     }
     colon = memchr(line, ':', len);
@@ -310,6 +565,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *cls)
     }
     memcpy(u->body + u->body_len, data, len);
     u->body_len += len;
+    u->progress++;
     return len;
 }
 
@@ -329,16 +585,11 @@ static int drive(struct gw_upstream *u, bool (*ready)(const struct gw_upstream *
                  int64_t deadline)
 {
     while (!ready(u) && !u->done) {
-        int running, queued;
-        CURLMsg *msg;
+        int running;
         int64_t left_ms;
 
         curl_multi_perform(u->multi, &running);
-        while ((msg = curl_multi_info_read(u->multi, &queued)) != NULL)
-            if (msg->msg == CURLMSG_DONE) {
-                u->done = true;
-                u->result = msg->data.result;
-            }
+        collect(u);
         if (ready(u) || u->done)
             break;
         left_ms = (deadline - limiter_now_ns() + 999999) / 1000000; /* never wake before the deadline */
@@ -442,13 +693,12 @@ static bool holds_stale_connection(const struct gw_upstream *u)
     return u->n_sockets > 0 && poll(fds, u->n_sockets, 0) > 0;
 }
 
-enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_forward *fw)
+enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_forward *fw,
+                                         gw_upstream_notify *notify, void *cls)
 {
-    enum gw_upstream_error error = GW_UPSTREAM_OK;
-
     gw_upstream_finish(u);
     if (holds_stale_connection(u)) {
-        CURLM *fresh = new_multi();
+        CURLM *fresh = new_multi(u);
 
         if (fresh == NULL)
             return GW_UPSTREAM_OTHER;
@@ -461,15 +711,32 @@ enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_
     if (curl_multi_add_handle(u->multi, u->easy) != CURLM_OK)
         return GW_UPSTREAM_OTHER;
     u->attached = true;
+    u->wait_deadline_ns = limiter_now_ns() + fw->timeout_ns;
+    if (u->loop != NULL) {
+        u->notify = notify;
+        u->notify_cls = cls;
+        link_running(u);
+    }
+    return GW_UPSTREAM_OK;
+}
 
-    if (drive(u, head_ready, limiter_now_ns() + fw->timeout_ns) != 0)
+enum gw_upstream_error gw_upstream_head(struct gw_upstream *u)
+{
+    enum gw_upstream_error error;
+
+    if (u->loop == NULL && !u->timed_out && drive(u, head_ready, u->wait_deadline_ns) != 0)
+        u->timed_out = true;
+    if (u->head_done)
+        return GW_UPSTREAM_OK;
+    if (u->timed_out)
         error = GW_UPSTREAM_TIMEOUT;
-    else if (!u->head_done && u->head_too_large)
+    else if (!u->done)
+        return GW_UPSTREAM_PENDING;
+    else if (u->head_too_large)
         error = GW_UPSTREAM_TOO_LARGE;
-    else if (!u->head_done)
+    else
         error = u->result == CURLE_OK ? GW_UPSTREAM_OTHER : classify(u->result);
-    if (error != GW_UPSTREAM_OK)
-        gw_upstream_finish(u);
+    gw_upstream_finish(u);
     return error;
 }
 
@@ -517,10 +784,18 @@ ssize_t gw_upstream_read(struct gw_upstream *u, char *buf, size_t max)
         u->body_off = u->body_len = 0;
         curl_easy_pause(u->easy, CURLPAUSE_CONT); /* may deliver into the buffer at once */
     }
-    if (!body_ready(u) && drive(u, body_ready, limiter_now_ns() + u->timeout_ns) != 0)
-        return -1;
+    if (!body_ready(u) && !u->done && !u->timed_out) {
+        if (u->loop != NULL) {
+            /* The loop tells of the next bytes, or of this wait's end. */
+            if (u->wait_deadline_ns == 0)
+                u->wait_deadline_ns = limiter_now_ns() + u->timeout_ns;
+            return GW_UPSTREAM_WOULD_BLOCK;
+        }
+        if (drive(u, body_ready, limiter_now_ns() + u->timeout_ns) != 0)
+            return -1;
+    }
     if (!body_ready(u))
-        return u->result == CURLE_OK ? 0 : -1;
+        return u->done && u->result == CURLE_OK ? 0 : -1;
     n = u->body_len - u->body_off;
     if (n > max)
         n = max;
@@ -531,9 +806,15 @@ ssize_t gw_upstream_read(struct gw_upstream *u, char *buf, size_t max)
 
 void gw_upstream_finish(struct gw_upstream *u)
 {
+    if (u->loop != NULL)
+        unlink_running(u);
     if (u->attached)
         curl_multi_remove_handle(u->multi, u->easy);
     u->attached = false;
+    u->notify = NULL;
+    u->timer_ns = -1;
+    u->wait_deadline_ns = 0;
+    u->timed_out = false;
     u->done = false;
     u->result = CURLE_OK;
     u->status = 0;

@@ -20,11 +20,26 @@
  * only once, and the client then gets 502. Proxy environment variables are ignored; a
  * route's `proxy:` is the only forward proxy.
  *
- * The exchange is pull-driven, to fit libmicrohttpd's content reader: gw_upstream_start()
- * runs the transfer until the response head is in, then gw_upstream_read() runs it again each
- * time the client side wants bytes. Body data lands in a fixed 64 KiB buffer; when it is full
- * the transfer is paused until the client has taken it, so a 1 GiB download passes through in
- * bounded memory at the client's pace.
+ * One interface, two ways to run it. An exchange has four steps: gw_upstream_start() sends
+ * the request and returns at once; gw_upstream_head() says whether the response head is in
+ * (or what failed); gw_upstream_read() hands over body bytes as the client side can take them;
+ * gw_upstream_finish() ends it. A handle taken with no loop (thread_per_connection) blocks in
+ * head() and read() on a small loop of its own (curl_multi_poll) until it has an answer. A
+ * handle taken on a loop (event mode, gw_upstream_loop below) never blocks: head() says
+ * GW_UPSTREAM_PENDING and read() GW_UPSTREAM_WOULD_BLOCK, and the loop calls the `notify`
+ * given to start() at each later step (head in, body bytes, end, failure, a wait timed out),
+ * after which the caller asks again. The request's code (request.c) is the same for both.
+ *
+ * Body data lands in a fixed 64 KiB buffer; when it is full the transfer is paused until the
+ * client has taken it, so a 1 GiB download passes through in bounded memory at the client's
+ * pace.
+ *
+ * An event loop (gw_upstream_loop) keeps its own pools, so its handles, their connections and
+ * their sockets are only ever touched by its thread: each handle's multi reports its sockets
+ * into the loop's epoll set (CURLMOPT_SOCKETFUNCTION, tagged so that an event leads back to
+ * the handle) and its timer to the loop (CURLMOPT_TIMERFUNCTION), and the loop calls
+ * curl_multi_socket_action() for exactly the handle an event or timer is for. With several
+ * loops, an upstream may hold upstream_max_idle idle connections per loop.
  *
  * Timeouts: `timeout` bounds the wait for the response head, and then every wait for more
  * body; `connect_timeout` bounds the TCP (and TLS) connect.
@@ -46,7 +61,14 @@ enum gw_upstream_error {
     GW_UPSTREAM_TIMEOUT, /* no response head within `timeout` */
     GW_UPSTREAM_TOO_LARGE, /* a response head over `max_head` */
     GW_UPSTREAM_OTHER,   /* a malformed answer, a reset, no memory, a second send refused */
+    GW_UPSTREAM_PENDING, /* on a loop: not yet; `notify` is called at the next step */
 };
+
+/* gw_upstream_read() on a loop: no bytes yet; `notify` is called at the next step. */
+#define GW_UPSTREAM_WOULD_BLOCK (-2)
+
+/* Called on the loop's thread when an exchange on a loop has taken a step. */
+typedef void gw_upstream_notify(void *cls);
 
 struct gw_forward {
     const char *method;
@@ -75,17 +97,46 @@ void gw_proxy_configure(int64_t idle_timeout_ns, unsigned max_idle);
  * called every fraction of a second. */
 void gw_proxy_prune(int64_t now_ns);
 
+/* --- event loops ---------------------------------------------------------------------- */
+
+struct gw_upstream_loop;
+
+/* The upstream side of one event loop, whose epoll set is `epoll_fd` (the caller's). NULL
+ * when memory is short; freed with gw_upstream_loop_free() once no exchange runs on it. */
+struct gw_upstream_loop *gw_upstream_loop_new(int epoll_fd);
+void gw_upstream_loop_free(struct gw_upstream_loop *loop);
+
+/* An epoll event whose data.ptr is not the caller's own: it is one of this loop's. */
+void gw_upstream_loop_event(struct gw_upstream_loop *loop, void *tag, uint32_t events);
+
+/* Runs libcurl's due timers and ends the waits that passed their `timeout`. Returns when
+ * to call again (limiter_now_ns() time), or -1 when nothing is waiting. */
+int64_t gw_upstream_loop_run_timers(struct gw_upstream_loop *loop, int64_t now_ns);
+
+/* Makes every exchange running on the loop fail (for shutdown); each is told. */
+void gw_upstream_loop_abort(struct gw_upstream_loop *loop);
+
+/* gw_proxy_prune() for the loop's own pools, on the loop's thread. */
+void gw_upstream_loop_prune(struct gw_upstream_loop *loop, int64_t now_ns);
+
+/* --- one exchange ---------------------------------------------------------------------- */
+
 /* A handle for one exchange with `origin` (scheme://host:port, plus the forward proxy if any),
- * from that origin's pool or new; given back with gw_upstream_release(). NULL when memory is
- * short. */
-struct gw_upstream *gw_upstream_acquire(const char *origin);
+ * from that origin's pool on `loop` (NULL: the blocking handles' pool) or new; given back
+ * with gw_upstream_release() on the same thread. NULL when memory is short. */
+struct gw_upstream *gw_upstream_acquire(struct gw_upstream_loop *loop, const char *origin);
 void gw_upstream_release(struct gw_upstream *upstream);
 
-/* Sends the request and waits for the response head. GW_UPSTREAM_OK, or the kind of
- * failure (then nothing is left running). `forward` and what it points to must stay valid
- * until gw_upstream_finish(). */
+/* Sends the request. GW_UPSTREAM_OK, or the kind of failure (then nothing is left running).
+ * `forward` and what it points to must stay valid until gw_upstream_finish(); on a loop,
+ * `notify(cls)` is called at each later step until then. */
 enum gw_upstream_error gw_upstream_start(struct gw_upstream *upstream,
-                                         const struct gw_forward *forward);
+                                         const struct gw_forward *forward,
+                                         gw_upstream_notify *notify, void *cls);
+
+/* GW_UPSTREAM_OK once the response head is in; GW_UPSTREAM_PENDING on a loop while it is
+ * not; or the kind of failure (then nothing is left running). Without a loop it waits. */
+enum gw_upstream_error gw_upstream_head(struct gw_upstream *upstream);
 
 long gw_upstream_status(const struct gw_upstream *upstream);
 
@@ -102,8 +153,9 @@ bool gw_upstream_next_header(const struct gw_upstream *upstream, size_t *cursor,
  * and can then be sent to the client in one go. */
 bool gw_upstream_whole_body(const struct gw_upstream *upstream, const char **body, size_t *len);
 
-/* Up to `max` body bytes into `buf`: the count, 0 at the end of the body, or -1 when the
- * transfer failed or stalled past `timeout` (the client's copy is then truncated). */
+/* Up to `max` body bytes into `buf`: the count, 0 at the end of the body, -1 when the
+ * transfer failed or stalled past `timeout` (the client's copy is then truncated), or, on a
+ * loop, GW_UPSTREAM_WOULD_BLOCK. Without a loop it waits for bytes. */
 ssize_t gw_upstream_read(struct gw_upstream *upstream, char *buf, size_t max);
 
 /* Ends the exchange, finished or not, and readies the handles for the next request. */
