@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admission.h"
 #include "log.h"
 #include "loop.h"
 #include "proxy.h"
@@ -35,6 +36,8 @@ struct watched {
     uint32_t requests; /* requests finished on it: the index of the current one */
     _Atomic int64_t read_deadline_ns; /* 0 while a request is being answered */
     bool head_seen;                    /* the current request's first call happened */
+    bool has_peer;                     /* an IP peer, counted by its address */
+    struct gw_addr peer;
     struct watched *prev, *next;
 };
 
@@ -58,7 +61,7 @@ struct gw_server {
     atomic_uint generation; /* moves on with each swap */
     struct front *fronts;
     size_t n_fronts;
-    atomic_uint open_connections; /* event mode counts them itself, across its daemons */
+    struct gw_admission *admission; /* event mode's connection caps; NULL otherwise */
     pthread_t reaper; /* thread_per_connection: client deadlines and idle upstreams */
     int reaper_stop[2];
     int64_t client_timeout_ns;
@@ -175,24 +178,32 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     struct watched *w = *socket_context;
 
     gw_metrics_connection(s->metrics, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
-    if (f->loop != NULL)
-        atomic_fetch_add(&s->open_connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        /* Each loop's daemon sees only its own connections: max_connections counts them all. */
-        bool over = f->loop != NULL &&
-                    atomic_load(&s->open_connections) > s->fixed.max_connections;
+        const union MHD_ConnectionInfo *client =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 
-        if (over)
-            count_refusal(s);
-        w = over ? NULL : calloc(1, sizeof *w);
+        w = calloc(1, sizeof *w);
+        if (w != NULL) {
+            w->has_peer = client != NULL && gw_addr_from_sockaddr(client->client_addr,
+                                                                  &w->peer) == 0;
+            /* Each loop's daemon sees only its own connections: the caps count them all. */
+            if (s->admission != NULL &&
+                gw_admission_enter(s->admission, w->has_peer ? &w->peer : NULL) != 0) {
+                count_refusal(s);
+                free(w);
+                w = NULL;
+            }
+        }
         if (w != NULL && info != NULL)
             w->wire = gw_wire_attach(info->connect_fd, s->fixed.max_header_size);
         if (w == NULL || w->wire == NULL) {
             /* A connection that cannot be read strictly is not read at all. */
             if (info != NULL)
                 shutdown(info->connect_fd, SHUT_RDWR);
+            if (w != NULL && s->admission != NULL)
+                gw_admission_leave(s->admission, w->has_peer ? &w->peer : NULL);
             free(w);
             return;
         }
@@ -219,6 +230,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     if (w->next != NULL)
         w->next->prev = w->prev;
     pthread_mutex_unlock(&f->watch_lock);
+    if (s->admission != NULL)
+        gw_admission_leave(s->admission, w->has_peer ? &w->peer : NULL);
     gw_wire_detach(w->wire);
     free(w);
     *socket_context = NULL;
@@ -467,6 +480,8 @@ static void stop_fronts(struct gw_server *s)
     free(s->fronts);
     s->fronts = NULL;
     s->n_fronts = 0;
+    gw_admission_free(s->admission);
+    s->admission = NULL;
 }
 
 static void free_server(struct gw_server *s)
@@ -515,7 +530,10 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
 
     s->n_fronts = event ? s->fixed.workers : 1;
     s->fronts = calloc(s->n_fronts, sizeof *s->fronts);
-    if (s->fronts == NULL) {
+    if (event)
+        s->admission =
+            gw_admission_new(s->fixed.max_connections, s->fixed.max_connections_per_ip);
+    if (s->fronts == NULL || (event && s->admission == NULL)) {
         s->n_fronts = 0;
         snprintf(err, GW_ERR_LEN, "out of memory");
         return -1;
