@@ -80,6 +80,10 @@ static void *run(void *arg)
         wait_ms = ms_until(next, now);
         if (MHD_get_timeout(loop->daemon, &daemon_ms) == MHD_YES && daemon_ms < (unsigned)wait_ms)
             wait_ms = (int)daemon_ms;
+        /* A connection resumed by the timers above waits for MHD_run(), which nothing would
+         * wake the loop for: libmicrohttpd signals resumptions only to its own threads. */
+        if (gw_upstream_loop_told(loop->upstream))
+            wait_ms = 0;
         n = epoll_wait(loop->epoll_fd, events, EVENTS_PER_WAIT, wait_ms);
         for (int i = 0; i < n; i++) {
             void *tag = events[i].data.ptr;

@@ -93,6 +93,7 @@ struct gw_upstream_loop {
     struct gw_upstream *running; /* exchanges in progress, for their timers */
     struct watch *free_watches;
     struct watch_block *blocks;
+    bool told; /* an exchange's notify was called since gw_upstream_loop_told() */
 };
 
 static struct pool_set shared_pools = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -320,8 +321,10 @@ static void collect(struct gw_upstream *u)
     if (u->progress != u->told) {
         u->told = u->progress;
         u->wait_deadline_ns = 0;
-        if (u->notify != NULL)
+        if (u->notify != NULL) {
+            u->loop->told = true;
             u->notify(u->notify_cls);
+        }
     }
 }
 
@@ -363,6 +366,14 @@ int64_t gw_upstream_loop_run_timers(struct gw_upstream_loop *loop, int64_t now_n
             next = u->wait_deadline_ns;
     }
     return next;
+}
+
+bool gw_upstream_loop_told(struct gw_upstream_loop *loop)
+{
+    bool told = loop->told;
+
+    loop->told = false;
+    return told;
 }
 
 void gw_upstream_loop_abort(struct gw_upstream_loop *loop)
@@ -812,7 +823,8 @@ void gw_upstream_finish(struct gw_upstream *u)
         curl_multi_remove_handle(u->multi, u->easy);
     u->attached = false;
     u->notify = NULL;
-    u->timer_ns = -1;
+    /* timer_ns stays: libcurl announces a timer only when it changes, and the next transfer
+     * may start with the one last announced. */
     u->wait_deadline_ns = 0;
     u->timed_out = false;
     u->done = false;

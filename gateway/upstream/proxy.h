@@ -113,6 +113,10 @@ void gw_upstream_loop_event(struct gw_upstream_loop *loop, void *tag, uint32_t e
  * to call again (limiter_now_ns() time), or -1 when nothing is waiting. */
 int64_t gw_upstream_loop_run_timers(struct gw_upstream_loop *loop, int64_t now_ns);
 
+/* Whether any exchange's `notify` was called since the last call: the caller may have work
+ * to do at once (a connection resumed) before it waits. */
+bool gw_upstream_loop_told(struct gw_upstream_loop *loop);
+
 /* Makes every exchange running on the loop fail (for shutdown); each is told. */
 void gw_upstream_loop_abort(struct gw_upstream_loop *loop);
 
