@@ -11,6 +11,8 @@
 #include "headers.h"
 #include "keys.h"
 #include "log.h"
+#include "loop.h"
+#include "offload.h"
 #include "proxy.h"
 #include "request.h"
 #include "routes.h"
@@ -20,6 +22,7 @@
 #define TOO_LARGE      "the request body is larger than this gateway accepts"
 
 struct gw_request {
+    struct gw_offload_job store_job; /* event mode: the Redis store asked off the loop */
     struct gw_runtime *runtime;
     char *raw_uri; /* as the client sent it, forwarded byte for byte */
     char *path;    /* what it is routed by (target.h), or NULL before that */
@@ -45,12 +48,17 @@ struct gw_request {
     size_t binding; /* the decision the fields and Retry-After report */
     enum gw_decision decision;
     char key[GW_KEY_LEN];
+    const char *ids[LIMITER_MAX_PER_REQUEST];          /* each limit's key: `key` or below */
+    char limit_keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN]; /* limits that name their own key */
+    bool store_pending;                 /* event mode: the store's answer is awaited */
+    enum gw_store_result store_result;
 
     bool has_body;
     char *body;
     size_t body_len, body_cap;
 
-    struct gw_upstream_loop *loop; /* the event loop it runs on, or NULL (thread_per_connection) */
+    struct gw_loop *loop;          /* the event loop it runs on, or NULL (thread_per_connection) */
+    struct gw_offload *offload;    /* with a loop: where the store is asked */
     struct MHD_Connection *client; /* for resuming it */
     bool suspended;                /* while waiting on a loop for the upstream's next step */
     struct gw_upstream *upstream; /* from the pool while forwarding, or NULL */
@@ -74,7 +82,7 @@ static const struct gw_route_runtime *route_runtime_of(const struct gw_request *
 
 struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
                                   const struct gw_head *head, uint32_t index,
-                                  struct gw_upstream_loop *loop)
+                                  struct gw_loop *loop, struct gw_offload *offload)
 {
     struct gw_request *rq = calloc(1, sizeof *rq);
 
@@ -87,6 +95,7 @@ struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_ur
     rq->head = head;
     rq->index = index;
     rq->loop = loop;
+    rq->offload = offload;
     rq->route = -1;
     rq->start_ns = limiter_now_ns();
     return rq;
@@ -301,16 +310,88 @@ static int client_key(struct gw_request *rq, struct MHD_Connection *c, enum conf
     return 0;
 }
 
+/* The route's limits said `allowed` (all of them) or not: the fields to report, and a 429
+ * unless the route only tries its limits (dry_run). False when the request is refused. */
+static bool conclude(struct gw_request *rq, bool allowed)
+{
+    const struct config_route *route = route_of(rq);
+
+    rq->binding = binding_limit(rq->decisions, route_runtime_of(rq)->n_limits, allowed);
+    if (allowed)
+        return true;
+    rq->decision = route->dry_run ? GW_DRY_RUN_DENIED : GW_DENIED;
+    if (!route->dry_run)
+        refuse(rq, MHD_HTTP_TOO_MANY_REQUESTS, GW_DENIED_DETAIL);
+    return route->dry_run;
+}
+
+/* Asks the route's limits in this process. */
+static bool decide_here(struct gw_request *rq)
+{
+    const struct gw_route_runtime *r = route_runtime_of(rq);
+    bool allowed = true;
+
+    if (limiter_decide_all(r->limiters, r->n_limits, rq->ids, limiter_now_ns(), rq->decisions) !=
+        0)
+        return conclude(rq, false); /* out of memory for this client's state: refuse */
+    for (size_t i = 0; i < r->n_limits; i++)
+        allowed &= rq->decisions[i].allowed;
+    return conclude(rq, allowed);
+}
+
+/* Decides with the shared store's answer (gw_store_decide() into rq->decisions), or, when it
+ * failed, by limiter.on_store_error. */
+static bool decide_shared(struct gw_request *rq, enum gw_store_result result)
+{
+    const struct gw_route_runtime *r = route_runtime_of(rq);
+    enum config_store_error on_error = rq->runtime->config->on_store_error;
+    bool allowed = true;
+
+    if (result == GW_STORE_OK) {
+        for (size_t i = 0; i < r->n_limits; i++)
+            allowed &= rq->decisions[i].allowed;
+        return conclude(rq, allowed);
+    }
+    if (on_error == CONFIG_ON_STORE_ERROR_ALLOW) {
+        rq->limited = false; /* no shared count to report */
+        return true;
+    }
+    if (on_error == CONFIG_ON_STORE_ERROR_DENY) {
+        rq->decisions[0] = (struct limiter_decision){.limit = r->shared_params[0].requests,
+                                                     .reset_ms = 1000,
+                                                     .retry_after_ms = 1000};
+        return conclude(rq, false);
+    }
+    return decide_here(rq);
+}
+
+static enum gw_store_result ask_store(struct gw_request *rq)
+{
+    const struct gw_route_runtime *r = route_runtime_of(rq);
+
+    return gw_store_decide(rq->runtime->store, route_of(rq)->name, r->limit_names,
+                           r->shared_param_ptrs, r->n_limits, rq->ids, rq->decisions);
+}
+
+/* On an offload thread (event mode): asks the store, then hands the request back to its loop. */
+static void run_store_job(struct gw_offload_job *job)
+{
+    struct gw_request *rq = (struct gw_request *)job; /* the job is its first member */
+
+    rq->store_result = ask_store(rq);
+    rq->suspended = false;
+    MHD_resume_connection(rq->client);
+    gw_loop_wake(rq->loop); /* libmicrohttpd tells only its own threads of a resumption */
+}
+
 /* Works out the client's keys and asks the route's limits; false when the request is to be
- * refused (then with its status set). */
+ * refused (then with its status set). In event mode a shared store is asked off the loop:
+ * then `store_pending` is set and the answer comes later (gw_request_handle()). */
 static bool decide(struct gw_request *rq, struct MHD_Connection *c)
 {
     const struct config_route *route = route_of(rq);
     const struct gw_route_runtime *r = route_runtime_of(rq);
-    char keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN];
-    const char *ids[LIMITER_MAX_PER_REQUEST];
     struct gw_addr client;
-    bool allowed = true;
 
     rq->decision = GW_ALLOWED;
     if (!rq->has_peer)
@@ -324,11 +405,12 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
         const struct config_limit *limit = &route->limits[i];
 
         if (r->route_key[i])
-            ids[i] = rq->key; /* most limits count under the route's key */
-        else if (client_key(rq, c, limit->key_kind, limit->key_name, &client, keys[i]) != 0)
+            rq->ids[i] = rq->key; /* most limits count under the route's key */
+        else if (client_key(rq, c, limit->key_kind, limit->key_name, &client,
+                            rq->limit_keys[i]) != 0)
             return false;
         else
-            ids[i] = keys[i];
+            rq->ids[i] = rq->limit_keys[i];
     }
     if (gw_cidrs_contain(&route->exempt, &client)) {
         rq->decision = GW_EXEMPT;
@@ -337,33 +419,13 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
     if (r->n_limits == 0)
         return true;
     rq->limited = true;
-    if (r->shared && gw_store_decide(rq->runtime->store, route->name, r->limit_names,
-                                     r->shared_param_ptrs, r->n_limits, ids,
-                                     rq->decisions) == GW_STORE_OK) {
-        for (size_t i = 0; i < r->n_limits; i++)
-            allowed &= rq->decisions[i].allowed;
-    } else if (r->shared && rq->runtime->config->on_store_error == CONFIG_ON_STORE_ERROR_ALLOW) {
-        rq->limited = false; /* no shared count to report */
+    if (r->shared && rq->loop != NULL) {
+        rq->store_pending = true;
         return true;
-    } else if (r->shared && rq->runtime->config->on_store_error == CONFIG_ON_STORE_ERROR_DENY) {
-        rq->decisions[0] = (struct limiter_decision){.limit = r->shared_params[0].requests,
-                                                     .reset_ms = 1000,
-                                                     .retry_after_ms = 1000};
-        allowed = false;
-    } else if (limiter_decide_all(r->limiters, r->n_limits, ids, limiter_now_ns(),
-                                  rq->decisions) == 0) {
-        for (size_t i = 0; i < r->n_limits; i++)
-            allowed &= rq->decisions[i].allowed;
-    } else {
-        allowed = false; /* out of memory for this client's state: refuse */
     }
-    rq->binding = binding_limit(rq->decisions, r->n_limits, allowed);
-    if (allowed)
-        return true;
-    rq->decision = route->dry_run ? GW_DRY_RUN_DENIED : GW_DENIED;
-    if (!route->dry_run)
-        refuse(rq, MHD_HTTP_TOO_MANY_REQUESTS, GW_DENIED_DETAIL);
-    return route->dry_run;
+    if (r->shared)
+        return decide_shared(rq, ask_store(rq));
+    return decide_here(rq);
 }
 
 /* Refuses the request when sluice's own reading of the connection (head.h) refused it, or
@@ -723,7 +785,8 @@ static int send_upstream(struct gw_request *rq, struct MHD_Connection *c, enum M
     size_t url_len;
 
     /* Handles are held only while forwarding, so idle keep-alive clients hold none. */
-    rq->upstream = gw_upstream_acquire(rq->loop, route_runtime_of(rq)->origin);
+    rq->upstream = gw_upstream_acquire(rq->loop != NULL ? gw_loop_upstream(rq->loop) : NULL,
+                                       route_runtime_of(rq)->origin);
     url_len = strlen(route->upstream) + strlen(route->upstream_base_path) + strlen(rq->raw_uri) + 1;
     rq->upstream_url = malloc(url_len);
     rq->upstream_headers = upstream_headers(rq, c);
@@ -821,6 +884,14 @@ enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *
         rq->started = true;
         rq->method = method;
         begin(rq, c);
+        if (rq->store_pending) { /* run_store_job() resumes it */
+            rq->client = c;
+            rq->suspended = true;
+            MHD_suspend_connection(c);
+            rq->store_job.run = run_store_job;
+            gw_offload_queue(rq->offload, &rq->store_job);
+            return MHD_YES;
+        }
         /* Answering before the body makes libmicrohttpd close the connection after the
          * answer (unless the body is empty); worth it only to avoid reading a body that is
          * refused anyway. Otherwise answer at the final call, where a 429 or 404 keeps the
@@ -828,6 +899,12 @@ enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *
         if (rq->refusal != 0 && rq->has_body)
             return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
         return MHD_YES;
+    }
+    if (rq->store_pending) { /* back from the store: the first call's end, as above */
+        rq->store_pending = false;
+        decide_shared(rq, rq->store_result);
+        if (rq->refusal != 0 && rq->has_body)
+            return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
     }
     if (*upload_data_size > 0) {
         take_body(rq, upload_data, *upload_data_size);

@@ -20,17 +20,18 @@
 
 struct gw_head;
 struct gw_request;
-struct gw_upstream_loop;
+struct gw_loop;
+struct gw_offload;
 
 /* A request that has just named its target, the `index`th (from 0) on a connection whose
  * strict reading is `head` (head.h; it must outlive the request). It takes over the caller's
- * reference to `runtime`. On an event loop, `loop` is its upstream side (proxy.h): the
- * request then never blocks, and waits for the upstream with its connection suspended;
- * with NULL (thread_per_connection) the connection's thread waits. NULL when memory is
- * short. */
+ * reference to `runtime`. On an event loop (`loop`, loop.h) the request never blocks: it waits
+ * for the upstream, and for the Redis store (asked on `offload`'s threads), with its
+ * connection suspended. With NULL for both (thread_per_connection) the connection's thread
+ * waits. NULL when memory is short. */
 struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
                                   const struct gw_head *head, uint32_t index,
-                                  struct gw_upstream_loop *loop);
+                                  struct gw_loop *loop, struct gw_offload *offload);
 
 /* One call of libmicrohttpd's access handler for this request. */
 enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,

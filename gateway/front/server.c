@@ -14,6 +14,7 @@
 #include "admission.h"
 #include "log.h"
 #include "loop.h"
+#include "offload.h"
 #include "proxy.h"
 #include "request.h"
 #include "server.h"
@@ -62,6 +63,7 @@ struct gw_server {
     struct front *fronts;
     size_t n_fronts;
     struct gw_admission *admission; /* event mode's connection caps; NULL otherwise */
+    struct gw_offload *offload;     /* event mode's threads for the store; NULL otherwise */
     pthread_t reaper; /* thread_per_connection: client deadlines and idle upstreams */
     int reaper_stop[2];
     int64_t client_timeout_ns;
@@ -121,8 +123,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 
     if (w == NULL)
         return NULL; /* not read strictly: on_request drops the connection */
-    rq = gw_request_new(front_runtime(f), uri, gw_wire_head(w->wire), w->requests,
-                        f->loop != NULL ? gw_loop_upstream(f->loop) : NULL);
+    rq = gw_request_new(front_runtime(f), uri, gw_wire_head(w->wire), w->requests, f->loop,
+                        f->server->offload);
     if (rq != NULL)
         atomic_fetch_add(&f->server->in_flight, 1);
     return rq;
@@ -462,12 +464,15 @@ static int copy_endpoint(struct config_endpoint *to, const struct config_endpoin
     return from->host != NULL && to->host == NULL ? -1 : 0;
 }
 
-/* Stops the client fronts: event loops first (their daemons cannot stop with connections
- * suspended; loop.h), then the daemons, then what the loops leave. */
+/* Stops the client fronts: event loops first, then the store's threads (the daemons cannot
+ * stop with connections suspended; loop.h), then the daemons, then what the loops leave. */
 static void stop_fronts(struct gw_server *s)
 {
     for (size_t i = 0; i < s->n_fronts; i++)
         gw_loop_stop(s->fronts[i].loop);
+    /* The store's last answers resume their connections, which the daemons then close. */
+    gw_offload_free(s->offload);
+    s->offload = NULL;
     for (size_t i = 0; i < s->n_fronts; i++) {
         struct front *f = &s->fronts[i];
 
@@ -530,10 +535,12 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
 
     s->n_fronts = event ? s->fixed.workers : 1;
     s->fronts = calloc(s->n_fronts, sizeof *s->fronts);
-    if (event)
+    if (event) {
         s->admission =
             gw_admission_new(s->fixed.max_connections, s->fixed.max_connections_per_ip);
-    if (s->fronts == NULL || (event && s->admission == NULL)) {
+        s->offload = gw_offload_new();
+    }
+    if (s->fronts == NULL || (event && (s->admission == NULL || s->offload == NULL))) {
         s->n_fronts = 0;
         snprintf(err, GW_ERR_LEN, "out of memory");
         return -1;
