@@ -62,7 +62,8 @@ struct gw_request {
     struct MHD_Connection *client; /* for resuming it */
     bool suspended;                /* while waiting on a loop for the upstream's next step */
     struct gw_upstream *upstream; /* from the pool while forwarding, or NULL */
-    struct curl_slist *upstream_headers;
+    struct curl_slist *upstream_headers; /* one array of nodes (upstream_headers()) */
+    char *upstream_header_text;
     char *upstream_url;
     int64_t upstream_head_ns; /* when the response head came; 0 if it did not */
     long upstream_status;
@@ -589,8 +590,11 @@ static void take_body(struct gw_request *rq, const char *data, size_t len)
 
 /* --- forwarding ------------------------------------------------------------------------ */
 
+/* The header list sent upstream is built in one text buffer ("line\0line\0...") and then
+ * given one array of list nodes pointing into it, rather than a malloc or two per field. */
 struct header_walk {
-    struct curl_slist *list;
+    char *text;
+    size_t len, cap, lines;
     const char *connection;
     bool trusted_peer;       /* its X-Forwarded-Proto and -Host are passed on */
     bool keep_underscores;   /* server.underscores_in_headers */
@@ -598,29 +602,46 @@ struct header_walk {
     bool failed, has_accept, has_content_type, has_proto, has_forwarded_host;
 };
 
+/* Appends one line made of `n` parts. */
+static void append_parts(struct header_walk *w, const char *const *parts, size_t n)
+{
+    size_t lens[5], need = 1;
+
+    for (size_t i = 0; i < n; i++)
+        need += lens[i] = strlen(parts[i]);
+    if (w->len + need > w->cap) {
+        size_t cap = w->cap ? w->cap : 2048;
+        char *grown;
+
+        while (cap < w->len + need)
+            cap *= 2;
+        grown = realloc(w->text, cap);
+        if (grown == NULL) {
+            w->failed = true;
+            return;
+        }
+        w->text = grown;
+        w->cap = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        memcpy(w->text + w->len, parts[i], lens[i]);
+        w->len += lens[i];
+    }
+    w->text[w->len++] = '\0';
+    w->lines++;
+}
+
 static void append_line(struct header_walk *w, const char *line)
 {
-    struct curl_slist *list = curl_slist_append(w->list, line);
-
-    if (list == NULL)
-        w->failed = true; /* the list so far stays whole, to be freed */
-    else
-        w->list = list;
+    append_parts(w, &line, 1);
 }
 
 static void append_field(struct header_walk *w, const char *name, const char *value)
 {
-    size_t len = strlen(name) + strlen(value) + 3;
-    char *line = malloc(len);
-
-    if (line == NULL) {
-        w->failed = true;
-        return;
-    }
     /* "Name;" is how libcurl sends a field with an empty value ("Name:" removes it). */
-    snprintf(line, len, value[0] ? "%s: %s" : "%s;", name, value);
-    append_line(w, line);
-    free(line);
+    const char *parts[] = {name, value[0] ? ": " : ";", value};
+
+    append_parts(w, parts, value[0] ? 3 : 2);
 }
 
 /* Fields the gateway itself sets, or that libcurl derives from the body. A trusted proxy's
@@ -661,15 +682,17 @@ static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, co
 }
 
 /* The header list sent upstream: the client's end-to-end fields as they came, Host kept,
- * X-Forwarded-* set, and libcurl kept from adding fields of its own. */
-static struct curl_slist *upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
+ * X-Forwarded-* set, and libcurl kept from adding fields of its own. The nodes and their text
+ * go to rq->upstream_headers and rq->upstream_header_text. 0, or -1 when memory is short. */
+static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
 {
     const char *host = rq->host, *forwarded_for = rq->forwarded_for;
     struct header_walk w = {.connection = rq->connection,
                             .trusted_peer = rq->trusted_peer,
                             .keep_underscores = rq->runtime->config->server.underscores_in_headers};
-    char peer_text[64] = "unknown", *xff;
-    size_t xff_len;
+    char peer_text[64] = "unknown";
+    struct curl_slist *nodes;
+    const char *at;
 
     if (rq->has_peer)
         inet_ntop(rq->peer.family, rq->peer.bytes, peer_text, sizeof peer_text);
@@ -677,12 +700,11 @@ static struct curl_slist *upstream_headers(struct gw_request *rq, struct MHD_Con
     rq->dropped_headers = w.dropped;
     if (host != NULL)
         append_field(&w, "Host", host);
-    xff_len = (forwarded_for ? strlen(forwarded_for) : 0) + strlen(peer_text) + 3;
-    xff = malloc(xff_len);
-    if (xff != NULL) {
-        snprintf(xff, xff_len, "%s%s%s", forwarded_for ? forwarded_for : "",
-                 forwarded_for ? ", " : "", peer_text);
-        append_field(&w, "X-Forwarded-For", xff);
+    {
+        const char *xff[] = {"X-Forwarded-For: ", forwarded_for ? forwarded_for : "",
+                             forwarded_for ? ", " : "", peer_text};
+
+        append_parts(&w, xff, 4);
     }
     if (!w.has_proto)
         append_field(&w, "X-Forwarded-Proto", "http");
@@ -694,12 +716,20 @@ static struct curl_slist *upstream_headers(struct gw_request *rq, struct MHD_Con
         append_line(&w, "Accept:");
     if (!w.has_content_type)
         append_line(&w, "Content-Type:");
-    free(xff);
-    if (xff == NULL || w.failed) {
-        curl_slist_free_all(w.list);
-        return NULL;
+    nodes = w.failed ? NULL : malloc(w.lines * sizeof *nodes);
+    if (nodes == NULL) {
+        free(w.text);
+        return -1;
     }
-    return w.list;
+    at = w.text;
+    for (size_t i = 0; i < w.lines; i++) {
+        nodes[i].data = (char *)at;
+        nodes[i].next = i + 1 < w.lines ? &nodes[i + 1] : NULL;
+        at += strlen(at) + 1;
+    }
+    rq->upstream_headers = nodes;
+    rq->upstream_header_text = w.text;
+    return 0;
 }
 
 /* The upstream took a step (on a loop): the request picks up where it waited. */
@@ -789,8 +819,7 @@ static int send_upstream(struct gw_request *rq, struct MHD_Connection *c, enum M
                                        route_runtime_of(rq)->origin);
     url_len = strlen(route->upstream) + strlen(route->upstream_base_path) + strlen(rq->raw_uri) + 1;
     rq->upstream_url = malloc(url_len);
-    rq->upstream_headers = upstream_headers(rq, c);
-    if (rq->upstream == NULL || rq->upstream_url == NULL || rq->upstream_headers == NULL) {
+    if (rq->upstream == NULL || rq->upstream_url == NULL || upstream_headers(rq, c) != 0) {
         *ret = respond_problem(rq, c, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
         return -1;
     }
@@ -943,7 +972,8 @@ void gw_request_done(struct gw_request *rq)
     if (rq->started)
         gw_access_log_write(rq->runtime->access_log_fd, &entry);
     gw_runtime_release(rq->runtime);
-    curl_slist_free_all(rq->upstream_headers);
+    free(rq->upstream_headers);
+    free(rq->upstream_header_text);
     free(rq->upstream_url);
     free(rq->body);
     free(rq->connection);

@@ -20,6 +20,9 @@
 #include "server.h"
 #include "wire.h"
 
+/* Connections an event loop's daemon may hold beyond max_connections: those being refused. */
+#define REFUSAL_ROOM 256
+
 /* What a running daemon was started with; changing these needs a restart. */
 struct fixed_settings {
     struct config_endpoint listen, admin_listen, redis;
@@ -547,9 +550,14 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
     }
     for (size_t i = 0; i < s->n_fronts; i++) {
         struct front *f = &s->fronts[i];
+        /* In event mode the caps are admission.c's, across the loops; a daemon at its own
+         * limit would stop accepting, and leave connections waiting in its backlog instead of
+         * refusing them, so its limit leaves room for those being refused. */
         const struct MHD_OptionItem options[] = {
-            {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->fixed.max_connections, NULL},
-            {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)s->fixed.max_connections_per_ip, NULL},
+            {MHD_OPTION_CONNECTION_LIMIT,
+             (intptr_t)s->fixed.max_connections + (event ? REFUSAL_ROOM : 0), NULL},
+            {MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+             event ? 0 : (intptr_t)s->fixed.max_connections_per_ip, NULL},
             {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout_s, NULL},
             {MHD_OPTION_CONNECTION_MEMORY_LIMIT,
              (intptr_t)connection_memory(s->fixed.max_header_size,

@@ -97,6 +97,8 @@ struct gw_upstream_loop {
 };
 
 static struct pool_set shared_pools = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void set_handle_options(struct gw_upstream *u);
 static atomic_bool aborting;
 static _Atomic int64_t idle_timeout_ns = 60 * (int64_t)1000000000;
 static atomic_uint max_idle = 64;
@@ -437,6 +439,7 @@ struct gw_upstream *gw_upstream_acquire(struct gw_upstream_loop *loop, const cha
         upstream_free(u);
         return NULL;
     }
+    set_handle_options(u);
     return u;
 }
 
@@ -633,45 +636,58 @@ static bool is_idempotent(const char *method)
     return false;
 }
 
-static void set_request_options(struct gw_upstream *u, const struct gw_forward *fw)
+/* What every exchange of a handle shares, set once when the handle is made. */
+static void set_handle_options(struct gw_upstream *u)
 {
     CURL *e = u->easy;
 
-    curl_easy_reset(e);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, u);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, u);
-    /* libcurl resends a request whose reused connection died before any answer; the upstream
-     * may have acted on it. Idempotent requests may go twice, others once (502 otherwise). */
-    u->sends = 0;
-    u->max_sends = is_idempotent(fw->method) ? 2 : 1;
     curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, before_send);
     curl_easy_setopt(e, CURLOPT_PREREQDATA, u);
-    /* "" ignores http_proxy, HTTPS_PROXY and ALL_PROXY: upstream requests carry credentials,
-     * and only a route's own `proxy:` may send them elsewhere. */
-    curl_easy_setopt(e, CURLOPT_PROXY, fw->proxy != NULL ? fw->proxy : "");
     /* A proxy's answer to CONNECT is no part of the upstream's head. */
     curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
-    /* gw_proxy_prune() closes idle connections; this stops their reuse meanwhile. */
-    curl_easy_setopt(e, CURLOPT_MAXAGE_CONN,
-                     (long)(atomic_load(&idle_timeout_ns) / 1000000000));
-    curl_easy_setopt(e, CURLOPT_URL, fw->url);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L); /* the path goes out byte for byte */
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, fw->headers);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(fw->connect_timeout_ns / 1000000));
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, fw->tls_verify ? 1L : 0L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, fw->tls_verify ? 2L : 0L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, u);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, u);
-    if (strcmp(fw->method, "HEAD") == 0)
-        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-    else if (strcmp(fw->method, "GET") != 0 || fw->body != NULL)
-        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, fw->method);
+}
+
+/* What differs from one exchange to the next; every such option is set each time, so nothing
+ * of the last request's carries over (curl_easy_reset() would redo the above as well). */
+static void set_request_options(struct gw_upstream *u, const struct gw_forward *fw)
+{
+    CURL *e = u->easy;
+
+    /* libcurl resends a request whose reused connection died before any answer; the upstream
+     * may have acted on it. Idempotent requests may go twice, others once (502 otherwise). */
+    u->sends = 0;
+    u->max_sends = is_idempotent(fw->method) ? 2 : 1;
+    /* "" ignores http_proxy, HTTPS_PROXY and ALL_PROXY: upstream requests carry credentials,
+     * and only a route's own `proxy:` may send them elsewhere. */
+    curl_easy_setopt(e, CURLOPT_PROXY, fw->proxy != NULL ? fw->proxy : "");
+    /* gw_proxy_prune() closes idle connections; this stops their reuse meanwhile. */
+    curl_easy_setopt(e, CURLOPT_MAXAGE_CONN,
+                     (long)(atomic_load(&idle_timeout_ns) / 1000000000));
+    curl_easy_setopt(e, CURLOPT_URL, fw->url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, fw->headers);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(fw->connect_timeout_ns / 1000000));
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, fw->tls_verify ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, fw->tls_verify ? 2L : 0L);
+    /* The method: back to a plain GET first, then what this request needs. */
+    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(e, CURLOPT_NOBODY, strcmp(fw->method, "HEAD") == 0 ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST,
+                     strcmp(fw->method, "HEAD") != 0 &&
+                             (strcmp(fw->method, "GET") != 0 || fw->body != NULL)
+                         ? fw->method
+                         : NULL);
     if (fw->body != NULL) {
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, fw->body);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)fw->body_len);
