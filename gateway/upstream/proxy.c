@@ -94,6 +94,7 @@ struct gw_upstream_loop {
     struct watch *free_watches;
     struct watch_block *blocks;
     bool told; /* an exchange's notify was called since gw_upstream_loop_told() */
+    int64_t earliest_ns; /* no running exchange has a timer or deadline before this */
 };
 
 static struct pool_set shared_pools = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -257,12 +258,20 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *cls, void *so
     return epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, fd, &event);
 }
 
+/* Keeps the loop's earliest time no later than `at`. */
+static void wake_loop_by(struct gw_upstream *u, int64_t at)
+{
+    if (u->loop != NULL && at >= 0 && at < u->loop->earliest_ns)
+        u->loop->earliest_ns = at;
+}
+
 static int on_timer(CURLM *multi, long timeout_ms, void *cls)
 {
     struct gw_upstream *u = cls;
 
     (void)multi;
     u->timer_ns = timeout_ms < 0 ? -1 : limiter_now_ns() + (int64_t)timeout_ms * 1000000;
+    wake_loop_by(u, u->timer_ns);
     return 0;
 }
 
@@ -289,6 +298,7 @@ struct gw_upstream_loop *gw_upstream_loop_new(int epoll_fd)
     if (loop == NULL)
         return NULL;
     loop->epoll_fd = epoll_fd;
+    loop->earliest_ns = INT64_MAX;
     pthread_mutex_init(&loop->pools.lock, NULL);
     return loop;
 }
@@ -351,6 +361,11 @@ int64_t gw_upstream_loop_run_timers(struct gw_upstream_loop *loop, int64_t now_n
     int64_t next = -1;
     int running;
 
+    /* The list is walked only when something in it is due: with hundreds of exchanges
+     * running, most turns of the loop are for other events. */
+    if (now_ns < loop->earliest_ns)
+        return loop->earliest_ns == INT64_MAX ? -1 : loop->earliest_ns;
+    loop->earliest_ns = INT64_MAX; /* timers libcurl sets during the walk lower it again */
     for (struct gw_upstream *u = loop->running; u != NULL; u = u->next) {
         if (u->timer_ns >= 0 && u->timer_ns <= now_ns) {
             u->timer_ns = -1;
@@ -367,7 +382,9 @@ int64_t gw_upstream_loop_run_timers(struct gw_upstream_loop *loop, int64_t now_n
         if (u->wait_deadline_ns != 0 && !u->timed_out && (next < 0 || u->wait_deadline_ns < next))
             next = u->wait_deadline_ns;
     }
-    return next;
+    if (next >= 0 && next < loop->earliest_ns)
+        loop->earliest_ns = next;
+    return loop->earliest_ns == INT64_MAX ? -1 : loop->earliest_ns;
 }
 
 bool gw_upstream_loop_told(struct gw_upstream_loop *loop)
@@ -739,10 +756,12 @@ enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_
         return GW_UPSTREAM_OTHER;
     u->attached = true;
     u->wait_deadline_ns = limiter_now_ns() + fw->timeout_ns;
+    wake_loop_by(u, u->wait_deadline_ns);
     if (u->loop != NULL) {
         u->notify = notify;
         u->notify_cls = cls;
         link_running(u);
+        wake_loop_by(u, u->timer_ns); /* a timer libcurl may not announce again */
     }
     return GW_UPSTREAM_OK;
 }
@@ -816,6 +835,7 @@ ssize_t gw_upstream_read(struct gw_upstream *u, char *buf, size_t max)
             /* The loop tells of the next bytes, or of this wait's end. */
             if (u->wait_deadline_ns == 0)
                 u->wait_deadline_ns = limiter_now_ns() + u->timeout_ns;
+            wake_loop_by(u, u->wait_deadline_ns);
             return GW_UPSTREAM_WOULD_BLOCK;
         }
         if (drive(u, body_ready, limiter_now_ns() + u->timeout_ns) != 0)
