@@ -929,11 +929,14 @@ enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *
             return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
         return MHD_YES;
     }
-    if (rq->store_pending) { /* back from the store: the first call's end, as above */
+    if (rq->store_pending) {
+        /* Back from the store. libmicrohttpd makes the first call again for a connection
+         * suspended in it: this is still the first call, and ends as the first did above. */
         rq->store_pending = false;
         decide_shared(rq, rq->store_result);
         if (rq->refusal != 0 && rq->has_body)
             return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
+        return MHD_YES;
     }
     if (*upload_data_size > 0) {
         take_body(rq, upload_data, *upload_data_size);

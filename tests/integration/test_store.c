@@ -110,6 +110,38 @@ static void test_two_replicas_share_one_count(void)
     CU_ASSERT_EQUAL(stop_sluice(&b, 5000), 0);
 }
 
+/* Three requests on one connection, each decided in Redis (in event mode, off the loop while
+ * the connection waits): a body by length, a chunked one, and none. Each reaches the upstream
+ * whole, and each is answered on the same connection. */
+static void test_body_and_connection_kept(void)
+{
+    static const char requests[] =
+        "POST /probe/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\nhello=1&x=2"
+        "POST /probe/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "5\r\nabcde\r\n0\r\n\r\n"
+        "GET /probe/echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    char answer[16384];
+    struct proc gw;
+    int answered = 0;
+
+    CU_ASSERT_EQUAL_FATAL(start_gateway(&gw, "1s"), 0);
+    CU_ASSERT_EQUAL(raw_exchange(gw.port, requests, sizeof requests - 1, answer, sizeof answer,
+                                 5000),
+                    200);
+    for (const char *at = answer; (at = strstr(at, "HTTP/1.1 200 ")) != NULL; at++)
+        answered++;
+    check_case(answered == 3, "three requests on one connection",
+               "%d answered 200 on it, expected 3: %.600s", answered, answer);
+    check_case(strstr(answer, "method POST\ntarget /probe/echo\n") != NULL &&
+                   strstr(answer, "body 11\nhello=1&x=2") != NULL,
+               "a body by Content-Length", "the upstream's echo: %.600s", answer);
+    check_case(strstr(answer, "body 5\nabcde") != NULL, "a chunked body",
+               "the upstream's echo: %.600s", answer);
+    check_case(strstr(answer, "method GET\ntarget /probe/echo\n") != NULL, "no body",
+               "the upstream's echo: %.600s", answer);
+    CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+}
+
 static long get(const struct proc *gw, const char *target, long *retry_after)
 {
     struct reply r;
@@ -517,6 +549,8 @@ void register_store_tests(void)
     CU_pSuite s = add_suite_with("store", init, clean);
 
     add_test(s, "two replicas share one count", test_two_replicas_share_one_count);
+    add_test(s, "a request decided in Redis keeps its body and its connection",
+             test_body_and_connection_kept);
     add_test(s, "the same answers as the memory store", test_same_semantics_as_memory);
     add_test(s, "each limit counts under its own key", test_each_limit_its_own_key);
     add_test(s, "Redis dies, requests go on; it returns", test_redis_dies_and_returns);
