@@ -18,6 +18,9 @@
 #define ERROR_QUEUE_BYTES  (64 * 1024)
 #define MAX_SINKS          8
 #define SINK_IDLE_NS       1000000000LL /* a file's duplicate is closed after this long unused */
+/* Once woken, a writer lets lines gather this long before it writes: under load a wake-up
+ * (a futex call for the queuing thread and a context switch) serves a batch, not a line. */
+#define GATHER_NS          1000000
 
 /* A file the queue writes to. stdin, stdout and stderr are never closed by sluice and are used
  * as they are; any other file's fd belongs to a runtime that closes it when its last request
@@ -53,6 +56,7 @@ struct queue {
     struct line *head, **tail;
     size_t bytes; /* of text queued or being written */
     bool writing;
+    bool waiting; /* the writer sleeps on `wake`: only then is it signalled */
     struct sink sinks[MAX_SINKS];
     uint64_t sinks_made;
     pthread_t writer;
@@ -215,7 +219,8 @@ void gw_log_line(enum gw_log_stream stream, int fd, const char *text, size_t len
     q->bytes += len;
     *q->tail = line;
     q->tail = &line->next;
-    pthread_cond_signal(&q->wake);
+    if (q->waiting)
+        pthread_cond_signal(&q->wake);
     pthread_mutex_unlock(&q->lock);
     return;
 
@@ -252,11 +257,22 @@ static void *drain_queue(void *arg)
         int fd;
         bool ok;
 
+        bool slept = false;
+
         while (q->head == NULL && q->state == RUNNING) {
             struct timespec wake_at = deadline_at(monotonic_ns() + SINK_IDLE_NS);
 
+            q->waiting = slept = true;
             pthread_cond_timedwait(&q->wake, &q->lock, &wake_at);
+            q->waiting = false;
             let_go_idle_sinks(q);
+        }
+        if (slept && q->head != NULL && q->state == RUNNING) {
+            const struct timespec gather = {0, GATHER_NS};
+
+            pthread_mutex_unlock(&q->lock);
+            nanosleep(&gather, NULL);
+            pthread_mutex_lock(&q->lock);
         }
         if (q->head == NULL)
             break; /* stopping, and all written */
