@@ -399,6 +399,8 @@ static void loop_tick(void *cls, int64_t now)
     struct gw_server *s = f->server;
 
     gw_upstream_loop_prune(gw_loop_upstream(f->loop), now);
+    /* The first tick comes before the loop's first request. Shard 0 is other threads'. */
+    gw_metrics_use_shard((unsigned)(f - s->fronts) + 1);
     reap_slow_clients(f, now);
     if (atomic_load(&s->draining) && !f->quiesced) {
         MHD_socket listener = MHD_quiesce_daemon(f->daemon);

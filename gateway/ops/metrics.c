@@ -1,4 +1,5 @@
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,30 +77,38 @@ static void add(_Atomic uint64_t *counter, uint64_t n)
     atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
 }
 
+static _Thread_local unsigned my_shard;
+
+void gw_metrics_use_shard(unsigned index)
+{
+    my_shard = index % GW_METRIC_SHARDS;
+}
+
 void gw_metrics_count_request(struct gw_route_metrics *m, enum gw_decision decision,
                               int64_t duration_ns)
 {
+    struct gw_route_shard *shard = &m->shards[my_shard];
     double seconds = (double)duration_ns / 1e9;
     int b = 0;
 
-    add(&m->requests[decision], 1);
+    add(&shard->requests[decision], 1);
     while (b < GW_N_BUCKETS && seconds > bucket_bounds[b])
         b++;
     if (b < GW_N_BUCKETS)
-        add(&m->duration_buckets[b], 1);
-    add(&m->duration_us_sum, (uint64_t)(duration_ns / 1000));
-    add(&m->duration_count, 1);
+        add(&shard->duration_buckets[b], 1);
+    add(&shard->duration_us_sum, (uint64_t)(duration_ns / 1000));
+    add(&shard->duration_count, 1);
 }
 
 void gw_metrics_count_response(struct gw_route_metrics *m, unsigned status)
 {
     if (status < 600)
-        add(&m->responses[status], 1);
+        add(&m->shards[my_shard].responses[status], 1);
 }
 
 void gw_metrics_count_error(struct gw_route_metrics *m, enum gw_upstream_error_kind kind)
 {
-    add(&m->errors[kind], 1);
+    add(&m->shards[my_shard].errors[kind], 1);
 }
 
 void gw_metrics_count_reload(struct gw_metrics *m, bool ok)
@@ -127,6 +136,19 @@ static uint64_t get(_Atomic uint64_t *counter)
     return atomic_load_explicit(counter, memory_order_relaxed);
 }
 
+/* A route's counter summed over its shards: `field` is its offset in a shard. */
+static uint64_t sum(struct gw_route_metrics *r, size_t field)
+{
+    uint64_t total = 0;
+
+    for (size_t i = 0; i < GW_METRIC_SHARDS; i++)
+        total += get((_Atomic uint64_t *)((char *)&r->shards[i] + field));
+    return total;
+}
+
+#define SUM(r, member, i) \
+    sum((r), offsetof(struct gw_route_shard, member) + (size_t)(i) * sizeof(uint64_t))
+
 /* The per-route families, each as one group as the text format wants. Route list locked. */
 static void render_routes(struct gw_route_metrics *routes, FILE *out)
 {
@@ -139,22 +161,22 @@ static void render_routes(struct gw_route_metrics *routes, FILE *out)
     for (r = routes; r != NULL; r = r->next)
         for (int d = 0; d < GW_N_DECISIONS; d++)
             fprintf(out, "sluice_requests_total{route=\"%s\",decision=\"%s\"} %llu\n", r->route,
-                    gw_decision_name(d), (unsigned long long)get(&r->requests[d]));
+                    gw_decision_name(d), (unsigned long long)SUM(r, requests, d));
     fputs("# HELP sluice_upstream_responses_total Upstream answers by status code.\n"
           "# TYPE sluice_upstream_responses_total counter\n",
           out);
     for (r = routes; r != NULL; r = r->next)
         for (unsigned code = 100; code < 600; code++)
-            if (get(&r->responses[code]) > 0)
+            if (SUM(r, responses, code) > 0)
                 fprintf(out, "sluice_upstream_responses_total{route=\"%s\",code=\"%u\"} %llu\n",
-                        r->route, code, (unsigned long long)get(&r->responses[code]));
+                        r->route, code, (unsigned long long)SUM(r, responses, code));
     fputs("# HELP sluice_upstream_errors_total Upstream failures by kind.\n"
           "# TYPE sluice_upstream_errors_total counter\n",
           out);
     for (r = routes; r != NULL; r = r->next)
         for (int k = 0; k < GW_N_ERR_KINDS; k++)
             fprintf(out, "sluice_upstream_errors_total{route=\"%s\",kind=\"%s\"} %llu\n",
-                    r->route, kinds[k], (unsigned long long)get(&r->errors[k]));
+                    r->route, kinds[k], (unsigned long long)SUM(r, errors, k));
     fputs("# HELP sluice_request_duration_seconds Time from request to the end of the answer.\n"
           "# TYPE sluice_request_duration_seconds histogram\n",
           out);
@@ -162,16 +184,16 @@ static void render_routes(struct gw_route_metrics *routes, FILE *out)
         uint64_t cumulative = 0;
 
         for (int b = 0; b < GW_N_BUCKETS; b++) {
-            cumulative += get(&r->duration_buckets[b]);
+            cumulative += SUM(r, duration_buckets, b);
             fprintf(out, "sluice_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
                     r->route, bucket_bounds[b], (unsigned long long)cumulative);
         }
         fprintf(out, "sluice_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-                r->route, (unsigned long long)get(&r->duration_count));
+                r->route, (unsigned long long)SUM(r, duration_count, 0));
         fprintf(out, "sluice_request_duration_seconds_sum{route=\"%s\"} %.6f\n", r->route,
-                (double)get(&r->duration_us_sum) / 1e6);
+                (double)SUM(r, duration_us_sum, 0) / 1e6);
         fprintf(out, "sluice_request_duration_seconds_count{route=\"%s\"} %llu\n", r->route,
-                (unsigned long long)get(&r->duration_count));
+                (unsigned long long)SUM(r, duration_count, 0));
     }
 }
 

@@ -3,7 +3,10 @@
  *
  * Counters are per route name and outlive reloads, so a route that stays keeps counting up.
  * Every count on the request path is one relaxed atomic add on the route's own counters: no
- * lock is taken. The limiter gauges (clients held, evictions) are read from the limiters at
+ * lock is taken. A route's request-path counters come in GW_METRIC_SHARDS shards, each on
+ * cache lines of its own, summed when /metrics is read: an event loop counts in its own
+ * shard (gw_metrics_use_shard()), so loops on different cores never write to one line;
+ * thread_per_connection's threads share shard 0. The limiter gauges (clients held, evictions) are read from the limiters at
  * scrape time.
  *
  *   sluice_requests_total{route,decision}        allowed | denied | dry_run_denied | exempt
@@ -38,14 +41,20 @@ enum gw_upstream_error_kind { GW_ERR_CONNECT, GW_ERR_TIMEOUT, GW_ERR_OTHER, GW_N
 
 #define GW_N_BUCKETS 12
 
-struct gw_route_metrics {
-    char *route;
-    _Atomic uint64_t requests[GW_N_DECISIONS];
+#define GW_METRIC_SHARDS 4
+
+struct gw_route_shard {
+    _Alignas(64) _Atomic uint64_t requests[GW_N_DECISIONS];
     _Atomic uint64_t responses[600]; /* by upstream status code */
     _Atomic uint64_t errors[GW_N_ERR_KINDS];
     _Atomic uint64_t duration_buckets[GW_N_BUCKETS]; /* cumulative at render time */
     _Atomic uint64_t duration_us_sum;
     _Atomic uint64_t duration_count;
+};
+
+struct gw_route_metrics {
+    char *route;
+    struct gw_route_shard shards[GW_METRIC_SHARDS];
     _Atomic uint64_t retired_evictions; /* of limiters dropped by reloads */
     struct gw_route_metrics *next;
 };
@@ -60,6 +69,9 @@ void gw_metrics_free(struct gw_metrics *metrics);
 struct gw_route_metrics *gw_metrics_route(struct gw_metrics *metrics, const char *route);
 
 const char *gw_decision_name(enum gw_decision decision);
+
+/* The calling thread counts in shard `index` % GW_METRIC_SHARDS from now on (0 by default). */
+void gw_metrics_use_shard(unsigned index);
 
 void gw_metrics_count_request(struct gw_route_metrics *m, enum gw_decision decision,
                               int64_t duration_ns);
