@@ -268,7 +268,9 @@ static void *drain_queue(void *arg)
             let_go_idle_sinks(q);
         }
         if (slept && q->head != NULL && q->state == RUNNING) {
-            const struct timespec gather = {0, GATHER_NS};
+            /* Not on the stack: a writer cancelled in write() leaves its frame's ASan
+             * redzones behind, which a local here moved onto what the thread's exit uses. */
+            static const struct timespec gather = {0, GATHER_NS};
 
             pthread_mutex_unlock(&q->lock);
             nanosleep(&gather, NULL);
