@@ -118,6 +118,9 @@ test: build/test_unit build/asan/test_unit build/tsan/test_unit build/sluice bui
 	build/test_integration
 	SLUICE=build/asan/sluice ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		build/test_integration
+	SLUICE_MODE=event SLUICE_WORKERS=2 build/test_integration
+	SLUICE_MODE=event SLUICE_WORKERS=2 SLUICE=build/asan/sluice ASAN_OPTIONS=detect_leaks=1 \
+		UBSAN_OPTIONS=print_stacktrace=1 build/test_integration
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 
 # A demo upstream and the gateway in front of it, with config/sluice.yaml.

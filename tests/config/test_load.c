@@ -513,6 +513,64 @@ static void test_upstream_connection_settings(void)
                  "upstream_max_idle: \"65537\" is not a whole number from 1 to 65536");
 }
 
+/* server.mode and server.workers: the two modes, by default thread_per_connection with a
+ * loop per online core; any other mode, and workers outside 1..256, refused where they are. */
+static void test_serving_mode(void)
+{
+    static const struct {
+        const char *yaml;
+        enum config_mode mode;
+        uint32_t workers;
+    } accepted[] = {
+        {"server: {mode: thread_per_connection}\n" ROUTE_HEAD, CONFIG_MODE_THREAD_PER_CONNECTION,
+         0},
+        {"server:\n  mode: event\n  workers: 2\n" ROUTE_HEAD, CONFIG_MODE_EVENT, 2},
+        {"server: {mode: event, workers: 1}\n" ROUTE_HEAD, CONFIG_MODE_EVENT, 1},
+        {"server: {mode: event, workers: 256}\n" ROUTE_HEAD, CONFIG_MODE_EVENT, 256},
+        {"server: {workers: 3}\n" ROUTE_HEAD, CONFIG_MODE_THREAD_PER_CONNECTION, 3},
+    };
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char *errors = NULL;
+    struct config *c = load_text(ROUTE_HEAD, &errors);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->server.mode, CONFIG_MODE_THREAD_PER_CONNECTION);
+    CU_ASSERT_TRUE(c->server.workers >= 1 && c->server.workers <= 256);
+    if (cores >= 1 && cores <= 256)
+        CU_ASSERT_EQUAL(c->server.workers, (uint32_t)cores);
+    config_free(c);
+    unlink(path);
+
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+        c = load_text(accepted[i].yaml, &errors);
+        if (c == NULL)
+            fprintf(stderr, "\n%s", errors);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        CU_ASSERT_EQUAL(c->server.mode, accepted[i].mode);
+        if (accepted[i].workers != 0)
+            CU_ASSERT_EQUAL(c->server.workers, accepted[i].workers);
+        config_free(c);
+        unlink(path);
+    }
+
+    expect_error("server: {mode: fast}\n" ROUTE_HEAD, 1, 16,
+                 "mode: \"fast\" is not one of thread_per_connection or event");
+    expect_error("server:\n  listen: \"127.0.0.1:8080\"\n  mode: Event\n" ROUTE_HEAD, 3, 9,
+                 "mode: \"Event\" is not one of thread_per_connection or event");
+    expect_error("server:\n  mode: thread-per-connection\n" ROUTE_HEAD, 2, 9,
+                 "mode: \"thread-per-connection\" is not one of");
+    expect_error("server: {mode: [event]}\n" ROUTE_HEAD, 1, 16,
+                 "expected a single value, found a list");
+    expect_error("server: {mode: event, workers: 0}\n" ROUTE_HEAD, 1, 32,
+                 "workers: \"0\" is not a whole number from 1 to 256");
+    expect_error("server:\n  mode: event\n  workers: 257\n" ROUTE_HEAD, 3, 12,
+                 "workers: \"257\" is not a whole number from 1 to 256");
+    expect_error("server: {workers: -1}\n" ROUTE_HEAD, 1, 19,
+                 "workers: \"-1\" is not a whole number from 1 to 256");
+    expect_error("server: {workers: many}\n" ROUTE_HEAD, 1, 19,
+                 "workers: \"many\" is not a whole number from 1 to 256");
+}
+
 /* The route's proxy `value` loads as `want` (NULL: no proxy). */
 static void expect_proxy(const char *value, const char *want)
 {
@@ -839,6 +897,7 @@ void register_load_tests(void)
     add_test(s, "a missing file is an error", test_missing_file);
     add_test(s, "max_header_size, upstream_idle_timeout, upstream_max_idle",
              test_upstream_connection_settings);
+    add_test(s, "server.mode and server.workers", test_serving_mode);
     add_test(s, "a route's forward proxy", test_route_proxy);
     add_test(s, "40,000 keys are refused at the bound, unwalked",
              test_many_keys_refused_at_the_bound);

@@ -175,12 +175,313 @@ const char *sluice_binary(void)
     return path != NULL && path[0] != '\0' ? path : "build/sluice";
 }
 
-static void write_config(const char *path, const char *yaml, va_list ap)
-{
-    FILE *f = fopen(path, "w");
+/* --- the serving mode ($SLUICE_MODE, $SLUICE_WORKERS) ---------------------------------- */
 
-    vfprintf(f, yaml, ap);
+/* $NAME when set and not empty; a character outside `allowed` ends the run. */
+static const char *setting(const char *name, const char *allowed)
+{
+    const char *value = getenv(name);
+
+    if (value == NULL || value[0] == '\0')
+        return NULL;
+    if (value[strspn(value, allowed)] != '\0') {
+        fprintf(stderr, "%s=\"%s\": only the characters %s are expected\n", name, value, allowed);
+        exit(2);
+    }
+    return value;
+}
+
+const char *serving_mode(void)
+{
+    return setting("SLUICE_MODE", "abcdefghijklmnopqrstuvwxyz_");
+}
+
+const char *serving_workers(void)
+{
+    return setting("SLUICE_WORKERS", "0123456789");
+}
+
+/* Whether the quote at text[i] opens a quoted scalar: it does first on its line or after an
+ * indicator, while inside a plain scalar (`it's`) it is just a character. */
+static bool opens_quote(const char *text, size_t i)
+{
+    while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t'))
+        i--;
+    return i == 0 || strchr("\n:,[{-?", text[i - 1]) != NULL;
+}
+
+/* Whether the '#' at text[i] starts a comment: first on its line or after a blank. */
+static bool opens_comment(const char *text, size_t i)
+{
+    return i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n';
+}
+
+/* The index just past the quoted scalar opening at text[i], or 0 when it never closes. */
+static size_t past_quote(const char *text, size_t i)
+{
+    char quote = text[i];
+
+    for (i++; text[i] != '\0'; i++) {
+        if (quote == '"' && text[i] == '\\' && text[i + 1] != '\0')
+            i++;
+        else if (text[i] == quote && quote == '\'' && text[i + 1] == '\'')
+            i++; /* '' is a quote inside '...' */
+        else if (text[i] == quote)
+            return i + 1;
+    }
+    return 0;
+}
+
+/* Whether the key that starts at `at` (plain or quoted) is `key`. */
+static bool key_is(const char *at, const char *key)
+{
+    size_t len = strlen(key);
+
+    if (at[0] == '"' || at[0] == '\'')
+        return strncmp(at + 1, key, len) == 0 && at[len + 1] == at[0];
+    return strncmp(at, key, len) == 0 && strchr(": \t", at[len]) != NULL && at[len] != '\0';
+}
+
+/* The flow nesting ([ and {) just before text[end], past quoted scalars and comments; -1
+ * when a quote opened before `end` does not close. */
+static int flow_depth(const char *text, size_t end)
+{
+    int depth = 0;
+
+    for (size_t i = 0; i < end && text[i] != '\0'; i++) {
+        char c = text[i];
+
+        if ((c == '"' || c == '\'') && opens_quote(text, i)) {
+            size_t past = past_quote(text, i);
+
+            if (past == 0)
+                return -1;
+            i = past - 1;
+        } else if (c == '#' && opens_comment(text, i)) {
+            while (text[i + 1] != '\0' && text[i + 1] != '\n')
+                i++;
+        } else if (c == '[' || c == '{') {
+            depth++;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return depth;
+}
+
+/* What a config's server mapping already says, and where to add to it. */
+struct server_mapping {
+    size_t at; /* where the addition goes */
+    bool has_mode, has_workers;
+    const char *separator; /* before a flow mapping's first addition: ", ", or less */
+    int indent;            /* of a block mapping's keys; -1 for a flow mapping */
+    bool newline_first;    /* the text ends without a newline where the lines go */
+};
+
+/* Reads the flow mapping opening at text[open] (after "server:"). false when it does not
+ * close. */
+static bool read_flow(const char *text, size_t open, struct server_mapping *m)
+{
+    size_t last = open; /* the last significant character */
+    bool key_next = false;
+    int depth = 0;
+
+    for (size_t i = open; text[i] != '\0'; i++) {
+        char c = text[i];
+
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+            continue;
+        if (c == '#' && opens_comment(text, i)) {
+            while (text[i + 1] != '\0' && text[i + 1] != '\n')
+                i++;
+            continue;
+        }
+        if (key_next) { /* the first significant character after '{' or ',' at depth 1 */
+            m->has_mode = m->has_mode || key_is(text + i, "mode");
+            m->has_workers = m->has_workers || key_is(text + i, "workers");
+            key_next = false;
+        }
+        if ((c == '"' || c == '\'') && opens_quote(text, i)) {
+            size_t past = past_quote(text, i);
+
+            if (past == 0)
+                return false;
+            i = last = past - 1;
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            key_next = ++depth == 1;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0) {
+                m->at = i;
+                m->separator = last == open ? "" : text[last] == ',' ? " " : ", ";
+                m->indent = -1;
+                return true;
+            }
+        } else if (c == ',' && depth == 1) {
+            key_next = true;
+        }
+        last = i;
+    }
+    return false;
+}
+
+/* Reads the block mapping under the "server:" line that ends at text[eol] ('\n' or the end).
+ * false when what is under it is not a block mapping. */
+static bool read_block(const char *text, size_t eol, struct server_mapping *m)
+{
+    size_t after = eol; /* the end of the mapping's last line so far: the server line */
+
+    m->indent = -1;
+    for (size_t line = eol; text[line] == '\n';) {
+        size_t start = line + 1, end = start + strcspn(text + start, "\n");
+        size_t first = start + strspn(text + start, " ");     /* past the indentation */
+        size_t visible = start + strspn(text + start, " \t"); /* past all blanks */
+        int indent = (int)(first - start);
+
+        line = end;
+        if (visible == end || text[visible] == '#')
+            continue; /* blank or a comment: the mapping may go on after it */
+        if (text[first] == '\t')
+            return false; /* a tab in indentation: not YAML */
+        if (indent == 0)
+            break; /* the next top-level key */
+        if (m->indent < 0) {
+            if (strchr("{[-&!*|>", text[first]) != NULL)
+                return false; /* a flow value on the next line, a list, an anchor, ... */
+            m->indent = indent;
+        } else if (indent < m->indent) {
+            return false;
+        }
+        if (indent == m->indent) {
+            m->has_mode = m->has_mode || key_is(text + first, "mode");
+            m->has_workers = m->has_workers || key_is(text + first, "workers");
+        }
+        after = end;
+    }
+    if (m->indent < 0)
+        m->indent = 2; /* "server:" with nothing under it */
+    m->newline_first = text[after] != '\n';
+    m->at = text[after] == '\n' ? after + 1 : after;
+    return true;
+}
+
+/* Where a config's server mapping is and what it has; false (with `why`) when the config's
+ * shape is not one this harness should touch. A config without one gets it appended:
+ * m->indent is then 0. */
+static bool find_server(const char *yaml, struct server_mapping *m, const char **why)
+{
+    size_t len = strlen(yaml);
+    bool top_key = false;
+
+    memset(m, 0, sizeof *m);
+    if (flow_depth(yaml, len) != 0) {
+        *why = "its brackets or quotes do not close";
+        return false;
+    }
+    for (size_t line = 0; line < len; line += strcspn(yaml + line, "\n") + 1) {
+        const char *at = yaml + line;
+        size_t colon;
+
+        if (strncmp(at, "---", 3) == 0 || strncmp(at, "...", 3) == 0 || at[0] == '%') {
+            *why = "it has document markers or directives";
+            return false;
+        }
+        if (strncmp(at, "\"server\"", 8) == 0 || strncmp(at, "'server'", 8) == 0) {
+            *why = "its server key is quoted";
+            return false;
+        }
+        top_key = top_key || (at[0] >= 'a' && at[0] <= 'z');
+        if (strncmp(at, "server", 6) != 0 || flow_depth(yaml, line) != 0)
+            continue;
+        colon = 6 + strspn(at + 6, " ");
+        if (at[colon] != ':' || (at[colon + 1] != '\0' && strchr(" \t\n", at[colon + 1]) == NULL))
+            continue; /* "servers:", say */
+        colon++;
+        colon += strspn(at + colon, " \t");
+        if (at[colon] == '{') {
+            if (read_flow(yaml, line + colon, m))
+                return true;
+            *why = "its server mapping does not close";
+            return false;
+        }
+        if (at[colon] == '\n' || at[colon] == '\0' || at[colon] == '#') {
+            if (read_block(yaml, line + colon + strcspn(at + colon, "\n"), m))
+                return true;
+            *why = "what is under server: is not a block mapping";
+            return false;
+        }
+        *why = "its server value is neither a mapping nor empty";
+        return false;
+    }
+    if (!top_key) {
+        *why = "it has no top-level key";
+        return false;
+    }
+    m->at = len;
+    m->newline_first = len > 0 && yaml[len - 1] != '\n';
+    m->indent = 0;
+    return true;
+}
+
+char *with_serving_mode(const char *yaml)
+{
+    const char *mode = serving_mode(), *workers = serving_workers(), *why = NULL;
+    struct server_mapping m;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out;
+
+    if ((mode == NULL && workers == NULL) || !find_server(yaml, &m, &why)) {
+        if (why != NULL)
+            fprintf(stderr, "(harness: config left in its own serving mode: %s) ", why);
+        return strdup(yaml);
+    }
+    out = open_memstream(&text, &len);
+    fwrite(yaml, 1, m.at, out);
+    if (m.newline_first)
+        fputc('\n', out);
+    if (m.indent == 0)
+        fputs("server:\n", out);
+    if (m.indent < 0) { /* flow: ", mode: event, workers: 2" before the brace */
+        const char *separator = m.separator;
+
+        if (mode != NULL && !m.has_mode) {
+            fprintf(out, "%smode: %s", separator, mode);
+            separator = ", ";
+        }
+        if (workers != NULL && !m.has_workers)
+            fprintf(out, "%sworkers: %s", separator, workers);
+    } else {
+        int indent = m.indent > 0 ? m.indent : 2;
+
+        if (mode != NULL && !m.has_mode)
+            fprintf(out, "%*smode: %s\n", indent, "", mode);
+        if (workers != NULL && !m.has_workers)
+            fprintf(out, "%*sworkers: %s\n", indent, "", workers);
+    }
+    fputs(yaml + m.at, out);
+    fclose(out);
+    return text;
+}
+
+/* Formats `yaml` with `ap`, gives it the serving mode when `env_mode`, writes it to `path`. */
+static void write_config(const char *path, bool env_mode, const char *yaml, va_list ap)
+{
+    char *formatted = NULL, *text;
+    FILE *f;
+
+    if (vasprintf(&formatted, yaml, ap) < 0) {
+        fprintf(stderr, "harness: out of memory formatting a config\n");
+        exit(2);
+    }
+    text = env_mode ? with_serving_mode(formatted) : formatted;
+    f = fopen(path, "w");
+    fputs(text, f);
     fclose(f);
+    if (text != formatted)
+        free(text);
+    free(formatted);
 }
 
 void rewrite_config(struct proc *p, bool in_place, const char *yaml, ...)
@@ -190,7 +491,7 @@ void rewrite_config(struct proc *p, bool in_place, const char *yaml, ...)
 
     snprintf(temporary, sizeof temporary, "%s.new", p->config_path);
     va_start(ap, yaml);
-    write_config(in_place ? p->config_path : temporary, yaml, ap);
+    write_config(in_place ? p->config_path : temporary, p->env_mode, yaml, ap);
     va_end(ap);
     if (!in_place)
         rename(temporary, p->config_path);
@@ -237,10 +538,11 @@ static int start(struct proc *p, bool under_valgrind, const char *yaml, va_list 
 
     memset(p, 0, sizeof *p);
     p->under_valgrind = under_valgrind;
+    p->env_mode = true;
     snprintf(p->config_path, sizeof p->config_path, "/tmp/sluice-it-XXXXXX");
     fd = mkstemp(p->config_path);
     close(fd);
-    write_config(p->config_path, yaml, ap);
+    write_config(p->config_path, p->env_mode, yaml, ap);
     snprintf(p->log_path, sizeof p->log_path, "%s.log", p->config_path);
     snprintf(p->access_path, sizeof p->access_path, "%s.access", p->config_path);
 
@@ -320,10 +622,16 @@ int stop_sluice(struct proc *p, int wait_ms)
     kill(p->pid, SIGTERM);
     for (int waited = 0; waited <= wait_ms; waited += 10) {
         if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+            const char *keep = getenv("SLUICE_IT_KEEP");
+
             p->pid = 0;
-            unlink(p->config_path);
-            unlink(p->log_path);
-            unlink(p->access_path);
+            if (keep != NULL && keep[0] != '\0') { /* to read after a failure */
+                fprintf(stderr, "(kept %s and its .log, .access) ", p->config_path);
+            } else {
+                unlink(p->config_path);
+                unlink(p->log_path);
+                unlink(p->access_path);
+            }
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
         sleep_ms(10);
@@ -443,6 +751,11 @@ int race_requests(const unsigned *ports, int n_ports, int n, const char *target,
     curl_slist_free_all(headers);
     curl_multi_cleanup(multi);
     return ok;
+}
+
+long proc_threads(pid_t pid)
+{
+    return proc_kib(pid, "Threads"); /* a bare number, read the same way */
 }
 
 long proc_kib(pid_t pid, const char *field)

@@ -3,6 +3,13 @@
  * build/test_upstream on loopback ports
  * they pick themselves (port 0, read back from their "listening on" line), and talks to them
  * with libcurl.
+ *
+ * Serving modes: every config the harness writes for sluice (start_sluice(),
+ * start_sluice_under_valgrind(), rewrite_config()) runs in the mode named by $SLUICE_MODE
+ * (thread_per_connection or event) and, with $SLUICE_WORKERS, on that many event loops: the
+ * text is formatted, then `mode:` and `workers:` are added to its `server` mapping (see
+ * with_serving_mode()), so one suite covers both modes unchanged. A config that names its own
+ * mode or workers keeps them.
  */
 #ifndef SLUICE_TESTS_HARNESS_H
 #define SLUICE_TESTS_HARNESS_H
@@ -20,6 +27,8 @@ struct proc {
     char log_path[80];    /* sluice's stderr */
     char access_path[80]; /* its stdout, where the access log goes by default */
     char config_path[64];
+    bool env_mode; /* its configs get $SLUICE_MODE and $SLUICE_WORKERS (set by
+                    * start_sluice() and its kin; rewrite_config() follows it) */
 };
 
 /* The shared test upstream, started by the suites' init. */
@@ -30,15 +39,35 @@ void stop_upstream(void);
 /* The binary under test: $SLUICE, or build/sluice. */
 const char *sluice_binary(void);
 
+/* $SLUICE_MODE and $SLUICE_WORKERS, or NULL when unset or empty. A value that is not a word
+ * of lowercase letters and '_' (the mode) or a number (workers) ends the run (exit 2): it
+ * would otherwise be pasted into every config. */
+const char *serving_mode(void);
+const char *serving_workers(void);
+
+/* `yaml` (a whole config) with `mode: $SLUICE_MODE` and `workers: $SLUICE_WORKERS` added to
+ * its `server` mapping, those that are set and that the mapping does not name already. A
+ * block `server:` at column 0 gets lines after its last one, at its indentation; a flow
+ * `server: {...}`, on one line or several, gets ", mode: ..." before its closing brace; a
+ * config without `server` gets the section appended. So an error a test expects at
+ * LINE:COL stays there, unless it is below a block server mapping (one or two lines down).
+ * A config of another shape (server a scalar or a list, brackets or quotes that do not
+ * close, several documents) is returned unchanged, with a note on stderr, so that a
+ * deliberately broken config keeps its own error. Returns a copy the caller frees. */
+char *with_serving_mode(const char *yaml);
+
 /* Writes `yaml` (a printf format; "%1$u" is the upstream's port) to a file and starts
- * sluice on it. 0, or -1 if it did not come up (its log is printed). */
+ * sluice on it, in the serving mode above. 0, or -1 if it did not come up (its log is
+ * printed). */
 int start_sluice(struct proc *p, const char *yaml, ...);
 
 /* The same, under valgrind's memcheck: its findings make the exit code 99. */
 int start_sluice_under_valgrind(struct proc *p, const char *yaml, ...);
 
 /* Replaces the config file the way an editor does (a new file renamed over it) or, with
- * `in_place`, by rewriting it. Same format as start_sluice(). */
+ * `in_place`, by rewriting it. Same format as start_sluice(); given the serving mode when
+ * `p` was started by start_sluice() or its kin (p->env_mode), so that a reload never
+ * asks for another mode than the one running. */
 void rewrite_config(struct proc *p, bool in_place, const char *yaml, ...);
 
 /* Waits up to `timeout_ms` for the log to hold `text` `count` times or more. */
@@ -47,7 +76,8 @@ bool wait_for_log(const struct proc *p, const char *text, int count, int timeout
 /* The value of the /metrics sample that starts with `series` (name and labels), or -1. */
 double metric(const struct proc *p, const char *series);
 
-/* SIGTERM, then waits up to `wait_ms`; returns the exit status, or -1 (then it is killed). */
+/* SIGTERM, then waits up to `wait_ms`; returns the exit status, or -1 (then it is killed).
+ * Its config, log and access log are removed, unless $SLUICE_IT_KEEP is set (not empty). */
 int stop_sluice(struct proc *p, int wait_ms);
 
 /* The whole of a file (sluice's log, its access log); the caller frees it. */
@@ -79,6 +109,9 @@ int race_requests(const unsigned *ports, int n_ports, int n, const char *target,
 
 /* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM"), or -1. */
 long proc_kib(pid_t pid, const char *field);
+
+/* The process's thread count (Threads: in /proc/PID/status), or -1. */
+long proc_threads(pid_t pid);
 
 /* GET `target`, counting the body's bytes without keeping them; the status, or 0. */
 long http_count(unsigned port, const char *target, unsigned long long *bytes);
@@ -137,5 +170,6 @@ void register_valgrind_tests(void);
 void register_edge_tests(void);
 void register_pressure_tests(void);
 void register_upstream_edge_tests(void);
+void register_modes_tests(void);
 
 #endif

@@ -1,5 +1,5 @@
-/* Runs the integration suites against the real binaries in build/. Exits non-zero on any
- * failure. */
+/* Runs the integration suites against the real binaries in build/, in the serving mode that
+ * $SLUICE_MODE and $SLUICE_WORKERS name (harness.h). Exits non-zero on any failure. */
 #include <CUnit/Basic.h>
 #include <curl/curl.h>
 #include <signal.h>
@@ -11,8 +11,13 @@
 int main(int argc, char **argv)
 {
     const char *only = argc > 1 ? argv[1] : NULL;
+    const char *mode = serving_mode(), *workers = serving_workers(); /* checked first */
     unsigned failures;
 
+    printf("sluice integration suites: %s, server.mode %s, server.workers %s\n", sluice_binary(),
+           mode ? mode : "as each config says (SLUICE_MODE unset)",
+           workers ? workers : "as each config says (SLUICE_WORKERS unset)");
+    fflush(stdout);
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (start_upstream() != 0)
@@ -31,6 +36,7 @@ int main(int argc, char **argv)
     register_edge_tests();
     register_pressure_tests();
     register_upstream_edge_tests();
+    register_modes_tests();
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)
             CU_set_suite_active(s, CU_FALSE);

@@ -66,7 +66,20 @@ static int start_pressed(struct proc *p, const struct pressure *how, const char 
     fd = mkstemp(p->config_path);
     if (fd < 0 || (config = fdopen(fd, "w")) == NULL)
         return -1;
-    fprintf(config, yaml, upstream.port, p->port, p->admin_port);
+    {
+        /* In the serving mode the suite runs in (harness.h), like start_sluice()'s. */
+        char *formatted = NULL, *text;
+        size_t len = 0;
+        FILE *out = open_memstream(&formatted, &len);
+
+        fprintf(out, yaml, upstream.port, p->port, p->admin_port);
+        fclose(out);
+        text = serving_mode() != NULL ? with_serving_mode(formatted) : formatted;
+        fputs(text, config);
+        if (text != formatted)
+            free(text);
+        free(formatted);
+    }
     fclose(config);
     snprintf(p->log_path, sizeof p->log_path, "%s.log", p->config_path);
     snprintf(p->access_path, sizeof p->access_path, "%s.access", p->config_path);
