@@ -1,11 +1,19 @@
 /*
  * request: one request's life inside the gateway, driven by libmicrohttpd's callbacks in
  * server.c. With the headers in, the route is matched, the client key worked out and the
- * route's limits asked together (limiter_decide_all); a refused request is answered by sluice
- * itself, without reading a body it does not need or touching the upstream. An allowed one
- * has its body gathered (up to server.max_body), is forwarded with upstream handles taken
- * from the pool for the time of the exchange (proxy.h), and its answer streamed back with the RateLimit fields added. When it
- * ends, it is counted and logged.
+ * route's limits asked together (limiter_decide_all, or the Redis store); a refused request is
+ * answered by sluice itself, without reading a body it does not need or touching the upstream.
+ * An allowed one has its body gathered (up to server.max_body), is forwarded with upstream
+ * handles taken from the pool for the time of the exchange (proxy.h), and its answer streamed
+ * back with the RateLimit fields added. When it ends, it is counted and logged.
+ *
+ * The life is written once, as steps that may each have to wait: for the store's answer (event
+ * mode only), for the response head, for more body. At a wait the request asks whether it can
+ * go on; in thread_per_connection the answer is always yes, since the connection's thread
+ * blocks inside the call (proxy.h without a loop), and in event mode a "not yet" suspends the
+ * connection (MHD_suspend_connection) and the loop resumes it at the next step, after which
+ * libmicrohttpd calls the handler (or the content reader) again and the request picks up where
+ * it stopped. Later features (pools, retries, upgrades, streamed bodies) add steps, not modes.
  *
  * A request holds its runtime (runtime.h) from start to end, so it runs on one config whole.
  */

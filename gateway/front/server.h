@@ -1,14 +1,27 @@
 /*
- * server: sluice's two HTTP fronts on libmicrohttpd. The proxy port runs thread-per-connection
- * (one thread per client connection, max_connections of them); the admin port, when set,
- * serves GET /metrics, /healthz and /readyz from one polling thread and never proxies.
+ * server: sluice's two HTTP fronts on libmicrohttpd. The proxy port is served in one of two
+ * modes (server.mode); the admin port, when set, serves GET /metrics, /healthz and /readyz
+ * from one polling thread and never proxies.
+ *
+ * thread_per_connection: one daemon gives each client connection a thread (max_connections
+ * of them); a reaper thread enforces client_timeout and prunes idle upstream connections.
+ *
+ * event: server.workers loops (loop.h), each with a daemon of its own in external-epoll mode
+ * on the same port (SO_REUSEPORT), its own idle upstream connections and its own metrics
+ * shard; each loop's tick enforces client_timeout for its connections. max_connections and
+ * max_connections_per_ip are counted across the loops (admission.h); the Redis store is asked
+ * from a few threads of its own (offload.h) so that no loop waits on it.
+ *
+ * Both modes run the same request code (request.h), which is written against the asynchronous
+ * upstream interface (proxy.h): in thread_per_connection a wait blocks the connection's thread,
+ * in event mode it suspends the connection until the loop tells it of the upstream's next step.
  *
  * libmicrohttpd hands over each request's raw URI first (kept byte for byte for forwarding):
  * that is when the request takes a reference to the current runtime (runtime.h), which it
  * keeps to the end. Per-request state lives in libmicrohttpd's req_cls and is freed in the
- * completion callback (request.h); per-connection state, the reusable libcurl handles, in the
- * connection's socket context. A reload swaps the current runtime under a mutex held for that
- * pointer alone.
+ * completion callback (request.h); per-connection state in the connection's socket context. A
+ * reload swaps the current runtime under a mutex held for that pointer alone; a loop takes the
+ * new one when the generation counter moves, without the mutex on its request path.
  */
 #ifndef SLUICE_GATEWAY_SERVER_H
 #define SLUICE_GATEWAY_SERVER_H
