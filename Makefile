@@ -37,7 +37,7 @@ FUZZ_SRC     := $(LIMITER_SRC) $(CONFIG_SRC) gateway/identity/keys.c gateway/com
 FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
 # per target within make test; make fuzz alone runs FUZZ_SECONDS
-TEST_FUZZ_SECONDS ?= 10
+TEST_FUZZ_SECONDS ?= 5
 
 # gateway/front/wire.c defines recv() for libmicrohttpd to call: the binary must export it.
 EXPORT_RECV := -Wl,--export-dynamic-symbol=recv
@@ -106,7 +106,9 @@ build/limiter_bench: $(call objs,build/obj,$(BENCH_SRC))
 
 # The unit suites plain, under ASan+UBSan, and the concurrency suites under TSan; then the
 # integration suites against build/sluice (one of them under valgrind's memcheck), and again
-# against an ASan+UBSan build of it; then each fuzz target briefly, and its regressions. Any
+# against an ASan+UBSan build of it, in thread_per_connection and again in event mode (the
+# harness adds server.mode to each config: tests/integration/harness.h); then each fuzz target
+# briefly, and its regressions. Any
 # sanitizer or memcheck report fails its run (the integration suites check that sluice exits
 # 0).
 test: build/test_unit build/asan/test_unit build/tsan/test_unit build/sluice build/asan/sluice \

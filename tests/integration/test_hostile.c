@@ -318,12 +318,13 @@ static void *flood_keys(void *arg)
     return NULL;
 }
 
-/* A million distinct keys: memory stays bounded by max_clients, the table evicts (counted)
- * rather than grows, and every request is answered. How long it takes is printed, not
+/* 300,000 distinct keys, 30 times max_clients: memory stays bounded by max_clients, the table
+ * evicts (counted) rather than grows, and every request is answered. (A million took 30 s a
+ * run, and the suites run in both serving modes.) How long it takes is printed, not
  * asserted: a shared machine can be slow for reasons of its own. */
-static void test_million_keys(void)
+static void test_many_keys(void)
 {
-    enum { KEYS = 1000000, THREADS = 4 };
+    enum { KEYS = 300000, THREADS = 4 };
     struct proc keyed;
     struct key_flood floods[THREADS];
     pthread_t threads[THREADS];
@@ -332,7 +333,7 @@ static void test_million_keys(void)
     long rss_before;
 
     if (strcmp(sluice_binary(), "build/sluice") != 0)
-        return; /* a million requests would take many minutes under a sanitizer */
+        return; /* so many requests would take minutes under a sanitizer */
     CU_ASSERT_EQUAL_FATAL(start_sluice(&keyed,
                                        "server: {listen: \"127.0.0.1:0\", "
                                        "admin_listen: \"127.0.0.1:0\", access_log: \"off\"}\n"
@@ -354,14 +355,14 @@ static void test_million_keys(void)
         pthread_join(threads[t], NULL);
         answered += floods[t].answered;
     }
-    fprintf(stderr, "(1,000,000 keys in %.1f s, RSS %ld -> %ld KiB) ", seconds_now() - start,
+    fprintf(stderr, "(%d keys in %.1f s, RSS %ld -> %ld KiB) ", KEYS, seconds_now() - start,
             rss_before, proc_kib(keyed.pid, "VmRSS"));
     CU_ASSERT_EQUAL(answered, KEYS);
     CU_ASSERT_TRUE(metric(&keyed, "sluice_limiter_clients{route=\"r\"}") <= 10000);
     CU_ASSERT_TRUE(metric(&keyed, "sluice_limiter_evictions_total{route=\"r\"}") >= KEYS - 10000);
-    /* 10,000 states are under 1 MiB; the rest is the process. Unbounded, a million would
-     * take 70 MiB or more. */
-    CU_ASSERT_TRUE(proc_kib(keyed.pid, "VmRSS") - rss_before < 32 * 1024);
+    /* 10,000 states are under 1 MiB; the rest is the process (1.2 to 1.5 MiB more measured).
+     * Unbounded, 300,000 would take 21 MiB or more. */
+    CU_ASSERT_TRUE(proc_kib(keyed.pid, "VmRSS") - rss_before < 12 * 1024);
     CU_ASSERT_EQUAL(stop_sluice(&keyed, 5000), 0);
 }
 
@@ -376,5 +377,5 @@ void register_hostile_tests(void)
     add_test(s, "1 GiB passes whole", test_one_gibibyte);
     add_test(s, "slowloris is bounded and timed out", test_slowloris);
     add_test(s, "max_connections_per_ip", test_connections_per_ip);
-    add_test(s, "a million keys stay within max_clients", test_million_keys);
+    add_test(s, "300,000 keys stay within max_clients", test_many_keys);
 }
