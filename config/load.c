@@ -1,6 +1,7 @@
 /* YAML to `struct config`: a walk over libyaml's document tree, driven by one table of known
  * keys per section. Every problem is reported with its position; see config.h. */
 #include <ctype.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +10,6 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
-#include <curl/curl.h>
 #include <yaml.h>
 
 #include "config.h"

@@ -20,7 +20,7 @@
 #define SINK_IDLE_NS       1000000000LL /* a file's duplicate is closed after this long unused */
 /* Once woken, a writer lets lines gather this long before it writes: under load a wake-up
  * (a futex call for the queuing thread and a context switch) serves a batch, not a line. */
-#define GATHER_NS          1000000
+#define GATHER_NS 1000000
 
 /* A file the queue writes to. stdin, stdout and stderr are never closed by sluice and are used
  * as they are; any other file's fd belongs to a runtime that closes it when its last request

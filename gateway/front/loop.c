@@ -108,8 +108,7 @@ static void *run(void *arg)
     return NULL;
 }
 
-int gw_loop_start(struct gw_loop *loop, struct MHD_Daemon *daemon, gw_loop_tick *tick,
-                  void *cls)
+int gw_loop_start(struct gw_loop *loop, struct MHD_Daemon *daemon, gw_loop_tick *tick, void *cls)
 {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_EPOLL_FD);
     struct epoll_event event = {.events = EPOLLIN};

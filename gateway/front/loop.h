@@ -36,8 +36,7 @@ struct gw_loop *gw_loop_new(void);
 struct gw_upstream_loop *gw_loop_upstream(struct gw_loop *loop);
 
 /* Starts the loop's thread on `daemon` (external epoll, MHD_ALLOW_SUSPEND_RESUME). 0, or -1. */
-int gw_loop_start(struct gw_loop *loop, struct MHD_Daemon *daemon, gw_loop_tick *tick,
-                  void *cls);
+int gw_loop_start(struct gw_loop *loop, struct MHD_Daemon *daemon, gw_loop_tick *tick, void *cls);
 
 /* From any thread: makes the loop tick soon. */
 void gw_loop_wake(struct gw_loop *loop);

@@ -48,9 +48,9 @@ struct gw_request {
     size_t binding; /* the decision the fields and Retry-After report */
     enum gw_decision decision;
     char key[GW_KEY_LEN];
-    const char *ids[LIMITER_MAX_PER_REQUEST];          /* each limit's key: `key` or below */
+    const char *ids[LIMITER_MAX_PER_REQUEST];             /* each limit's key: `key` or below */
     char limit_keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN]; /* limits that name their own key */
-    bool store_pending;                 /* event mode: the store's answer is awaited */
+    bool store_pending; /* event mode: the store's answer is awaited */
     enum gw_store_result store_result;
 
     bool has_body;
@@ -82,8 +82,8 @@ static const struct gw_route_runtime *route_runtime_of(const struct gw_request *
 }
 
 struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
-                                  const struct gw_head *head, uint32_t index,
-                                  struct gw_loop *loop, struct gw_offload *offload)
+                                  const struct gw_head *head, uint32_t index, struct gw_loop *loop,
+                                  struct gw_offload *offload)
 {
     struct gw_request *rq = calloc(1, sizeof *rq);
 
@@ -332,8 +332,7 @@ static bool decide_here(struct gw_request *rq)
     const struct gw_route_runtime *r = route_runtime_of(rq);
     bool allowed = true;
 
-    if (limiter_decide_all(r->limiters, r->n_limits, rq->ids, limiter_now_ns(), rq->decisions) !=
-        0)
+    if (limiter_decide_all(r->limiters, r->n_limits, rq->ids, limiter_now_ns(), rq->decisions) != 0)
         return conclude(rq, false); /* out of memory for this client's state: refuse */
     for (size_t i = 0; i < r->n_limits; i++)
         allowed &= rq->decisions[i].allowed;
@@ -358,9 +357,8 @@ static bool decide_shared(struct gw_request *rq, enum gw_store_result result)
         return true;
     }
     if (on_error == CONFIG_ON_STORE_ERROR_DENY) {
-        rq->decisions[0] = (struct limiter_decision){.limit = r->shared_params[0].requests,
-                                                     .reset_ms = 1000,
-                                                     .retry_after_ms = 1000};
+        rq->decisions[0] = (struct limiter_decision){
+            .limit = r->shared_params[0].requests, .reset_ms = 1000, .retry_after_ms = 1000};
         return conclude(rq, false);
     }
     return decide_here(rq);
@@ -407,8 +405,8 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
 
         if (r->route_key[i])
             rq->ids[i] = rq->key; /* most limits count under the route's key */
-        else if (client_key(rq, c, limit->key_kind, limit->key_name, &client,
-                            rq->limit_keys[i]) != 0)
+        else if (client_key(rq, c, limit->key_kind, limit->key_name, &client, rq->limit_keys[i]) !=
+                 0)
             return false;
         else
             rq->ids[i] = rq->limit_keys[i];
@@ -905,6 +903,17 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
 
 /* --- the request's life ---------------------------------------------------------------- */
 
+/* The end of the first call: the headers are in and the request is decided. Answering before
+ * the body makes libmicrohttpd close the connection after the answer (unless the body is
+ * empty); worth it only to avoid reading a body that is refused anyway. Otherwise the answer
+ * comes at the final call, where a 429 or 404 keeps the connection open. */
+static enum MHD_Result end_first_call(struct gw_request *rq, struct MHD_Connection *c)
+{
+    if (rq->refusal != 0 && rq->has_body)
+        return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
+    return MHD_YES;
+}
+
 enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,
                                   const char *method, const char *upload_data,
                                   size_t *upload_data_size)
@@ -921,22 +930,14 @@ enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *
             gw_offload_queue(rq->offload, &rq->store_job);
             return MHD_YES;
         }
-        /* Answering before the body makes libmicrohttpd close the connection after the
-         * answer (unless the body is empty); worth it only to avoid reading a body that is
-         * refused anyway. Otherwise answer at the final call, where a 429 or 404 keeps the
-         * connection open. */
-        if (rq->refusal != 0 && rq->has_body)
-            return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
-        return MHD_YES;
+        return end_first_call(rq, c);
     }
     if (rq->store_pending) {
         /* Back from the store. libmicrohttpd makes the first call again for a connection
-         * suspended in it: this is still the first call, and ends as the first did above. */
+         * suspended in it: this is still the first call. */
         rq->store_pending = false;
         decide_shared(rq, rq->store_result);
-        if (rq->refusal != 0 && rq->has_body)
-            return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
-        return MHD_YES;
+        return end_first_call(rq, c);
     }
     if (*upload_data_size > 0) {
         take_body(rq, upload_data, *upload_data_size);

@@ -38,8 +38,8 @@ struct gw_offload;
  * connection suspended. With NULL for both (thread_per_connection) the connection's thread
  * waits. NULL when memory is short. */
 struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
-                                  const struct gw_head *head, uint32_t index,
-                                  struct gw_loop *loop, struct gw_offload *offload);
+                                  const struct gw_head *head, uint32_t index, struct gw_loop *loop,
+                                  struct gw_offload *offload);
 
 /* One call of libmicrohttpd's access handler for this request. */
 enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,

@@ -50,7 +50,7 @@ struct watched {
 struct front {
     struct gw_server *server;
     struct MHD_Daemon *daemon;
-    struct gw_loop *loop; /* NULL in thread_per_connection */
+    struct gw_loop *loop;       /* NULL in thread_per_connection */
     pthread_mutex_t watch_lock; /* guards the list below: taken per connection, not request */
     struct watched *watched;
     /* On a loop: the runtime its requests start on, refreshed when `generation` moves, so
@@ -61,13 +61,13 @@ struct front {
 };
 
 struct gw_server {
-    pthread_mutex_t swap; /* guards `current`: held only to take a reference or to swap */
+    pthread_mutex_t swap;   /* guards `current`: held only to take a reference or to swap */
     atomic_uint generation; /* moves on with each swap */
     struct front *fronts;
     size_t n_fronts;
     struct gw_admission *admission; /* event mode's connection caps; NULL otherwise */
     struct gw_offload *offload;     /* event mode's threads for the store; NULL otherwise */
-    pthread_t reaper; /* thread_per_connection: client deadlines and idle upstreams */
+    pthread_t reaper;               /* thread_per_connection: client deadlines and idle upstreams */
     int reaper_stop[2];
     int64_t client_timeout_ns;
     struct gw_runtime *current;
@@ -191,8 +191,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 
         w = calloc(1, sizeof *w);
         if (w != NULL) {
-            w->has_peer = client != NULL && gw_addr_from_sockaddr(client->client_addr,
-                                                                  &w->peer) == 0;
+            w->has_peer =
+                client != NULL && gw_addr_from_sockaddr(client->client_addr, &w->peer) == 0;
             /* Each loop's daemon sees only its own connections: the caps count them all. */
             if (s->admission != NULL &&
                 gw_admission_enter(s->admission, w->has_peer ? &w->peer : NULL) != 0) {
@@ -445,9 +445,9 @@ static struct MHD_Daemon *listen_on(const struct config_endpoint *where, uint16_
     }
     if (addr->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    d = MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls,
-                         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_SOCK_ADDR,
-                         addr->ai_addr, MHD_OPTION_ARRAY, options, MHD_OPTION_END);
+    d = MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls, MHD_OPTION_EXTERNAL_LOGGER,
+                         on_mhd_log, s, MHD_OPTION_SOCK_ADDR, addr->ai_addr, MHD_OPTION_ARRAY,
+                         options, MHD_OPTION_END);
     freeaddrinfo(addr);
     if (d == NULL)
         snprintf(err, GW_ERR_LEN, "cannot listen on %.200s:%u (in use, or not an address here)",
@@ -541,8 +541,7 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
     s->n_fronts = event ? s->fixed.workers : 1;
     s->fronts = calloc(s->n_fronts, sizeof *s->fronts);
     if (event) {
-        s->admission =
-            gw_admission_new(s->fixed.max_connections, s->fixed.max_connections_per_ip);
+        s->admission = gw_admission_new(s->fixed.max_connections, s->fixed.max_connections_per_ip);
         s->offload = gw_offload_new();
     }
     if (s->fronts == NULL || (event && (s->admission == NULL || s->offload == NULL))) {
@@ -698,8 +697,8 @@ static void warn_restart_needed(const struct fixed_settings *fixed, const struct
         gw_warn("reload: limiter.redis changed; it takes effect on restart");
     if (fixed->watch_config != next->server.watch_config)
         gw_warn("reload: server.watch_config changed; it takes effect on restart");
-    if (fixed->mode != next->server.mode || (fixed->mode == CONFIG_MODE_EVENT &&
-                                             fixed->workers != next->server.workers))
+    if (fixed->mode != next->server.mode ||
+        (fixed->mode == CONFIG_MODE_EVENT && fixed->workers != next->server.workers))
         gw_warn("reload: server.mode or server.workers changed; it takes effect on restart");
 }
 

@@ -146,7 +146,7 @@ static uint64_t sum(struct gw_route_metrics *r, size_t field)
     return total;
 }
 
-#define SUM(r, member, i) \
+#define SUM(r, member, i)                                                                          \
     sum((r), offsetof(struct gw_route_shard, member) + (size_t)(i) * sizeof(uint64_t))
 
 /* The per-route families, each as one group as the text format wants. Route list locked. */
@@ -175,8 +175,8 @@ static void render_routes(struct gw_route_metrics *routes, FILE *out)
           out);
     for (r = routes; r != NULL; r = r->next)
         for (int k = 0; k < GW_N_ERR_KINDS; k++)
-            fprintf(out, "sluice_upstream_errors_total{route=\"%s\",kind=\"%s\"} %llu\n",
-                    r->route, kinds[k], (unsigned long long)SUM(r, errors, k));
+            fprintf(out, "sluice_upstream_errors_total{route=\"%s\",kind=\"%s\"} %llu\n", r->route,
+                    kinds[k], (unsigned long long)SUM(r, errors, k));
     fputs("# HELP sluice_request_duration_seconds Time from request to the end of the answer.\n"
           "# TYPE sluice_request_duration_seconds histogram\n",
           out);

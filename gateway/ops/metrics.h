@@ -6,8 +6,8 @@
  * lock is taken. A route's request-path counters come in GW_METRIC_SHARDS shards, each on
  * cache lines of its own, summed when /metrics is read: an event loop counts in its own
  * shard (gw_metrics_use_shard()), so loops on different cores never write to one line;
- * thread_per_connection's threads share shard 0. The limiter gauges (clients held, evictions) are read from the limiters at
- * scrape time.
+ * thread_per_connection's threads share shard 0. The limiter gauges (clients held, evictions) are
+ * read from the limiters at scrape time.
  *
  *   sluice_requests_total{route,decision}        allowed | denied | dry_run_denied | exempt
  *   sluice_upstream_responses_total{route,code}

@@ -1,14 +1,14 @@
 /* Forwarding with libcurl's multi interface, pulled by the client side; design in proxy.h. */
+#include <curl/curl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/epoll.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <curl/curl.h>
 
 #include "limiter.h"
 #include "proxy.h"
@@ -26,13 +26,13 @@ struct gw_upstream {
     CURL *easy;
     CURLM *multi;
     struct upstream_pool *pool; /* where it goes back to */
-    struct gw_upstream_loop *loop; /* the event loop it runs on, or NULL: it blocks */
+    struct gw_upstream_loop *loop;   /* the event loop it runs on, or NULL: it blocks */
     struct gw_upstream *prev, *next; /* in its loop's list of running exchanges */
     gw_upstream_notify *notify;      /* told of each step, on a loop */
     void *notify_cls;
-    unsigned progress, told;   /* steps taken (head, body bytes, end), and those told of */
-    int64_t timer_ns;          /* when libcurl wants to be called on a loop; -1: never */
-    int64_t wait_deadline_ns;  /* when a wait for the head or more body gives up; 0: none */
+    unsigned progress, told;  /* steps taken (head, body bytes, end), and those told of */
+    int64_t timer_ns;         /* when libcurl wants to be called on a loop; -1: never */
+    int64_t wait_deadline_ns; /* when a wait for the head or more body gives up; 0: none */
     bool timed_out, running;
     int64_t idle_since_ns;      /* when it went back, for pruning */
     curl_socket_t sockets[TRACKED_SOCKETS]; /* the connections it holds open */
@@ -93,7 +93,7 @@ struct gw_upstream_loop {
     struct gw_upstream *running; /* exchanges in progress, for their timers */
     struct watch *free_watches;
     struct watch_block *blocks;
-    bool told; /* an exchange's notify was called since gw_upstream_loop_told() */
+    bool told;           /* an exchange's notify was called since gw_upstream_loop_told() */
     int64_t earliest_ns; /* no running exchange has a timer or deadline before this */
 };
 

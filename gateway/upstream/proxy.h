@@ -57,11 +57,11 @@ struct gw_upstream;
 
 enum gw_upstream_error {
     GW_UPSTREAM_OK,
-    GW_UPSTREAM_CONNECT, /* refused, unreachable, no answer to connect, TLS failure */
-    GW_UPSTREAM_TIMEOUT, /* no response head within `timeout` */
+    GW_UPSTREAM_CONNECT,   /* refused, unreachable, no answer to connect, TLS failure */
+    GW_UPSTREAM_TIMEOUT,   /* no response head within `timeout` */
     GW_UPSTREAM_TOO_LARGE, /* a response head over `max_head` */
-    GW_UPSTREAM_OTHER,   /* a malformed answer, a reset, no memory, a second send refused */
-    GW_UPSTREAM_PENDING, /* on a loop: not yet; `notify` is called at the next step */
+    GW_UPSTREAM_OTHER,     /* a malformed answer, a reset, no memory, a second send refused */
+    GW_UPSTREAM_PENDING,   /* on a loop: not yet; `notify` is called at the next step */
 };
 
 /* gw_upstream_read() on a loop: no bytes yet; `notify` is called at the next step. */

@@ -125,9 +125,8 @@ static void test_body_and_connection_kept(void)
     int answered = 0;
 
     CU_ASSERT_EQUAL_FATAL(start_gateway(&gw, "1s"), 0);
-    CU_ASSERT_EQUAL(raw_exchange(gw.port, requests, sizeof requests - 1, answer, sizeof answer,
-                                 5000),
-                    200);
+    CU_ASSERT_EQUAL(
+        raw_exchange(gw.port, requests, sizeof requests - 1, answer, sizeof answer, 5000), 200);
     for (const char *at = answer; (at = strstr(at, "HTTP/1.1 200 ")) != NULL; at++)
         answered++;
     check_case(answered == 3, "three requests on one connection",
