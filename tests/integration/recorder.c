@@ -208,11 +208,17 @@ static int send_all(int fd, const char *data, size_t len)
 /* Sends the answer held on `c`, remembered as the last one. 0, or -1. */
 static int send_answer(struct recorder *r, struct recorder_conn *c, unsigned modes)
 {
-    int rc = send_all(c->fd, c->answer, c->answer_len);
+    int rc;
 
+    /* Counted before it goes: once sent, the gateway can answer its client, and the test
+     * read the count, before this thread is scheduled again. */
     pthread_mutex_lock(&r->lock);
-    if (rc == 0)
-        r->requests++;
+    r->requests++;
+    pthread_mutex_unlock(&r->lock);
+    rc = send_all(c->fd, c->answer, c->answer_len);
+    pthread_mutex_lock(&r->lock);
+    if (rc != 0)
+        r->requests--;
     free(r->last_answer);
     r->last_answer = c->answer;
     r->last_answer_len = c->answer_len;
