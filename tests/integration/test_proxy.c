@@ -162,10 +162,12 @@ static void test_502_and_504(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"status\":502"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"route\":\"dead\""));
     reply_free(&r);
+    /* The route waits 300 ms, the upstream 3 s: a 504 (not its 200) shows the wait ended
+     * first. How long it took is not asserted: a loaded machine is slow for reasons of its
+     * own. */
     http(gw.port, "GET", "/slow?ms=3000", NULL, NULL, &r);
     CU_ASSERT_EQUAL(r.status, 504);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"status\":504"));
-    CU_ASSERT_TRUE(r.seconds < 2.5);
     reply_free(&r);
     http(gw.port, "GET", "/slow?ms=10", NULL, NULL, &r);
     CU_ASSERT_EQUAL(r.status, 200);
