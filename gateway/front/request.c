@@ -326,17 +326,23 @@ static bool conclude(struct gw_request *rq, bool allowed)
     return route->dry_run;
 }
 
+/* Whether every one of the route's limits allowed the request (rq->decisions). */
+static bool all_allowed(const struct gw_request *rq)
+{
+    for (size_t i = 0; i < route_runtime_of(rq)->n_limits; i++)
+        if (!rq->decisions[i].allowed)
+            return false;
+    return true;
+}
+
 /* Asks the route's limits in this process. */
 static bool decide_here(struct gw_request *rq)
 {
     const struct gw_route_runtime *r = route_runtime_of(rq);
-    bool allowed = true;
 
     if (limiter_decide_all(r->limiters, r->n_limits, rq->ids, limiter_now_ns(), rq->decisions) != 0)
         return conclude(rq, false); /* out of memory for this client's state: refuse */
-    for (size_t i = 0; i < r->n_limits; i++)
-        allowed &= rq->decisions[i].allowed;
-    return conclude(rq, allowed);
+    return conclude(rq, all_allowed(rq));
 }
 
 /* Decides with the shared store's answer (gw_store_decide() into rq->decisions), or, when it
@@ -345,13 +351,9 @@ static bool decide_shared(struct gw_request *rq, enum gw_store_result result)
 {
     const struct gw_route_runtime *r = route_runtime_of(rq);
     enum config_store_error on_error = rq->runtime->config->on_store_error;
-    bool allowed = true;
 
-    if (result == GW_STORE_OK) {
-        for (size_t i = 0; i < r->n_limits; i++)
-            allowed &= rq->decisions[i].allowed;
-        return conclude(rq, allowed);
-    }
+    if (result == GW_STORE_OK)
+        return conclude(rq, all_allowed(rq));
     if (on_error == CONFIG_ON_STORE_ERROR_ALLOW) {
         rq->limited = false; /* no shared count to report */
         return true;

@@ -166,10 +166,13 @@ static void render_routes(struct gw_route_metrics *routes, FILE *out)
           "# TYPE sluice_upstream_responses_total counter\n",
           out);
     for (r = routes; r != NULL; r = r->next)
-        for (unsigned code = 100; code < 600; code++)
-            if (SUM(r, responses, code) > 0)
+        for (unsigned code = 100; code < 600; code++) {
+            uint64_t n = SUM(r, responses, code);
+
+            if (n > 0)
                 fprintf(out, "sluice_upstream_responses_total{route=\"%s\",code=\"%u\"} %llu\n",
-                        r->route, code, (unsigned long long)SUM(r, responses, code));
+                        r->route, code, (unsigned long long)n);
+        }
     fputs("# HELP sluice_upstream_errors_total Upstream failures by kind.\n"
           "# TYPE sluice_upstream_errors_total counter\n",
           out);

@@ -356,6 +356,14 @@ void gw_upstream_loop_event(struct gw_upstream_loop *loop, void *tag, uint32_t e
     collect(u);
 }
 
+/* Ends the exchange's wait as failed (a timeout, or shutdown), and tells its request. */
+static void give_up(struct gw_upstream *u)
+{
+    u->timed_out = true;
+    u->progress++;
+    collect(u);
+}
+
 int64_t gw_upstream_loop_run_timers(struct gw_upstream_loop *loop, int64_t now_ns)
 {
     int64_t next = -1;
@@ -372,11 +380,8 @@ int64_t gw_upstream_loop_run_timers(struct gw_upstream_loop *loop, int64_t now_n
             curl_multi_socket_action(u->multi, CURL_SOCKET_TIMEOUT, 0, &running);
             collect(u);
         }
-        if (u->wait_deadline_ns != 0 && u->wait_deadline_ns <= now_ns && !u->timed_out) {
-            u->timed_out = true;
-            u->progress++;
-            collect(u);
-        }
+        if (u->wait_deadline_ns != 0 && u->wait_deadline_ns <= now_ns && !u->timed_out)
+            give_up(u);
         if (u->timer_ns >= 0 && (next < 0 || u->timer_ns < next))
             next = u->timer_ns;
         if (u->wait_deadline_ns != 0 && !u->timed_out && (next < 0 || u->wait_deadline_ns < next))
@@ -398,11 +403,8 @@ bool gw_upstream_loop_told(struct gw_upstream_loop *loop)
 void gw_upstream_loop_abort(struct gw_upstream_loop *loop)
 {
     for (struct gw_upstream *u = loop->running; u != NULL; u = u->next)
-        if (!u->timed_out) {
-            u->timed_out = true;
-            u->progress++;
-            collect(u);
-        }
+        if (!u->timed_out)
+            give_up(u);
 }
 
 static void link_running(struct gw_upstream *u)
