@@ -21,6 +21,7 @@
 
 struct upstream_pool;
 struct pool_set;
+struct watch;
 
 struct gw_upstream {
     CURL *easy;
@@ -36,7 +37,9 @@ struct gw_upstream {
     bool timed_out, running;
     int64_t idle_since_ns;      /* when it went back, for pruning */
     curl_socket_t sockets[TRACKED_SOCKETS]; /* the connections it holds open */
+    struct watch *watches[TRACKED_SOCKETS]; /* on a loop: where each is watched, or NULL */
     size_t n_sockets;
+    bool stale;    /* on a loop: a connection it holds was readable while no request was out */
     bool attached; /* easy is in multi */
     bool done;
     CURLcode result;
@@ -71,12 +74,17 @@ struct pool_set {
     struct upstream_pool *pools;
 };
 
-/* Where one of a loop's upstream sockets is watched: the tag its epoll events carry. Tags are
- * kept for the loop's life and reused, so an event already fetched for a socket that has since
- * gone finds a tag with no owner, never freed memory. */
+/* Where one of a loop's upstream sockets is watched: the tag its epoll events carry, from the
+ * socket's first use to its close. Between exchanges the socket stays in the epoll set, for
+ * input, so that a stray answer or a close marks the handle stale as it comes, without a
+ * poll() before each request. Tags are kept for the
+ * loop's life and reused, so an event already fetched for a socket that has since gone finds
+ * a tag with no owner, never freed memory. */
 struct watch {
     struct gw_upstream *owner; /* NULL while unused */
     curl_socket_t fd;
+    uint32_t events; /* what the epoll set has for it; 0: not in it */
+    bool wanted;     /* libcurl is waiting on it for a transfer */
     struct watch *next_free;
 };
 
@@ -103,6 +111,9 @@ static void set_handle_options(struct gw_upstream *u);
 static atomic_bool aborting;
 static _Atomic int64_t idle_timeout_ns = 60 * (int64_t)1000000000;
 static atomic_uint max_idle = 64;
+/* How long a handle beyond max_idle stays before a prune closes it: long enough that one
+ * given back in a burst of answers is taken again by the requests that follow. */
+#define EXCESS_AFTER_NS (250 * 1000000LL)
 
 int gw_proxy_init(void)
 {
@@ -183,10 +194,14 @@ static curl_socket_t open_socket(void *cls, curlsocktype purpose, struct curl_so
     if (u->n_sockets == TRACKED_SOCKETS)
         return CURL_SOCKET_BAD;
     fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
-    if (fd != CURL_SOCKET_BAD)
-        u->sockets[u->n_sockets++] = fd;
+    if (fd != CURL_SOCKET_BAD) {
+        u->sockets[u->n_sockets] = fd;
+        u->watches[u->n_sockets++] = NULL; /* on a loop, on_socket() gives it one */
+    }
     return fd;
 }
+
+static void drop_watch(struct gw_upstream *u, struct watch *w);
 
 static int close_socket(void *cls, curl_socket_t fd)
 {
@@ -194,7 +209,11 @@ static int close_socket(void *cls, curl_socket_t fd)
 
     for (size_t i = 0; i < u->n_sockets; i++)
         if (u->sockets[i] == fd) {
-            u->sockets[i] = u->sockets[--u->n_sockets];
+            if (u->watches[i] != NULL)
+                drop_watch(u, u->watches[i]);
+            u->n_sockets--;
+            u->sockets[i] = u->sockets[u->n_sockets];
+            u->watches[i] = u->watches[u->n_sockets];
             break;
         }
     return close(fd);
@@ -223,39 +242,54 @@ static struct watch *take_watch(struct gw_upstream_loop *loop)
     return w;
 }
 
+/* Puts the watch's socket in the loop's epoll set for `events` (0: takes it out), with as few
+ * calls as it takes: none when that is what the set has already. */
+static int watch_for(struct gw_upstream_loop *loop, struct watch *w, uint32_t events)
+{
+    struct epoll_event event = {.events = events, .data.ptr = w};
+    int op = w->events == 0 ? EPOLL_CTL_ADD : events == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
+
+    if (events == w->events)
+        return 0;
+    w->events = events;
+    return epoll_ctl(loop->epoll_fd, op, w->fd, &event);
+}
+
+/* The socket's watch goes with the socket (closing it). */
+static void drop_watch(struct gw_upstream *u, struct watch *w)
+{
+    watch_for(u->loop, w, 0);
+    w->owner = NULL;
+    w->next_free = u->loop->free_watches;
+    u->loop->free_watches = w;
+}
+
 /* libcurl says which of a transfer's sockets to watch for what: they go into the loop's
- * epoll set, tagged with a watch that leads back to this handle. */
+ * epoll set, tagged with a watch that leads back to this handle. When libcurl is done with a
+ * socket that stays open, it is watched for input until the next exchange (see struct watch). */
 static int on_socket(CURL *easy, curl_socket_t fd, int what, void *cls, void *socketp)
 {
     struct gw_upstream *u = cls;
-    struct gw_upstream_loop *loop = u->loop;
     struct watch *w = socketp;
-    struct epoll_event event = {0};
+    size_t i = 0;
 
     (void)easy;
-    if (what == CURL_POLL_REMOVE) {
-        if (w != NULL) {
-            epoll_ctl(loop->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
-            curl_multi_assign(u->multi, fd, NULL);
-            w->owner = NULL;
-            w->next_free = loop->free_watches;
-            loop->free_watches = w;
-        }
-        return 0;
+    while (w == NULL && i < u->n_sockets && u->sockets[i] != fd)
+        i++;
+    if (w == NULL && i == u->n_sockets)
+        return -1; /* every socket libcurl has was opened by open_socket() */
+    if (w == NULL && (w = u->watches[i]) == NULL) {
+        if ((w = take_watch(u->loop)) == NULL)
+            return -1;
+        *w = (struct watch){.owner = u, .fd = fd};
+        u->watches[i] = w;
     }
-    event.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
-    if (w != NULL) {
-        event.data.ptr = w;
-        return epoll_ctl(loop->epoll_fd, EPOLL_CTL_MOD, fd, &event);
-    }
-    w = take_watch(loop);
-    if (w == NULL)
-        return -1;
-    w->owner = u;
-    w->fd = fd;
-    event.data.ptr = w;
-    curl_multi_assign(u->multi, fd, w);
-    return epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, fd, &event);
+    w->wanted = what != CURL_POLL_REMOVE;
+    curl_multi_assign(u->multi, fd, w->wanted ? w : NULL);
+    if (!w->wanted)
+        return watch_for(u->loop, w, EPOLLIN);
+    return watch_for(u->loop, w,
+                     (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0));
 }
 
 /* Keeps the loop's earliest time no later than `at`. */
@@ -349,6 +383,12 @@ void gw_upstream_loop_event(struct gw_upstream_loop *loop, void *tag, uint32_t e
     (void)loop;
     if (u == NULL)
         return; /* the socket went earlier in this batch of events */
+    if (!w->wanted) {
+        /* Input with no request out: a stray answer, or the upstream closed it. */
+        u->stale = true;
+        watch_for(u->loop, w, 0); /* once is enough */
+        return;
+    }
     mask |= events & EPOLLIN ? CURL_CSELECT_IN : 0;
     mask |= events & EPOLLOUT ? CURL_CSELECT_OUT : 0;
     mask |= events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0;
@@ -473,8 +513,10 @@ void gw_upstream_release(struct gw_upstream *u)
     set = u->loop != NULL ? &u->loop->pools : &shared_pools;
     pool = u->pool;
     u->idle_since_ns = limiter_now_ns();
+    /* Kept even past upstream_max_idle: the next prune closes the excess. Closing it here
+     * would close, in a busy moment, the connections the next requests then open anew. */
     pthread_mutex_lock(&set->lock);
-    if (pool->n_idle < atomic_load(&max_idle) && !atomic_load(&aborting)) {
+    if (!atomic_load(&aborting)) {
         if (pool->n_idle == pool->cap) {
             size_t cap = pool->cap ? 2 * pool->cap : 16;
             struct gw_upstream **grown = realloc(pool->idle, cap * sizeof *grown);
@@ -491,23 +533,26 @@ void gw_upstream_release(struct gw_upstream *u)
     }
     pthread_mutex_unlock(&set->lock);
     if (u != NULL)
-        upstream_free(u); /* over upstream_max_idle: its connection closes */
+        upstream_free(u); /* its connection closes */
 }
 
 static void prune_pools(struct pool_set *set, int64_t now_ns)
 {
-    int64_t oldest = now_ns - atomic_load(&idle_timeout_ns);
+    int64_t oldest = now_ns - atomic_load(&idle_timeout_ns), settled = now_ns - EXCESS_AFTER_NS;
+    size_t keep = atomic_load(&max_idle);
     struct gw_upstream *expired[64];
     size_t n = 0;
 
-    /* Least recently used first: a run of expired handles at the front of each pool. At most
-     * a batch per call, so the lock is never held long; the caller calls again soon. */
+    /* Least recently used first: the handles idle too long, and those beyond
+     * upstream_max_idle that have been idle a while, are a run at the front of each pool. At most a
+     * batch per call, so the lock is never held long; the caller calls again soon. */
     pthread_mutex_lock(&set->lock);
     for (struct upstream_pool *pool = set->pools; pool != NULL; pool = pool->next) {
         size_t k = 0;
 
         while (k < pool->n_idle && n < sizeof expired / sizeof expired[0] &&
-               pool->idle[k]->idle_since_ns < oldest)
+               (pool->idle[k]->idle_since_ns < oldest ||
+                (pool->n_idle - k > keep && pool->idle[k]->idle_since_ns < settled)))
             expired[n++] = pool->idle[k++];
         if (k == 0)
             continue;
@@ -729,11 +774,14 @@ static enum gw_upstream_error classify(CURLcode result)
 
 /* True when a connection this handle holds has something to read (bytes or EOF) while no
  * request is outstanding on it: a stray answer that would be taken for the next request's, or
- * a close. libcurl checks an idle connection only after about a second. */
+ * a close. libcurl checks an idle connection only after about a second. On a loop, the
+ * loop's epoll set has told already (struct watch). */
 static bool holds_stale_connection(const struct gw_upstream *u)
 {
     struct pollfd fds[TRACKED_SOCKETS];
 
+    if (u->loop != NULL)
+        return u->stale;
     for (size_t i = 0; i < u->n_sockets; i++)
         fds[i] = (struct pollfd){.fd = u->sockets[i], .events = POLLIN};
     return u->n_sockets > 0 && poll(fds, u->n_sockets, 0) > 0;
@@ -750,6 +798,7 @@ enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_
             return GW_UPSTREAM_OTHER;
         curl_multi_cleanup(u->multi); /* closes the connection; the next one is new */
         u->multi = fresh;
+        u->stale = false;
     }
     set_request_options(u, fw);
     u->timeout_ns = fw->timeout_ns;

@@ -5,20 +5,23 @@
  * handle, whose connection cache keeps one upstream connection open. It is taken from its
  * origin's pool for the exchange and given back after, connection and all, so the next
  * request to that origin, from any client, reuses it, and idle keep-alive clients hold no
- * handles. A pool keeps at most server.upstream_max_idle handles (more are closed when given
- * back), and one idle longer than server.upstream_idle_timeout is closed by gw_proxy_prune().
+ * handles. gw_proxy_prune(), every quarter second, closes the handles idle longer than
+ * server.upstream_idle_timeout and the least recently used beyond server.upstream_max_idle (a
+ * handle given back is kept until then, so a burst of answers does not close the connections
+ * the next burst of requests would open again).
  * The pools' mutex is held for a push, a pop or a prune; a curl share object with one shared
  * connection cache was the alternative, but it locks several times per transfer and measured
  * slower under load.
  *
  * What the upstream sends is trusted to belong to a request only while one is outstanding:
- * before a request goes out on a pooled connection, its socket is polled, and if it has
- * anything to read (a stray answer, or EOF) the connection is closed and a new one made, so
- * a stray answer never reaches the next client (a stray that arrives between that poll and
- * the request still would, as with any proxy). libcurl resends a request whose reused
- * connection died before answering: an idempotent method (RFC 9110) may go twice, any other
- * only once, and the client then gets 502. Proxy environment variables are ignored; a
- * route's `proxy:` is the only forward proxy.
+ * a pooled connection that has had anything to read (a stray answer, or EOF) is closed and a
+ * new one made before the next request goes out, so a stray answer never reaches the next
+ * client. Blocking handles poll their socket just before; on a loop the socket stays in the
+ * loop's epoll set between exchanges and the event marks the handle (a stray that arrives
+ * after that look and before the request still would get through, as with any proxy). libcurl
+ * resends a request whose reused connection died before answering: an idempotent method (RFC 9110)
+ * may go twice, any other only once, and the client then gets 502. Proxy environment variables are
+ * ignored; a route's `proxy:` is the only forward proxy.
  *
  * One interface, two ways to run it. An exchange has four steps: gw_upstream_start() sends
  * the request and returns at once; gw_upstream_head() says whether the response head is in
