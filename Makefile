@@ -158,6 +158,7 @@ container-test:
 bench: build/limiter_bench build/sluice
 	build/limiter_bench
 	tests/bench/compare.sh
+	tests/bench/consumers.sh
 
 format:
 	clang-format -i $(sort $(SLUICE_SRC) $(UNIT_SRC) $(INTEG_SRC) $(BENCH_SRC) \

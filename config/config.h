@@ -7,16 +7,37 @@
  * wholly valid or not returned at all, so the gateway never runs half a file. Durations are
  * kept in nanoseconds, sizes in bytes. Nothing here opens a socket.
  *
- *   server:   listen, admin_listen, trusted_proxies, max_connections, max_connections_per_ip,
+ *   server:   listen, admin_listen, trusted_proxies, deny, max_connections, max_connections_per_ip,
  *             client_timeout, max_body, max_header_size, max_response_header_size,
  *             drain_timeout, watch_config,
  *             access_log, underscores_in_headers, upstream_idle_timeout, upstream_max_idle,
- *             mode, workers
+ *             mode, workers, consumer_header, deny, headers
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
  *             on_store_error
  *   routes:   name, match {path_prefix, methods, host}, upstream, timeout, connect_timeout,
- *             key, ipv6_prefix, limit {algorithm, requests, per, burst, key} (or a list of
- *             such limits, each with a name), store, dry_run, exempt, tls_verify, proxy
+ *             key, ipv6_prefix, limit {algorithm, requests, per, burst, key, cost} (or a list of
+ *             such limits, each with a name), store, dry_run, exempt, tls_verify, proxy,
+ *             plan, plans, unknown_key, deny, headers, on_limit {status, body_file,
+ *             content_type}
+ *   plans:    NAME: a limit as a route's limit: (one mapping, or a list of named ones)
+ *   consumers: a list of {name, key, plan}
+ *   consumers_file: a YAML file holding `consumers:` and such a list, and nothing else: up to
+ *             CONFIG_MAX_CONSUMERS of them in CONFIG_MAX_CONSUMERS_FILE bytes, read as a
+ *             stream (no ${VAR} there: give keys as sha256:), watched like the config itself
+ *
+ * Consumers and plans. A plan is a named set of limits; a route takes one as its limits with
+ * `plan: NAME` instead of `limit:`, and may give its own version of any plan (`plans: {gold:
+ * [...]}`). A consumer is a client known by its API key, the value of the route's key
+ * (header:NAME or query:NAME): `{name: acme, key: "${ACME_KEY}", plan: gold}`, or `key:
+ * "sha256:<64 hex digits>"` so that the file need not hold the key itself. Only the SHA-256
+ * digest of a key is kept. With consumers configured, a route keyed by a header or query
+ * parameter counts a known key's requests under the consumer's name and the route's version
+ * of its plan; a key no consumer holds, or none, is answered 401 (unknown_key: reject, the
+ * default then) or counted by its address under the route's version of the plan named
+ * "anonymous", or the route's own limits without one (unknown_key: anonymous). Without
+ * consumers, a key is counted by its value as before. server.consumer_header (unset: none)
+ * names a field sent upstream with the consumer's name; what a client sends in that field is
+ * never forwarded.
  *
  * A key (ip | header:NAME | query:NAME) says whom a request is counted for. The route's key is
  * the default for each of its limits; a limit that names its own counts under that instead,
@@ -108,6 +129,12 @@ enum config_store_error {
     CONFIG_ON_STORE_ERROR_DENY,
 };
 
+/* What a request of one method costs a limit (cost:). */
+struct config_cost {
+    char *method; /* upper case */
+    uint64_t units;
+};
+
 /* One named limit of a route. `limit:` as a single mapping gives one limit named after the
  * route; as a list, each item names itself. */
 struct config_limit {
@@ -115,6 +142,40 @@ struct config_limit {
     struct limiter_params params;  /* params.algorithm is owned by the config */
     enum config_key_kind key_kind; /* its own key:, or else the route's */
     char *key_name; /* the header or query parameter, owned by the config; NULL for ip */
+    bool key_set;   /* it names its own key */
+    /* cost: {POST: 5, default: 1}: the units a request of each method takes of this limit
+     * (limiter_decide_all_cost()), from 1 to what the limit lets through at once. */
+    struct config_cost *costs;
+    size_t n_costs;
+    uint64_t default_cost; /* every other method's; 1 unless cost: says default */
+};
+
+/* A named set of limits: one of the top-level plans:, or a route's own version of one. */
+struct config_plan {
+    char *name;
+    struct config_limit *limits;
+    size_t n_limits;
+};
+
+/* A client known by its API key. Only the key's SHA-256 digest is kept. */
+struct config_consumer {
+    char *name;
+    char *plan; /* one of config->plans */
+    unsigned char key_sha256[32];
+};
+
+/* Which rate-limit fields answers carry (gateway/common/respond.h). */
+enum config_headers {
+    CONFIG_HEADERS_IETF,        /* RateLimit-Policy and RateLimit (default) */
+    CONFIG_HEADERS_X_RATELIMIT, /* X-RateLimit-Limit, -Remaining, -Reset */
+    CONFIG_HEADERS_BOTH,
+    CONFIG_HEADERS_NONE, /* Retry-After alone, on a 429 */
+};
+
+/* What a route does with a key that no consumer holds (or no key at all). */
+enum config_unknown_key {
+    CONFIG_UNKNOWN_KEY_ANONYMOUS, /* count it by its address, under the anonymous plan */
+    CONFIG_UNKNOWN_KEY_REJECT,    /* answer 401 */
 };
 
 struct config_route {
@@ -135,9 +196,29 @@ struct config_route {
     bool store_set;
     bool dry_run;
     struct config_cidrs exempt;
+    struct config_cidrs deny; /* answered 403, never forwarded (as server.deny) */
     bool tls_verify;
     char *proxy; /* scheme://host:port of a forward proxy; NULL: none, not even from the
                   * environment */
+    char *plan;  /* plan: the plan `limits` were copied from; NULL for an inline limit: */
+    /* One per config->plans, in that order: the route's own version where it has one, else
+     * the top-level plan, each limit's key filled in as for `limits`. NULL with no plans. */
+    struct config_plan *plans;
+    size_t n_plans;            /* entries in `plans`: while loading, the route's own plans: */
+    bool identifies_consumers; /* consumers are configured and its key is a header or query */
+    enum config_unknown_key unknown_key;
+    bool unknown_key_set;
+    int anonymous_plan;          /* unknown keys count under plans[anonymous_plan]; -1: `limits` */
+    enum config_headers headers; /* its own headers:, or else server.headers */
+    bool headers_set;
+    /* on_limit: what a denied request is answered: 429 (default) or 503, and the body of
+     * body_file (read at load) with its content_type; NULL body: the problem+json one. */
+    struct {
+        unsigned status;
+        char *body;
+        size_t body_len;
+        char *content_type;
+    } on_limit;
 };
 
 struct config {
@@ -146,6 +227,8 @@ struct config {
         struct config_endpoint listen;
         struct config_endpoint admin_listen; /* host NULL when not set */
         struct config_cidrs trusted_proxies;
+        struct config_cidrs deny;    /* clients answered 403 on every route */
+        enum config_headers headers; /* the rate-limit fields of routes that name none */
         uint32_t max_connections;
         uint32_t max_connections_per_ip; /* 0: no cap */
         int64_t client_timeout_ns;
@@ -160,6 +243,7 @@ struct config {
         uint32_t upstream_max_idle;       /* idle upstream connections kept, per upstream */
         enum config_mode mode;            /* needs a restart to change */
         uint32_t workers; /* event loops in event mode; 0 until loaded: one per core */
+        char *consumer_header; /* the field that names a request's consumer upstream, or NULL */
     } server;
     uint32_t max_clients;
     enum config_store store;
@@ -174,6 +258,11 @@ struct config {
     enum config_store_error on_store_error;
     struct config_route *routes;
     size_t n_routes;
+    struct config_plan *plans;
+    size_t n_plans;
+    struct config_consumer *consumers; /* consumers:, then those of consumers_file */
+    size_t n_consumers;
+    char *consumers_file; /* consumers_file:, relative to the config's directory; or NULL */
 };
 
 /* Loads and validates `path`. Returns the config, freed with config_free(); or NULL with
@@ -190,6 +279,9 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
 #define CONFIG_MAX_SCALAR 4096 /* bytes in one key or value, also once ${VAR} is expanded */
 #define CONFIG_MAX_ROUTES 1024
 #define CONFIG_MAX_ERRORS 100 /* problems listed; any more are counted on one more line */
+#define CONFIG_MAX_CONSUMERS_FILE (64 * 1024 * 1024) /* bytes of consumers_file */
+#define CONFIG_MAX_CONSUMERS      1000000            /* consumers in consumers_file */
+#define CONFIG_MAX_BODY_FILE      (64 * 1024)        /* bytes of an on_limit body_file */
 
 void config_free(struct config *config);
 

@@ -3,12 +3,15 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -20,8 +23,18 @@ struct underscore_key {
     char *header; /* owned */
 };
 
+/* Where a consumer was read: the file (the config, or consumers_file) and the marks to point
+ * an error at. */
+struct consumer_place {
+    const char *file;
+    yaml_mark_t item, name, key, plan;
+};
+
 struct loader {
     const char *path;
+    struct consumer_place *places; /* one per config->consumers */
+    size_t cap_places;
+    yaml_mark_t consumers_file_at; /* the consumers_file: value */
     yaml_document_t doc;
     FILE *errors; /* one line per problem, into errors_text */
     char *errors_text;
@@ -506,10 +519,86 @@ static void parse_mode(struct loader *ld, yaml_node_t *node, void *object)
         ((struct config *)object)->server.mode = (enum config_mode)choice;
 }
 
+static bool is_token(const char *s);
+
+static const char *const header_modes[] = {"ietf", "x-ratelimit", "both", "none"};
+
+/* headers: ietf | x-ratelimit | both | none, for the server or a route. */
+static int parse_headers_mode(struct loader *ld, yaml_node_t *node)
+{
+    const char *text = scalar(ld, node, "headers");
+
+    for (size_t i = 0; text != NULL && i < sizeof header_modes / sizeof header_modes[0]; i++)
+        if (strcmp(text, header_modes[i]) == 0)
+            return (int)i;
+    if (text != NULL)
+        errorf(ld, node, "headers: \"%s\" is not one of ietf, x-ratelimit, both or none", text);
+    return -1;
+}
+
+static void parse_server_headers(struct loader *ld, yaml_node_t *node, void *object)
+{
+    int mode = parse_headers_mode(ld, node);
+
+    if (mode >= 0)
+        ((struct config *)object)->server.headers = (enum config_headers)mode;
+}
+
+static void parse_route_headers(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    int mode = parse_headers_mode(ld, node);
+
+    if (mode >= 0) {
+        route->headers = (enum config_headers)mode;
+        route->headers_set = true;
+    }
+}
+
+/* consumer_header: a field name, such as X-Consumer. */
+static void parse_consumer_header(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const char *const reserved[] = {"Host",
+                                           "Content-Length",
+                                           "Transfer-Encoding",
+                                           "Connection",
+                                           "Keep-Alive",
+                                           "TE",
+                                           "Trailer",
+                                           "Upgrade",
+                                           "Expect",
+                                           "X-Forwarded-For",
+                                           "X-Forwarded-Proto",
+                                           "X-Forwarded-Host",
+                                           "Proxy-"};
+    struct config *config = object;
+    const char *text = scalar(ld, node, "consumer_header");
+
+    if (text == NULL)
+        return;
+    if (!is_token(text) || strlen(text) > 64) {
+        errorf(ld, node, "consumer_header: \"%s\" is not a header field name", text);
+        return;
+    }
+    /* Fields the gateway sets or drops itself, or that frame the message. */
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+        if (strcasecmp(text, reserved[i]) == 0 ||
+            (strncasecmp(text, "Proxy-", 6) == 0 && strncasecmp(reserved[i], "Proxy-", 6) == 0)) {
+            errorf(ld, node, "consumer_header: %s is a field the gateway sets or drops itself",
+                   text);
+            return;
+        }
+    free(config->server.consumer_header);
+    config->server.consumer_header = strdup(text);
+    if (config->server.consumer_header == NULL)
+        errorf(ld, node, "consumer_header: out of memory");
+}
+
 static const struct field server_fields[] = {
     {"listen", V_ENDPOINT, offsetof(struct config, server.listen), 0, 0, NULL},
     {"admin_listen", V_ENDPOINT, offsetof(struct config, server.admin_listen), 0, 0, NULL},
     {"trusted_proxies", V_CIDRS, offsetof(struct config, server.trusted_proxies), 0, 0, NULL},
+    {"deny", V_CIDRS, offsetof(struct config, server.deny), 0, 0, NULL},
     {"max_connections", V_U32, offsetof(struct config, server.max_connections), 1, 1000000, NULL},
     {"max_connections_per_ip", V_U32, offsetof(struct config, server.max_connections_per_ip), 0,
      1000000, NULL},
@@ -535,6 +624,8 @@ static const struct field server_fields[] = {
     {"upstream_max_idle", V_U32, offsetof(struct config, server.upstream_max_idle), 1, 65536, NULL},
     {"mode", V_CUSTOM, 0, 0, 0, parse_mode},
     {"workers", V_U32, offsetof(struct config, server.workers), 1, 256, NULL},
+    {"consumer_header", V_CUSTOM, 0, 0, 0, parse_consumer_header},
+    {"headers", V_CUSTOM, 0, 0, 0, parse_server_headers},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -836,6 +927,7 @@ static void parse_limit_key(struct loader *ld, yaml_node_t *node, void *object)
     struct config_limit *limit = object;
 
     parse_key_into(ld, node, &limit->key_kind, &limit->key_name);
+    limit->key_set = true;
 }
 
 /* Reports each key naming a header with '_', unless such headers are kept: the gateway drops
@@ -851,6 +943,68 @@ static void check_underscore_keys(struct loader *ld, const struct config *config
                ld->underscore_keys[i].header);
 }
 
+/* cost: {METHOD: units, ..., default: units}; bounded by the limit once it is whole. */
+static void parse_cost(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_limit *limit = object;
+    size_t n;
+
+    if (node->type != YAML_MAPPING_NODE) {
+        errorf(ld, node,
+               "cost: expected a mapping of methods to units, such as {POST: 5, "
+               "default: 1}");
+        return;
+    }
+    n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
+    free(limit->costs);
+    limit->costs = calloc(n + 1, sizeof *limit->costs);
+    limit->n_costs = 0;
+    if (limit->costs == NULL) {
+        errorf(ld, node, "cost: out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *key = node_at(ld, node->data.mapping.pairs.start[i].key);
+        yaml_node_t *value = node_at(ld, node->data.mapping.pairs.start[i].value);
+        const char *method =
+            key->type == YAML_SCALAR_NODE ? (const char *)key->data.scalar.value : "";
+        const char *text = scalar(ld, value, "cost");
+        char *end = NULL;
+        unsigned long long units;
+
+        if (text == NULL)
+            continue;
+        errno = 0;
+        units = strtoull(text, &end, 10);
+        if (text[0] < '0' || text[0] > '9' || *end != '\0' || errno != 0 || units == 0 ||
+            units > LIMITER_MAX_REQUESTS) {
+            errorf(ld, value, "cost: \"%s\" is not a whole number of units from 1", text);
+            continue;
+        }
+        if (strcmp(method, "default") == 0) {
+            limit->default_cost = units;
+            continue;
+        }
+        if (!is_token(method) || strlen(method) > 32 ||
+            strspn(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(method)) {
+            errorf(ld, key,
+                   "cost: \"%s\" is not a method in capitals (GET, POST...) or "
+                   "default",
+                   method);
+            continue;
+        }
+        for (size_t j = 0; j < limit->n_costs; j++)
+            if (strcmp(limit->costs[j].method, method) == 0)
+                errorf(ld, key, "cost: %s appears twice", method);
+        limit->costs[limit->n_costs].method = strdup(method);
+        limit->costs[limit->n_costs].units = units;
+        if (limit->costs[limit->n_costs].method == NULL)
+            errorf(ld, key, "cost: out of memory");
+        else
+            limit->n_costs++;
+    }
+}
+
 static const struct field limit_fields[] = {
     {"name", V_STRING, offsetof(struct config_limit, name), 0, 0, NULL},
     {"algorithm", V_STRING, offsetof(struct config_limit, params.algorithm), 0, 0, NULL},
@@ -859,6 +1013,7 @@ static const struct field limit_fields[] = {
     {"per", V_DURATION, offsetof(struct config_limit, params.per_ns), 0, 0, NULL},
     {"burst", V_U64, offsetof(struct config_limit, params.burst), 1, LIMITER_MAX_REQUESTS, NULL},
     {"key", V_CUSTOM, 0, 0, 0, parse_limit_key},
+    {"cost", V_CUSTOM, 0, 0, 0, parse_cost},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -880,6 +1035,7 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
     struct limiter *probe;
     unsigned errors_before = ld->n_errors;
 
+    limit->default_cost = 1;
     walk_mapping(ld, node, limit_fields, limit, "limit");
     if (ld->n_errors != errors_before)
         return;
@@ -906,35 +1062,256 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
     if (probe == NULL)
         errorf(ld, strncmp(err, "burst", 5) == 0 ? value_or_self(ld, node, "burst") : node,
                "limit: %s", err);
+    /* A cost the limit can never let through would deny that method for good. */
+    for (size_t i = 0; probe != NULL && i <= limit->n_costs; i++) {
+        uint64_t units = i < limit->n_costs ? limit->costs[i].units : limit->default_cost;
+
+        if (units > limiter_quota(probe))
+            errorf(ld, value_or_self(ld, node, "cost"),
+                   "cost: %llu units is more than this limit lets through at once (%llu)",
+                   (unsigned long long)units, (unsigned long long)limiter_quota(probe));
+    }
     limiter_free(probe);
 }
 
-/* limit: one mapping, or a list of named ones (all of which must allow a request). */
-static void parse_limit(struct loader *ld, yaml_node_t *node, void *object)
+/* One mapping, or a list of named ones (all of which must allow a request), into `*limits`;
+ * a single unnamed limit is named `name`. For a route's limit: and each plan. */
+static void parse_limit_list(struct loader *ld, yaml_node_t *node, const char *name,
+                             struct config_limit **limits, size_t *n_limits)
 {
-    struct config_route *route = object;
     bool list = node->type == YAML_SEQUENCE_NODE;
     size_t n = list ? (size_t)(node->data.sequence.items.top - node->data.sequence.items.start) : 1;
+    struct config_limit *parsed;
 
     if (n == 0 || n > LIMITER_MAX_PER_REQUEST) {
         errorf(ld, node, "limit: a list of 1 to %d limits is expected", LIMITER_MAX_PER_REQUEST);
         return;
     }
-    route->limits = calloc(n, sizeof *route->limits);
-    if (route->limits == NULL)
+    parsed = calloc(n, sizeof *parsed);
+    if (parsed == NULL)
         return;
-    route->n_limits = n;
+    *limits = parsed;
+    *n_limits = n;
     for (size_t i = 0; i < n; i++) {
         yaml_node_t *item = list ? node_at(ld, node->data.sequence.items.start[i]) : node;
 
-        parse_one_limit(ld, item, &route->limits[i]);
-        if (list && route->limits[i].name == NULL && item->type == YAML_MAPPING_NODE)
+        parse_one_limit(ld, item, &parsed[i]);
+        if (list && parsed[i].name == NULL && item->type == YAML_MAPPING_NODE)
             errorf(ld, item, "limit: each limit of a list needs a name");
-        for (size_t j = 0; j < i && route->limits[i].name != NULL; j++)
-            if (route->limits[j].name != NULL &&
-                strcmp(route->limits[j].name, route->limits[i].name) == 0)
+        for (size_t j = 0; j < i && parsed[i].name != NULL; j++)
+            if (parsed[j].name != NULL && strcmp(parsed[j].name, parsed[i].name) == 0)
                 errorf(ld, value_or_self(ld, item, "name"), "name: limit \"%s\" appears twice",
-                       route->limits[i].name);
+                       parsed[i].name);
+    }
+    if (n == 1 && parsed[0].name == NULL && name != NULL)
+        parsed[0].name = strdup(name);
+}
+
+static void parse_limit(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+
+    /* Named after the route once its name is known (parse_route()). */
+    parse_limit_list(ld, node, NULL, &route->limits, &route->n_limits);
+}
+
+/* plans: NAME: limit(s), at the top level or a route's own. */
+static void parse_plans_into(struct loader *ld, yaml_node_t *node, struct config_plan **plans,
+                             size_t *n_plans)
+{
+    const yaml_node_t **first;
+    size_t n;
+
+    if (node->type != YAML_MAPPING_NODE) {
+        errorf(ld, node, "plans: expected a mapping of plan names to limits, found %s",
+               kind_name(node));
+        return;
+    }
+    n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
+    *plans = calloc(n + 1, sizeof **plans);
+    first = repeated_keys(ld, node);
+    if (*plans == NULL || first == NULL) {
+        errorf(ld, node, "plans: out of memory");
+        free(first);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_pair_t *p = &node->data.mapping.pairs.start[i];
+        yaml_node_t *key = node_at(ld, p->key);
+        const char *name =
+            key->type == YAML_SCALAR_NODE ? (const char *)key->data.scalar.value : NULL;
+        struct config_plan *plan = &(*plans)[*n_plans];
+
+        if (name == NULL || !is_plain_name(name)) {
+            errorf(ld, key,
+                   "plans: a plan's name may hold only letters, digits, '_', '.' and "
+                   "'-', 64 at most");
+            continue;
+        }
+        if (first[i] != NULL) {
+            errorf(ld, key, "plans: \"%s\" appears twice (first at line %zu)", name,
+                   first[i]->start_mark.line + 1);
+            continue;
+        }
+        plan->name = strdup(name);
+        if (plan->name == NULL) {
+            errorf(ld, key, "plans: out of memory");
+            continue;
+        }
+        (*n_plans)++;
+        parse_limit_list(ld, node_at(ld, p->value), name, &plan->limits, &plan->n_limits);
+    }
+    free(first);
+}
+
+static void parse_route_plans(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+
+    parse_plans_into(ld, node, &route->plans, &route->n_plans);
+}
+
+/* The whole of the regular file at `path`, at most `max` bytes, into `*text` (allocated, the
+ * caller frees it; NUL-terminated) and `*len`. 0; or -1 with `why` saying what went wrong. A
+ * file that is not a regular one (a FIFO, a device, /dev/stdin) is refused rather than waited
+ * on. */
+static int read_whole_file(const char *path, size_t max, char **text, size_t *len, char why[128])
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    ssize_t got = 0;
+    char limit[32];
+
+    *text = NULL;
+    *len = 0;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(why, 128, "cannot read %.80s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, 128, "%.80s is not a regular file", path);
+        goto fail;
+    }
+    *text = malloc(max + 2);
+    if (*text == NULL) {
+        snprintf(why, 128, "out of memory");
+        goto fail;
+    }
+    /* One byte past the bound tells a file that is too large; the rest is never read. */
+    while (*len <= max && (got = read(fd, *text + *len, max + 1 - *len)) > 0)
+        *len += (size_t)got;
+    if (got < 0) {
+        snprintf(why, 128, "cannot read %.80s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (*len > max) {
+        snprintf(why, 128, "%.80s is larger than %s, the most read", path,
+                 config_format_size(max, limit, sizeof limit));
+        goto fail;
+    }
+    (*text)[*len] = '\0';
+    close(fd);
+    return 0;
+fail:
+    if (fd >= 0)
+        close(fd);
+    free(*text);
+    *text = NULL;
+    return -1;
+}
+
+/* A path in the config, taken from the config file's directory when relative, into `*out`. */
+static void config_relative_path(struct loader *ld, yaml_node_t *node, const char *key, char **out)
+{
+    const char *text = scalar(ld, node, key);
+    const char *slash = strrchr(ld->path, '/');
+    int dir_len = slash != NULL && text != NULL && text[0] != '/' ? (int)(slash - ld->path) : 0;
+
+    if (text == NULL)
+        return;
+    if (text[0] == '\0') {
+        errorf(ld, node, "%s: empty", key);
+        return;
+    }
+    free(*out);
+    if (asprintf(out, "%.*s%s%s", dir_len, ld->path, dir_len > 0 ? "/" : "", text) < 0) {
+        *out = NULL;
+        errorf(ld, node, "%s: out of memory", key);
+    }
+}
+
+static void parse_on_limit_status(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    const char *text = scalar(ld, node, "status");
+
+    if (text != NULL && strcmp(text, "429") == 0)
+        route->on_limit.status = 429;
+    else if (text != NULL && strcmp(text, "503") == 0)
+        route->on_limit.status = 503;
+    else if (text != NULL)
+        errorf(ld, node, "status: \"%s\" is not 429 or 503", text);
+}
+
+/* body_file: read now, whole, so that a denial never touches the disk. */
+static void parse_on_limit_body(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    char *path = NULL, why[128];
+
+    config_relative_path(ld, node, "body_file", &path);
+    if (path == NULL)
+        return;
+    free(route->on_limit.body);
+    if (read_whole_file(path, CONFIG_MAX_BODY_FILE, &route->on_limit.body,
+                        &route->on_limit.body_len, why) != 0)
+        errorf(ld, node, "body_file: %s", why);
+    free(path);
+}
+
+static void parse_on_limit_content_type(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    const char *text = scalar(ld, node, "content_type");
+
+    if (text == NULL)
+        return;
+    /* A field value goes out as it is: nothing that could end the field or the head. */
+    if (text[0] == '\0' || strlen(text) > 200 || strpbrk(text, "\r\n") != NULL) {
+        errorf(ld, node, "content_type: expected a media type such as text/plain");
+        return;
+    }
+    free(route->on_limit.content_type);
+    route->on_limit.content_type = strdup(text);
+    if (route->on_limit.content_type == NULL)
+        errorf(ld, node, "content_type: out of memory");
+}
+
+static const struct field on_limit_fields[] = {
+    {"status", V_CUSTOM, 0, 0, 0, parse_on_limit_status},
+    {"body_file", V_CUSTOM, 0, 0, 0, parse_on_limit_body},
+    {"content_type", V_CUSTOM, 0, 0, 0, parse_on_limit_content_type},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static void parse_on_limit(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+
+    walk_mapping(ld, node, on_limit_fields, route, "on_limit");
+    if ((route->on_limit.body != NULL) != (route->on_limit.content_type != NULL))
+        errorf(ld, node, "on_limit: body_file and content_type go together");
+}
+
+static void parse_unknown_key(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const char *const names[] = {"anonymous", "reject"};
+    struct config_route *route = object;
+    int choice = parse_choice(ld, node, "unknown_key", names, 2);
+
+    if (choice >= 0) {
+        route->unknown_key = (enum config_unknown_key)choice;
+        route->unknown_key_set = true;
     }
 }
 
@@ -959,31 +1336,33 @@ static const struct field route_fields[] = {
     {"store", V_CUSTOM, 0, 0, 0, parse_route_store},
     {"dry_run", V_BOOL, offsetof(struct config_route, dry_run), 0, 0, NULL},
     {"exempt", V_CIDRS, offsetof(struct config_route, exempt), 0, 0, NULL},
+    {"deny", V_CIDRS, offsetof(struct config_route, deny), 0, 0, NULL},
+    {"headers", V_CUSTOM, 0, 0, 0, parse_route_headers},
+    {"on_limit", V_CUSTOM, 0, 0, 0, parse_on_limit},
     {"tls_verify", V_BOOL, offsetof(struct config_route, tls_verify), 0, 0, NULL},
     {"proxy", V_CUSTOM, 0, 0, 0, parse_proxy},
+    {"plan", V_STRING, offsetof(struct config_route, plan), 0, 0, NULL},
+    {"plans", V_CUSTOM, 0, 0, 0, parse_route_plans},
+    {"unknown_key", V_CUSTOM, 0, 0, 0, parse_unknown_key},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
 /* Limits that name no key of their own count under the route's. Done once the whole route is
  * read, since its key: may come after its limit:. */
-static void inherit_route_key(struct loader *ld, yaml_node_t *node, struct config_route *route)
+static void inherit_route_key(struct loader *ld, yaml_node_t *node,
+                              const struct config_route *route, struct config_limit *limits,
+                              size_t n_limits)
 {
-    yaml_node_t *limits = find_value(ld, node, "limit");
+    for (size_t i = 0; i < n_limits; i++) {
+        struct config_limit *limit = &limits[i];
 
-    for (size_t i = 0; limits != NULL && i < route->n_limits; i++) {
-        yaml_node_t *item = limits->type == YAML_SEQUENCE_NODE
-                                ? node_at(ld, limits->data.sequence.items.start[i])
-                                : limits;
-        struct config_limit *limit = &route->limits[i];
-
-        if (find_value(ld, item, "key") != NULL)
+        if (limit->key_set)
             continue;
         limit->key_kind = route->key_kind;
-        if (route->key_name == NULL)
-            continue;
-        limit->key_name = strdup(route->key_name);
-        if (limit->key_name == NULL)
-            errorf(ld, item, "key: out of memory");
+        free(limit->key_name);
+        limit->key_name = route->key_name != NULL ? strdup(route->key_name) : NULL;
+        if (route->key_name != NULL && limit->key_name == NULL)
+            errorf(ld, node, "key: out of memory");
     }
 }
 
@@ -994,10 +1373,12 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config_rout
     route->key_kind = CONFIG_KEY_IP;
     route->ipv6_prefix_len = 64;
     route->tls_verify = true;
+    route->anonymous_plan = -1;
+    route->on_limit.status = 429;
     walk_mapping(ld, node, route_fields, route, "route");
     if (node->type != YAML_MAPPING_NODE)
         return;
-    inherit_route_key(ld, node, route);
+    inherit_route_key(ld, node, route, route->limits, route->n_limits);
 
     if (route->name == NULL || route->name[0] == '\0') {
         errorf(ld, node, "route: name is required");
@@ -1083,6 +1464,488 @@ static void parse_routes(struct loader *ld, yaml_node_t *node, void *object)
     check_route_names(ld, node, config);
 }
 
+static void parse_plans(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config *config = object;
+
+    parse_plans_into(ld, node, &config->plans, &config->n_plans);
+}
+
+/* A consumer's key: the key itself, or sha256:<64 hex digits>; only the digest is kept, in
+ * `digest`. NULL, or what is wrong with it. */
+static const char *key_digest(const char *text, unsigned char digest[32])
+{
+    size_t bin_len = 0;
+
+    if (strncmp(text, "sha256:", 7) != 0) {
+        if (text[0] == '\0')
+            return "key: empty";
+        crypto_hash_sha256(digest, (const unsigned char *)text, strlen(text));
+        return NULL;
+    }
+    if (strlen(text + 7) != 64 ||
+        sodium_hex2bin(digest, 32, text + 7, 64, NULL, &bin_len, NULL) != 0 || bin_len != 32)
+        return "key: sha256: must be followed by 64 hex digits";
+    return NULL;
+}
+
+static void parse_consumer_key(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_consumer *consumer = object;
+    const char *text = scalar(ld, node, "key");
+    const char *wrong = text != NULL ? key_digest(text, consumer->key_sha256) : NULL;
+
+    if (wrong != NULL)
+        errorf(ld, node, "%s", wrong);
+}
+
+static const struct field consumer_fields[] = {
+    {"name", V_STRING, offsetof(struct config_consumer, name), 0, 0, NULL},
+    {"key", V_CUSTOM, 0, 0, 0, parse_consumer_key},
+    {"plan", V_STRING, offsetof(struct config_consumer, plan), 0, 0, NULL},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static int by_digest_then_place(const void *a, const void *b)
+{
+    const struct config_consumer *const *x = a, *const *y = b;
+    int order = memcmp((*x)->key_sha256, (*y)->key_sha256, sizeof(*x)->key_sha256);
+
+    if (order != 0)
+        return order;
+    return *x < *y ? -1 : *x > *y;
+}
+
+static int by_consumer_name_then_place(const void *a, const void *b)
+{
+    const struct config_consumer *const *x = a, *const *y = b;
+    int order = strcmp((*x)->name, (*y)->name);
+
+    if (order != 0)
+        return order;
+    return *x < *y ? -1 : *x > *y;
+}
+
+/* An error at `mark` of the file consumer `i` was read from. */
+static void consumer_error(struct loader *ld, size_t i, yaml_mark_t mark, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void consumer_error(struct loader *ld, size_t i, yaml_mark_t mark, const char *fmt, ...)
+{
+    const char *path = ld->path;
+    va_list ap;
+
+    ld->path = ld->places[i].file;
+    va_start(ap, fmt);
+    verrorf_at(ld, mark, fmt, ap);
+    va_end(ap);
+    ld->path = path;
+}
+
+/* Reports a consumer whose name or key an earlier one has, in n log n. */
+static void check_consumers_apart(struct loader *ld, struct config *config)
+{
+    const struct config_consumer **sorted = calloc(config->n_consumers + 1, sizeof *sorted);
+    size_t n = 0;
+
+    if (sorted == NULL) {
+        errorf_at(ld, (yaml_mark_t){0, 0, 0}, "consumers: out of memory");
+        return;
+    }
+    for (size_t i = 0; i < config->n_consumers; i++)
+        if (config->consumers[i].name != NULL)
+            sorted[n++] = &config->consumers[i];
+    qsort(sorted, n, sizeof *sorted, by_consumer_name_then_place);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(sorted[i]->name, sorted[i - 1]->name) == 0) {
+            size_t at = (size_t)(sorted[i] - config->consumers);
+
+            consumer_error(ld, at, ld->places[at].name, "name: consumer \"%s\" is defined twice",
+                           sorted[i]->name);
+        }
+    qsort(sorted, n, sizeof *sorted, by_digest_then_place);
+    for (size_t i = 1; i < n; i++)
+        if (memcmp(sorted[i]->key_sha256, sorted[i - 1]->key_sha256,
+                   sizeof sorted[i]->key_sha256) == 0) {
+            size_t at = (size_t)(sorted[i] - config->consumers);
+
+            consumer_error(ld, at, ld->places[at].key,
+                           "key: consumer \"%s\" has the same key as consumer \"%s\"",
+                           sorted[i]->name, sorted[i - 1]->name);
+        }
+    free(sorted);
+}
+
+/* Room for `more` consumers past config->n_consumers, and their places. 0, or -1. */
+static int make_room_for_consumers(struct loader *ld, struct config *config, size_t more)
+{
+    size_t want = config->n_consumers + more + 1;
+    struct config_consumer *grown = realloc(config->consumers, want * sizeof *grown);
+    struct consumer_place *places;
+
+    if (grown == NULL)
+        return -1;
+    config->consumers = grown;
+    memset(grown + config->n_consumers, 0, (more + 1) * sizeof *grown);
+    places = realloc(ld->places, want * sizeof *places);
+    if (places == NULL)
+        return -1;
+    ld->places = places;
+    ld->cap_places = want;
+    return 0;
+}
+
+/* The checks of one consumer read whole (consumer `i`). */
+static void check_consumer(struct loader *ld, struct config *config, size_t i, bool has_key)
+{
+    const struct config_consumer *c = &config->consumers[i];
+
+    if (c->name == NULL || !has_key || c->plan == NULL)
+        consumer_error(ld, i, ld->places[i].item, "consumer: name, key and plan are all required");
+    else if (!is_plain_name(c->name))
+        consumer_error(ld, i, ld->places[i].name,
+                       "name: \"%s\" may hold only letters, digits, '_', '.' and '-', 64 at most",
+                       c->name);
+}
+
+static void parse_consumers(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config *config = object;
+    size_t n;
+
+    if (node->type != YAML_SEQUENCE_NODE) {
+        errorf(ld, node, "consumers: expected a list of {name, key, plan}, found %s",
+               kind_name(node));
+        return;
+    }
+    n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+    if (make_room_for_consumers(ld, config, n) != 0) {
+        errorf(ld, node, "consumers: out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = node_at(ld, node->data.sequence.items.start[i]);
+        size_t at = config->n_consumers++;
+        unsigned errors_before = ld->n_errors;
+
+        ld->places[at] = (struct consumer_place){
+            .file = ld->path,
+            .item = item->start_mark,
+            .name = value_or_self(ld, item, "name")->start_mark,
+            .key = value_or_self(ld, item, "key")->start_mark,
+            .plan = value_or_self(ld, item, "plan")->start_mark,
+        };
+        walk_mapping(ld, item, consumer_fields, &config->consumers[at], "consumer");
+        if (ld->n_errors == errors_before)
+            check_consumer(ld, config, at, find_value(ld, item, "key") != NULL);
+    }
+}
+
+/* --- consumers_file ------------------------------------------------------------------ */
+
+static void syntax_error(struct loader *ld, const yaml_parser_t *parser);
+
+/* The next event of the consumers file into `*event` (the last one deleted first); false after
+ * reporting a syntax problem or an alias. */
+static bool next_event(struct loader *ld, yaml_parser_t *parser, yaml_event_t *event)
+{
+    yaml_event_delete(event);
+    if (!yaml_parser_parse(parser, event)) {
+        syntax_error(ld, parser);
+        return false;
+    }
+    if (event->type == YAML_ALIAS_EVENT) {
+        errorf_at(ld, event->start_mark, "aliases (*name) are not allowed");
+        return false;
+    }
+    return true;
+}
+
+static bool is_scalar(const yaml_event_t *e, const char *text)
+{
+    return e->type == YAML_SCALAR_EVENT &&
+           (text == NULL || strcmp((const char *)e->data.scalar.value, text) == 0);
+}
+
+/* One consumer mapping of the file, its MAPPING_START just read: into consumer `at`. False
+ * when the file cannot be read further. */
+static bool read_file_consumer(struct loader *ld, yaml_parser_t *parser, yaml_event_t *event,
+                               struct config *config, size_t at)
+{
+    struct config_consumer *c = &config->consumers[at];
+    struct consumer_place *place = &ld->places[at];
+    bool has_key = false;
+    unsigned errors_before = ld->n_errors;
+
+    *place = (struct consumer_place){.file = ld->path, .item = event->start_mark};
+    place->name = place->key = place->plan = event->start_mark;
+    for (;;) {
+        char *field;
+        yaml_mark_t key_at;
+
+        if (!next_event(ld, parser, event))
+            return false;
+        if (event->type == YAML_MAPPING_END_EVENT)
+            break;
+        if (!is_scalar(event, NULL)) {
+            errorf_at(ld, event->start_mark, "consumer: expected a key (name, key or plan)");
+            return false;
+        }
+        field = strdup((const char *)event->data.scalar.value);
+        key_at = event->start_mark;
+        if (field == NULL || !next_event(ld, parser, event)) {
+            free(field);
+            return false;
+        }
+        if (!is_scalar(event, NULL) || event->data.scalar.length > CONFIG_MAX_SCALAR) {
+            errorf_at(ld, event->start_mark, "%s: expected a plain value of at most %d bytes",
+                      field, CONFIG_MAX_SCALAR);
+            free(field);
+            return false;
+        }
+        if ((strcmp(field, "name") == 0 && c->name != NULL) ||
+            (strcmp(field, "key") == 0 && has_key) ||
+            (strcmp(field, "plan") == 0 && c->plan != NULL)) {
+            errorf_at(ld, key_at, "consumer: \"%s\" appears twice", field);
+        } else if (strcmp(field, "name") == 0 || strcmp(field, "plan") == 0) {
+            char **to = field[0] == 'n' ? &c->name : &c->plan;
+
+            *to = strdup((const char *)event->data.scalar.value);
+            if (*to == NULL)
+                errorf_at(ld, event->start_mark, "consumers_file: out of memory");
+            *(field[0] == 'n' ? &place->name : &place->plan) = event->start_mark;
+        } else if (strcmp(field, "key") == 0) {
+            const char *wrong = key_digest((const char *)event->data.scalar.value, c->key_sha256);
+
+            has_key = true;
+            place->key = event->start_mark;
+            if (wrong != NULL)
+                errorf_at(ld, event->start_mark, "%s", wrong);
+        } else {
+            errorf_at(ld, key_at, "consumer: unknown key \"%s\"", field);
+        }
+        free(field);
+    }
+    if (ld->n_errors == errors_before)
+        check_consumer(ld, config, at, has_key);
+    return true;
+}
+
+/* Reads the consumers of consumers_file (config->consumers_file) after the config's own:
+ * `consumers:` and a list, as in the config, and nothing else. The file can hold far more
+ * than the config's bounds allow (CONFIG_MAX_CONSUMERS), so it is read as libyaml's event
+ * stream, one consumer at a time, never as a document. */
+static void read_consumers_file(struct loader *ld, struct config *config)
+{
+    const char *config_path = ld->path;
+    char *text = NULL, why[128];
+    yaml_parser_t parser;
+    yaml_event_t event = {0};
+    size_t len = 0;
+
+    if (read_whole_file(config->consumers_file, CONFIG_MAX_CONSUMERS_FILE, &text, &len, why) != 0) {
+        errorf_at(ld, ld->consumers_file_at, "consumers_file: %s", why);
+        return;
+    }
+    ld->path = config->consumers_file;
+    yaml_parser_initialize(&parser);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (next_event(ld, &parser, &event) && event.type == YAML_STREAM_START_EVENT &&
+        next_event(ld, &parser, &event) && event.type == YAML_DOCUMENT_START_EVENT &&
+        next_event(ld, &parser, &event) && event.type == YAML_MAPPING_START_EVENT &&
+        next_event(ld, &parser, &event) && is_scalar(&event, "consumers") &&
+        next_event(ld, &parser, &event) && event.type == YAML_SEQUENCE_START_EVENT) {
+        size_t read = 0;
+
+        for (;;) {
+            if (!next_event(ld, &parser, &event))
+                break;
+            if (event.type == YAML_SEQUENCE_END_EVENT) {
+                if (next_event(ld, &parser, &event) && event.type != YAML_MAPPING_END_EVENT)
+                    errorf_at(ld, event.start_mark,
+                              "consumers_file: holds consumers: and nothing else");
+                break;
+            }
+            if (event.type != YAML_MAPPING_START_EVENT) {
+                errorf_at(ld, event.start_mark, "consumers: expected a consumer {name, key, plan}");
+                break;
+            }
+            if (++read > CONFIG_MAX_CONSUMERS) {
+                errorf_at(ld, event.start_mark, "consumers_file: at most %d consumers",
+                          CONFIG_MAX_CONSUMERS);
+                break;
+            }
+            if (config->n_consumers + 1 >= ld->cap_places &&
+                make_room_for_consumers(ld, config, config->n_consumers + 1024) != 0) {
+                errorf_at(ld, event.start_mark, "consumers_file: out of memory");
+                break;
+            }
+            if (!read_file_consumer(ld, &parser, &event, config, config->n_consumers++))
+                break;
+        }
+    } else if (ld->n_errors == 0) {
+        errorf_at(ld, event.start_mark, "consumers_file: expected consumers: and a list");
+    }
+    yaml_event_delete(&event);
+    yaml_parser_delete(&parser);
+    ld->path = config_path;
+    free(text);
+}
+
+/* The plan of that name in `plans`, or -1. */
+static int plan_index(const struct config_plan *plans, size_t n_plans, const char *name)
+{
+    for (size_t i = 0; i < n_plans; i++)
+        if (strcmp(plans[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* A deep copy of `n` limits into `*out`; -1 when memory is short. */
+static int copy_limits(const struct config_limit *from, size_t n, struct config_limit **out)
+{
+    struct config_limit *to = calloc(n + 1, sizeof *to);
+
+    *out = to;
+    if (to == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        to[i] = from[i];
+        to[i].name = strdup(from[i].name);
+        to[i].params.algorithm = strdup(from[i].params.algorithm);
+        to[i].key_name = from[i].key_name ? strdup(from[i].key_name) : NULL;
+        to[i].costs = calloc(from[i].n_costs + 1, sizeof *to[i].costs);
+        to[i].n_costs = 0;
+        if (to[i].name == NULL || to[i].params.algorithm == NULL ||
+            (from[i].key_name != NULL && to[i].key_name == NULL) || to[i].costs == NULL)
+            return -1;
+        for (size_t j = 0; j < from[i].n_costs; j++) {
+            to[i].costs[j] = from[i].costs[j];
+            to[i].costs[j].method = strdup(from[i].costs[j].method);
+            if (to[i].costs[j].method == NULL)
+                return -1;
+            to[i].n_costs++;
+        }
+    }
+    return 0;
+}
+
+static void free_limits(struct config_limit *limits, size_t n)
+{
+    for (size_t i = 0; limits != NULL && i < n; i++) {
+        free(limits[i].name);
+        free((char *)limits[i].params.algorithm);
+        free(limits[i].key_name);
+        for (size_t j = 0; j < limits[i].n_costs; j++)
+            free(limits[i].costs[j].method);
+        free(limits[i].costs);
+    }
+    free(limits);
+}
+
+static void free_plans(struct config_plan *plans, size_t n)
+{
+    for (size_t i = 0; plans != NULL && i < n; i++) {
+        free(plans[i].name);
+        free_limits(plans[i].limits, plans[i].n_limits);
+    }
+    free(plans);
+}
+
+/* A route's plan:, its own plans: and unknown_key:, against the top-level plans and consumers,
+ * once the whole file is read (plans: may come after routes:). */
+static void resolve_route_plans(struct loader *ld, yaml_node_t *node, struct config *config,
+                                struct config_route *route)
+{
+    struct config_plan *own = route->plans, *resolved;
+    size_t n_own = route->n_plans;
+    int default_plan = -1;
+
+    route->plans = NULL;
+    route->n_plans = 0;
+    for (size_t i = 0; i < n_own; i++)
+        if (plan_index(config->plans, config->n_plans, own[i].name) < 0)
+            errorf(ld, value_or_self(ld, node, "plans"),
+                   "plans: \"%s\" is not one of the top-level plans", own[i].name);
+    if (route->plan != NULL) {
+        default_plan = plan_index(config->plans, config->n_plans, route->plan);
+        if (find_value(ld, node, "limit") != NULL)
+            errorf(ld, value_or_self(ld, node, "plan"),
+                   "plan: a route takes plan: or limit:, not both");
+        else if (default_plan < 0)
+            errorf(ld, value_or_self(ld, node, "plan"),
+                   "plan: \"%s\" is not one of the top-level plans", route->plan);
+    }
+    route->identifies_consumers = config->n_consumers > 0 && route->key_kind != CONFIG_KEY_IP;
+    /* The consumer header replaces what the client sent in it: it cannot be the key itself. */
+    if (config->server.consumer_header != NULL && route->key_kind == CONFIG_KEY_HEADER &&
+        strcasecmp(config->server.consumer_header, route->key_name) == 0)
+        errorf(ld, value_or_self(ld, node, "key"),
+               "key: header %s is server.consumer_header, which the gateway sets itself",
+               route->key_name);
+    if (route->unknown_key_set && !route->identifies_consumers)
+        errorf(ld, value_or_self(ld, node, "unknown_key"),
+               "unknown_key: needs consumers: and a route key: header:NAME or query:NAME that "
+               "carries their keys");
+    if (!route->unknown_key_set)
+        route->unknown_key =
+            route->identifies_consumers ? CONFIG_UNKNOWN_KEY_REJECT : CONFIG_UNKNOWN_KEY_ANONYMOUS;
+    if (config->n_plans > 0) {
+        resolved = calloc(config->n_plans, sizeof *resolved);
+        route->plans = resolved;
+        route->n_plans = resolved != NULL ? config->n_plans : 0;
+        for (size_t i = 0; resolved != NULL && i < config->n_plans; i++) {
+            const struct config_plan *top = &config->plans[i];
+            int mine = plan_index(own, n_own, top->name);
+            const struct config_plan *from = mine >= 0 ? &own[mine] : top;
+
+            resolved[i].name = strdup(top->name);
+            resolved[i].n_limits = from->n_limits;
+            if (resolved[i].name == NULL ||
+                copy_limits(from->limits, from->n_limits, &resolved[i].limits) != 0) {
+                errorf(ld, node, "plans: out of memory");
+                break;
+            }
+            inherit_route_key(ld, node, route, resolved[i].limits, resolved[i].n_limits);
+        }
+        if (resolved == NULL)
+            errorf(ld, node, "plans: out of memory");
+        route->anonymous_plan = plan_index(config->plans, config->n_plans, "anonymous");
+    }
+    if (default_plan >= 0 && route->plans != NULL && route->limits == NULL) {
+        const struct config_plan *plan = &route->plans[default_plan];
+
+        route->n_limits = plan->n_limits;
+        if (copy_limits(plan->limits, plan->n_limits, &route->limits) != 0)
+            errorf(ld, node, "plan: out of memory");
+    }
+    free_plans(own, n_own);
+}
+
+/* Consumers' plans exist, and each route's plans are resolved. */
+static void resolve_plans(struct loader *ld, yaml_node_t *root, struct config *config)
+{
+    yaml_node_t *routes = find_value(ld, root, "routes");
+
+    check_consumers_apart(ld, config);
+    for (size_t i = 0; i < config->n_consumers; i++)
+        if (config->consumers[i].plan != NULL &&
+            plan_index(config->plans, config->n_plans, config->consumers[i].plan) < 0)
+            consumer_error(ld, i, ld->places[i].plan,
+                           "plan: \"%s\" is not one of the top-level plans",
+                           config->consumers[i].plan);
+    for (size_t i = 0; routes != NULL && i < config->n_routes; i++)
+        resolve_route_plans(ld, node_at(ld, routes->data.sequence.items.start[i]), config,
+                            &config->routes[i]);
+}
+
+/* consumers_file: a path, taken from the config file's directory when relative. */
+static void parse_consumers_file(struct loader *ld, yaml_node_t *node, void *object)
+{
+    ld->consumers_file_at = node->start_mark;
+    config_relative_path(ld, node, "consumers_file", &((struct config *)object)->consumers_file);
+}
+
 static void parse_server(struct loader *ld, yaml_node_t *node, void *object)
 {
     walk_mapping(ld, node, server_fields, object, "server");
@@ -1097,6 +1960,9 @@ static const struct field top_fields[] = {
     {"server", V_CUSTOM, 0, 0, 0, parse_server},
     {"limiter", V_CUSTOM, 0, 0, 0, parse_limiter},
     {"routes", V_CUSTOM, 0, 0, 0, parse_routes},
+    {"plans", V_CUSTOM, 0, 0, 0, parse_plans},
+    {"consumers", V_CUSTOM, 0, 0, 0, parse_consumers},
+    {"consumers_file", V_CUSTOM, 0, 0, 0, parse_consumers_file},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -1281,6 +2147,8 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
     }
     set_defaults(config);
     config->path = strdup(name);
+    if (sodium_init() < 0) /* for the consumers' key digests */
+        errorf_at(&ld, (yaml_mark_t){0, 0, 0}, "libsodium could not start");
     if (len > CONFIG_MAX_FILE)
         too_large(&ld, text);
     else if (check_shape(&ld, text, len) == 0 && read_document(&ld, text, len) == 0) {
@@ -1288,6 +2156,10 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
         walk_mapping(&ld, root, top_fields, config, "top level");
         if (root->type == YAML_MAPPING_NODE && find_value(&ld, root, "routes") == NULL)
             errorf(&ld, root, "routes: at least one route is required");
+        if (ld.n_errors == 0 && config->consumers_file != NULL)
+            read_consumers_file(&ld, config);
+        if (ld.n_errors == 0)
+            resolve_plans(&ld, root, config);
         check_underscore_keys(&ld, config);
         yaml_document_delete(&ld.doc);
     }
@@ -1307,11 +2179,15 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
         fprintf(ld.errors, "%s:%zu:%zu: %u more problems from here on are not listed\n", ld.path,
                 ld.first_unlisted.line + 1, ld.first_unlisted.column + 1,
                 ld.n_errors - CONFIG_MAX_ERRORS);
-    /* Routes that name no store of their own use limiter.store. */
-    for (size_t i = 0; i < config->n_routes; i++)
+    /* Routes that name no store or headers of their own use the server's. */
+    for (size_t i = 0; i < config->n_routes; i++) {
         if (!config->routes[i].store_set)
             config->routes[i].store = config->store;
+        if (!config->routes[i].headers_set)
+            config->routes[i].headers = config->server.headers;
+    }
     free(ld.expanded);
+    free(ld.places);
     for (size_t i = 0; i < ld.n_underscore_keys; i++)
         free(ld.underscore_keys[i].header);
     free(ld.underscore_keys);
@@ -1369,19 +2245,29 @@ void config_free(struct config *config)
         free(r->upstream);
         free(r->upstream_base_path);
         free(r->key_name);
-        for (size_t j = 0; j < r->n_limits; j++) {
-            free(r->limits[j].name);
-            free((char *)r->limits[j].params.algorithm);
-            free(r->limits[j].key_name);
-        }
-        free(r->limits);
+        free_limits(r->limits, r->n_limits);
         free(r->exempt.items);
+        free(r->deny.items);
+        free(r->on_limit.body);
+        free(r->on_limit.content_type);
         free(r->proxy);
+        free(r->plan);
+        /* Resolved, one per config plan; or, if loading stopped before, the route's own. */
+        free_plans(r->plans, r->n_plans);
     }
     free(config->routes);
+    free_plans(config->plans, config->n_plans);
+    for (size_t i = 0; i < config->n_consumers; i++) {
+        free(config->consumers[i].name);
+        free(config->consumers[i].plan);
+    }
+    free(config->consumers);
+    free(config->consumers_file);
+    free(config->server.consumer_header);
     free(config->server.listen.host);
     free(config->server.admin_listen.host);
     free(config->server.trusted_proxies.items);
+    free(config->server.deny.items);
     free(config->server.access_log);
     free(config->redis.address.host);
     free(config->redis.password);

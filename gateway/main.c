@@ -89,11 +89,35 @@ static void raise_fd_limit(uint32_t max_connections)
                 FDS_PER_CONNECTION, FDS_RESERVED);
 }
 
+/* The watcher of the consumers_file the running config names (when server.watch_config),
+ * moved to another file when a reload names another. A change to it reloads the whole config,
+ * as a change to the config does. */
+struct consumers_watch {
+    struct gw_watch *watch;
+    char *path;
+};
+
+static void watch_consumers(struct consumers_watch *cw, const char *path)
+{
+    if ((path == NULL && cw->path == NULL) ||
+        (path != NULL && cw->path != NULL && strcmp(path, cw->path) == 0))
+        return;
+    gw_watch_stop(cw->watch);
+    free(cw->path);
+    cw->watch = NULL;
+    cw->path = path != NULL ? strdup(path) : NULL;
+    if (cw->path == NULL)
+        return;
+    cw->watch = gw_watch_start(cw->path);
+    if (cw->watch == NULL)
+        gw_warn("cannot watch %s for changes (%s); reload with SIGHUP", cw->path, strerror(errno));
+}
+
 /* Loads `path` again and runs it. An invalid file changes nothing: every problem is logged
  * and the gateway goes on with the config it has. */
-static void reload(struct gw_server *server, const char *path)
+static void reload(struct gw_server *server, const char *path, struct consumers_watch *cw)
 {
-    char *errors = NULL, err[GW_ERR_LEN];
+    char *errors = NULL, err[GW_ERR_LEN], *consumers_file;
     struct config *config = config_load(path, &errors);
 
     if (config == NULL) {
@@ -108,10 +132,16 @@ static void reload(struct gw_server *server, const char *path)
         return;
     }
     warn_about(config);
-    if (gw_server_reload(server, config, err) != 0) {
+    consumers_file = config->consumers_file != NULL && config->server.watch_config
+                         ? strdup(config->consumers_file)
+                         : NULL;
+    if (gw_server_reload(server, config, err) != 0) { /* takes the config */
         gw_error("reload rejected: %s", err);
+        free(consumers_file);
         return;
     }
+    watch_consumers(cw, consumers_file);
+    free(consumers_file);
     gw_info("reloaded %s", path);
 }
 
@@ -123,6 +153,7 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     char err[GW_ERR_LEN], where[300];
     struct gw_server *server;
     struct gw_watch *watch = NULL;
+    struct consumers_watch consumers = {NULL, NULL};
     bool v6 = strchr(config->server.listen.host, ':') != NULL;
     bool watching = config->server.watch_config;
     unsigned left;
@@ -140,9 +171,12 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     warn_about(config);
     snprintf(where, sizeof where, "%s%s%s", v6 ? "[" : "", config->server.listen.host,
              v6 ? "]" : "");
+    if (watching)
+        watch_consumers(&consumers, config->consumers_file);
     server = gw_server_start(config, err); /* takes the config */
     if (server == NULL) {
         gw_error("%s", err);
+        watch_consumers(&consumers, NULL);
         gw_proxy_cleanup();
         goto out;
     }
@@ -157,9 +191,10 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
         if (sigwait(signals, &sig) != 0)
             break;
         if (sig == SIGHUP)
-            reload(server, path);
+            reload(server, path, &consumers);
     }
     gw_watch_stop(watch);
+    watch_consumers(&consumers, NULL);
     gw_info("stopping: no new connections; draining requests in flight");
     left = gw_server_drain(server);
     if (left > 0)

@@ -23,11 +23,12 @@
 struct limiter_ops {
     const char *name;
     bool takes_burst;
-    /* Fills allowed, remaining (as after this request) and retry_after_ms. Consumes quota
+    /* Fills allowed, remaining (as after this request) and retry_after_ms for a request that
+     * costs `cost` units (1 to the quota: `requests`, or `burst` where taken). Consumes quota
      * only when allowed and `consume` is set; with it clear the state is left as it was, so
      * several limits can be checked before any is charged. 0, or -1 with errno (ENOMEM). */
     int (*decide)(const struct limiter *self, union client_state *state, int64_t now_ns,
-                  bool consume, struct limiter_decision *out);
+                  uint64_t cost, bool consume, struct limiter_decision *out);
     int64_t (*idle_at)(const struct limiter *self, const union client_state *state);
     void (*release)(union client_state *state); /* NULL when the state owns nothing */
 };

@@ -22,14 +22,14 @@ static int64_t current_window(const struct limiter *self, const union client_sta
 }
 
 static int decide(const struct limiter *self, union client_state *state, int64_t now_ns,
-                  bool consume, struct limiter_decision *out)
+                  uint64_t cost, bool consume, struct limiter_decision *out)
 {
     uint32_t count;
     int64_t start = current_window(self, state, now_ns, &count);
 
-    out->allowed = count < self->params.requests;
+    out->allowed = count + cost <= self->params.requests;
     if (out->allowed) {
-        count++;
+        count += (uint32_t)cost;
         if (consume) {
             state->fixed.window_start_ns = start;
             state->fixed.count = count;

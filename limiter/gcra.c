@@ -20,10 +20,11 @@ struct gcra {
 };
 
 static int decide(const struct limiter *self, union client_state *state, int64_t now_ns,
-                  bool consume, struct limiter_decision *out)
+                  uint64_t cost, bool consume, struct limiter_decision *out)
 {
     const struct gcra *g = (const struct gcra *)self;
-    int64_t tat = max_i64(state->gcra.tat_ns, now_ns) + g->interval_ns;
+    /* A request of cost k is k requests at once: TAT moves k intervals. */
+    int64_t tat = max_i64(state->gcra.tat_ns, now_ns) + (int64_t)cost * g->interval_ns;
     int64_t ahead = tat - now_ns;
 
     out->allowed = ahead <= g->tolerance_ns;
@@ -32,8 +33,12 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
             state->gcra.tat_ns = tat;
         out->remaining = (uint64_t)((g->tolerance_ns - ahead) / g->interval_ns);
     } else {
+        /* What is left now: the units that fit before TAT runs past the tolerance. */
+        int64_t used = max_i64(state->gcra.tat_ns, now_ns) - now_ns;
+
         out->retry_after_ms = ms_ceil(ahead - g->tolerance_ns);
-        out->remaining = 0;
+        out->remaining =
+            used < g->tolerance_ns ? (uint64_t)((g->tolerance_ns - used) / g->interval_ns) : 0;
     }
     return 0;
 }

@@ -132,6 +132,13 @@ static bool distinct(struct limiter *const *limiters, size_t n)
 int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *const *client_ids,
                        int64_t now_ns, struct limiter_decision *out)
 {
+    return limiter_decide_all_cost(limiters, n, client_ids, NULL, now_ns, out);
+}
+
+int limiter_decide_all_cost(struct limiter *const *limiters, size_t n,
+                            const char *const *client_ids, const uint64_t *costs, int64_t now_ns,
+                            struct limiter_decision *out)
+{
     struct client_slot *slots[LIMITER_MAX_PER_REQUEST];
     size_t order[LIMITER_MAX_PER_REQUEST];
     bool all_allow = true;
@@ -154,7 +161,8 @@ int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *co
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        if (client_ids[i] == NULL || client_ids[i][0] == '\0') {
+        if (client_ids[i] == NULL || client_ids[i][0] == '\0' ||
+            (costs != NULL && (costs[i] == 0 || costs[i] > limiter_quota(limiters[i])))) {
             errno = EINVAL;
             return -1;
         }
@@ -190,12 +198,14 @@ int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *co
     }
     /* One limit needs no separate check: a denial charges nothing anyway. */
     for (size_t i = 0; i < n && n > 1; i++) {
-        if (limiters[i]->ops->decide(limiters[i], &slots[i]->state, now_ns, false, &out[i]) != 0)
+        if (limiters[i]->ops->decide(limiters[i], &slots[i]->state, now_ns, costs ? costs[i] : 1,
+                                     false, &out[i]) != 0)
             rc = -1;
         all_allow &= out[i].allowed;
     }
     for (size_t i = 0; i < n && all_allow && rc == 0; i++)
-        if (limiters[i]->ops->decide(limiters[i], &slots[i]->state, now_ns, true, &out[i]) != 0)
+        if (limiters[i]->ops->decide(limiters[i], &slots[i]->state, now_ns, costs ? costs[i] : 1,
+                                     true, &out[i]) != 0)
             rc = -1;
     for (size_t i = 0; i < n; i++) {
         out[i].reset_ms = ms_ceil(limiters[i]->ops->idle_at(limiters[i], &slots[i]->state) - now_ns);
@@ -249,4 +259,9 @@ void limiter_get_stats(const struct limiter *limiter, struct limiter_stats *out)
 const struct limiter_params *limiter_get_params(const struct limiter *limiter)
 {
     return &limiter->params;
+}
+
+uint64_t limiter_quota(const struct limiter *limiter)
+{
+    return limiter->ops->takes_burst ? limiter->params.burst : limiter->params.requests;
 }

@@ -109,6 +109,19 @@ int limiter_decide(struct limiter *limiter, const char *client_id, int64_t now_n
 int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *const *client_ids,
                        int64_t now_ns, struct limiter_decision *out);
 
+/* limiter_decide_all() for requests that cost more than one unit (Envoy's hits_addend): limit
+ * i charges `costs[i]` (NULL: 1 each), all or none as above. A cost of k is decided as k
+ * requests at the same instant would be, and remaining and retry_after_ms speak of units (the
+ * wait until k units are free). A cost of 0 or above limiter_quota() is EINVAL: such a request
+ * could never pass. */
+int limiter_decide_all_cost(struct limiter *const *limiters, size_t n,
+                            const char *const *client_ids, const uint64_t *costs, int64_t now_ns,
+                            struct limiter_decision *out);
+
+/* The most one request may cost: the burst of a bucket (token_bucket, gcra), else
+ * `requests`. */
+uint64_t limiter_quota(const struct limiter *limiter);
+
 /* The single entry point of the classic design: true when the request may pass now. Invalid
  * arguments deny. */
 bool limiter_allow_request(struct limiter *limiter, const char *client_id);

@@ -68,16 +68,19 @@ static int64_t wait_in_window(int64_t per, int64_t elapsed, uint64_t prev, uint6
 }
 
 static int decide(const struct limiter *self, union client_state *state, int64_t now_ns,
-                  bool consume, struct limiter_decision *out)
+                  uint64_t cost, bool consume, struct limiter_decision *out)
 {
     int64_t per = self->params.per_ns;
     uint64_t requests = self->params.requests;
+    /* A request of cost k passes where k requests in a row would: while the estimate plus
+     * k - 1 is below the limit, the same as one request against a limit k - 1 lower. */
+    uint64_t extra = cost - 1, limit = requests - extra;
     struct counts c = counts_at(self, state, now_ns);
     __int128 left;
 
-    out->allowed = slack(self, &c) > 0;
+    out->allowed = slack(self, &c) > (__int128)extra * per;
     if (out->allowed) {
-        c.curr++;
+        c.curr += (uint32_t)cost;
         if (consume) {
             state->counter.window_start_ns = c.window_start_ns;
             state->counter.curr_count = c.curr;
@@ -86,10 +89,10 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     } else {
         int64_t wait = -1;
 
-        if (c.curr < requests)
-            wait = wait_in_window(per, c.elapsed_ns, c.prev, requests - c.curr);
+        if (c.curr < limit)
+            wait = wait_in_window(per, c.elapsed_ns, c.prev, limit - c.curr);
         if (wait < 0) /* in the next window `curr` becomes the fading count */
-            wait = per - c.elapsed_ns + wait_in_window(per, 0, c.curr, requests);
+            wait = per - c.elapsed_ns + wait_in_window(per, 0, c.curr, limit);
         out->retry_after_ms = ms_ceil(wait);
     }
     left = slack(self, &c);

@@ -53,30 +53,41 @@ static int grow(const struct limiter *self, union client_state *state)
 }
 
 static int decide(const struct limiter *self, union client_state *state, int64_t now_ns,
-                  bool consume, struct limiter_decision *out)
+                  uint64_t cost, bool consume, struct limiter_decision *out)
 {
     uint32_t requests = (uint32_t)self->params.requests;
+    int64_t stamp;
 
     expire(self, state, now_ns); /* housekeeping, not consumption */
-    out->allowed = state->log.count < requests;
+    out->allowed = state->log.count + cost <= requests;
     if (!out->allowed) {
-        out->retry_after_ms = ms_ceil(oldest(state) + self->params.per_ns - now_ns);
+        /* Allowed once enough of the oldest times have left: count + cost - requests. */
+        uint32_t leaving = state->log.count + (uint32_t)cost - requests;
+        int64_t last_leaving =
+            state->log.times_ns[(state->log.head + leaving - 1) % state->log.capacity];
+
+        out->retry_after_ms = ms_ceil(last_leaving + self->params.per_ns - now_ns);
+        out->remaining = state->log.count < requests ? requests - state->log.count : 0;
         return 0;
     }
     /* Room is made even when only checking, so that charging can no longer fail. */
-    if (state->log.count == state->log.capacity && grow(self, state) != 0) {
-        out->allowed = false;
-        errno = ENOMEM;
-        return -1;
-    }
-    out->remaining = requests - state->log.count - 1;
+    while (state->log.count + cost > state->log.capacity)
+        if (grow(self, state) != 0) {
+            out->allowed = false;
+            errno = ENOMEM;
+            return -1;
+        }
+    out->remaining = requests - state->log.count - (uint32_t)cost;
     if (!consume)
         return 0;
     /* A clock that went back stamps the request no earlier than the last one, keeping the ring
-     * in order; the request then leaves the window later, never sooner. */
-    state->log.times_ns[(state->log.head + state->log.count) % state->log.capacity] =
-        state->log.count > 0 ? max_i64(now_ns, newest(state)) : now_ns;
-    state->log.count++;
+     * in order; the request then leaves the window later, never sooner. A request of cost k
+     * is k requests at the same instant. */
+    stamp = state->log.count > 0 ? max_i64(now_ns, newest(state)) : now_ns;
+    for (uint64_t k = 0; k < cost; k++) {
+        state->log.times_ns[(state->log.head + state->log.count) % state->log.capacity] = stamp;
+        state->log.count++;
+    }
     return 0;
 }
 

@@ -33,22 +33,23 @@ static int64_t deficit_at(const struct token_bucket *tb, const union client_stat
 }
 
 static int decide(const struct limiter *self, union client_state *state, int64_t now_ns,
-                  bool consume, struct limiter_decision *out)
+                  uint64_t cost, bool consume, struct limiter_decision *out)
 {
     const struct token_bucket *tb = (const struct token_bucket *)self;
     int64_t deficit = deficit_at(tb, state, now_ns);
+    int64_t charge = (int64_t)cost * tb->token_credit; /* at most the capacity */
 
-    out->allowed = tb->capacity - deficit >= tb->token_credit;
+    out->allowed = tb->capacity - deficit >= charge;
     if (out->allowed) {
-        deficit += tb->token_credit;
+        deficit += charge;
         if (consume) {
             state->bucket.deficit = deficit;
             /* Never move `last_ns` back: time already refilled must not refill twice. */
             state->bucket.last_ns = max_i64(state->bucket.last_ns, now_ns);
         }
     } else {
-        /* Allowed once the refill since `last_ns` covers what is missing for one token. */
-        int64_t missing = state->bucket.deficit + tb->token_credit - tb->capacity;
+        /* Allowed once the refill since `last_ns` covers what is missing for `cost` tokens. */
+        int64_t missing = state->bucket.deficit + charge - tb->capacity;
         out->retry_after_ms = ms_ceil(state->bucket.last_ns +
                                       div_ceil(missing, tb->credit_per_ns) - now_ns);
     }

@@ -21,5 +21,7 @@ void register_respond_tests(void);
 void register_head_tests(void);
 void register_target_tests(void);
 void register_wire_tests(void);
+void register_consumers_unit_tests(void);
+void register_cost_tests(void);
 
 #endif

@@ -31,6 +31,8 @@ int main(int argc, char **argv)
     register_head_tests();
     register_target_tests();
     register_wire_tests();
+    register_consumers_unit_tests();
+    register_cost_tests();
 
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)

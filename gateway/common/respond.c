@@ -1,3 +1,4 @@
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,21 +13,47 @@ static int64_t ceil_seconds(int64_t ms)
     return ms <= 0 ? 0 : (ms + 999) / 1000;
 }
 
-void gw_format_policy(char out[GW_FIELD_LEN], const char *route,
-                      const struct limiter_params *params)
+uint64_t gw_quota(const struct limiter_params *params, int64_t *window)
 {
-    int64_t window = ceil_seconds(params->per_ns / 1000000);
+    bool bucket =
+        strcmp(params->algorithm, "token_bucket") == 0 || strcmp(params->algorithm, "gcra") == 0;
+    uint64_t quota = bucket && params->burst > 0 ? params->burst : params->requests;
+    /* burst * per / requests in ms; both at most LIMITER_MAX_REQUESTS and per at most a
+     * year or so, so this stays well inside 128 bits. */
+    unsigned __int128 ms =
+        (unsigned __int128)quota * (uint64_t)(params->per_ns / 1000000) / params->requests;
 
-    snprintf(out, GW_FIELD_LEN, "\"%s\";q=%llu;w=%lld", route,
-             (unsigned long long)params->requests, (long long)(window > 0 ? window : 1));
+    *window = ceil_seconds(ms > INT64_MAX ? INT64_MAX : (int64_t)ms);
+    if (*window < 1)
+        *window = 1;
+    return quota;
 }
 
-void gw_format_ratelimit(char out[GW_FIELD_LEN], const char *route,
+void gw_format_policy(char out[GW_FIELD_LEN], const char *name, const struct limiter_params *params)
+{
+    int64_t window;
+    uint64_t quota = gw_quota(params, &window);
+
+    snprintf(out, GW_FIELD_LEN, "\"%s\";q=%llu;w=%lld", name, (unsigned long long)quota,
+             (long long)window);
+}
+
+int64_t gw_reset_seconds(const struct limiter_params *params,
                          const struct limiter_decision *decision)
 {
-    snprintf(out, GW_FIELD_LEN, "\"%s\";r=%llu;t=%lld", route,
+    int64_t window, reset = ceil_seconds(decision->reset_ms);
+
+    gw_quota(params, &window);
+    return reset < window ? reset : window;
+}
+
+void gw_format_ratelimit(char out[GW_FIELD_LEN], const char *name,
+                         const struct limiter_params *params,
+                         const struct limiter_decision *decision)
+{
+    snprintf(out, GW_FIELD_LEN, "\"%s\";r=%llu;t=%lld", name,
              (unsigned long long)decision->remaining,
-             (long long)ceil_seconds(decision->reset_ms));
+             (long long)gw_reset_seconds(params, decision));
 }
 
 int64_t gw_retry_after_seconds(int64_t retry_after_ms)
@@ -41,6 +68,10 @@ const char *gw_status_title(unsigned status)
     switch (status) {
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
     case 404:
         return "Not Found";
     case 413:

@@ -5,6 +5,19 @@
  *   RateLimit-Policy: "api";q=100;w=60      quota 100 per 60 s window
  *   RateLimit: "api";r=0;t=17               0 left, full quota back in 17 s
  *   Retry-After: 3                          whole seconds, rounded up, never 0
+ *
+ * The draft's q is the quota a client may spend within a window of w seconds, and r what is
+ * left of it now, t the seconds until it is whole again. For the windows (fixed, sliding log,
+ * sliding counter) q is `requests` and w is `per`. For a bucket (token_bucket, gcra) what a
+ * client can send at once is the burst, not `requests`: q is the burst and w the time the
+ * bucket takes to refill it (burst * per / requests, rounded up), so `requests: 10, per: 1s,
+ * burst: 5` is q=5;w=1, and `requests: 60, per: 1m` (burst 60 by default) is q=60;w=60. t is
+ * never more than w: a sliding window counter's estimate can take up to two windows to fall
+ * to zero, but the quota is whole again, as the draft means it, within one.
+ *
+ * The X-RateLimit-* fields that GitHub-, Kong- and Envoy-fronted clients read carry the same
+ * figures for the limit that binds: X-RateLimit-Limit q, X-RateLimit-Remaining r,
+ * X-RateLimit-Reset t (seconds from now).
  */
 #ifndef SLUICE_GATEWAY_RESPOND_H
 #define SLUICE_GATEWAY_RESPOND_H
@@ -17,10 +30,18 @@
 #define GW_FIELD_LEN 160
 #define GW_DENIED_DETAIL "rate limit exceeded; retry after the time in Retry-After"
 
-void gw_format_policy(char out[GW_FIELD_LEN], const char *route,
+/* The quota q of `params` as above, and its window w in seconds (at least 1) into `*window`. */
+uint64_t gw_quota(const struct limiter_params *params, int64_t *window);
+
+void gw_format_policy(char out[GW_FIELD_LEN], const char *name,
                       const struct limiter_params *params);
 
-void gw_format_ratelimit(char out[GW_FIELD_LEN], const char *route,
+void gw_format_ratelimit(char out[GW_FIELD_LEN], const char *name,
+                         const struct limiter_params *params,
+                         const struct limiter_decision *decision);
+
+/* t as above: seconds until the quota of `params` is whole again, at most its window. */
+int64_t gw_reset_seconds(const struct limiter_params *params,
                          const struct limiter_decision *decision);
 
 /* Seconds to send as Retry-After: enough to wait, at least 1. */

@@ -44,16 +44,21 @@ struct gw_request {
     const char *refusal_detail;
     unsigned dropped_headers; /* fields not forwarded for a '_' in their name */
     bool limited; /* the route's limits decided: the RateLimit fields go out */
+    const struct gw_limit_set *set; /* the limits it is held to: the route's, or a plan's */
+    const char *consumer;           /* the consumer its key belongs to (the config's), or NULL */
+    const char *consumer_plan;      /* that consumer's plan (the config's), or NULL */
     struct limiter_decision decisions[LIMITER_MAX_PER_REQUEST];
     size_t binding; /* the decision the fields and Retry-After report */
     enum gw_decision decision;
     char key[GW_KEY_LEN];
     const char *ids[LIMITER_MAX_PER_REQUEST];             /* each limit's key: `key` or below */
+    uint64_t costs[LIMITER_MAX_PER_REQUEST];              /* each limit's units (cost:) */
     char limit_keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN]; /* limits that name their own key */
     bool store_pending; /* event mode: the store's answer is awaited */
     enum gw_store_result store_result;
 
     bool has_body;
+    bool empty_body; /* Content-Length: 0, nothing else: no body to leave unread */
     char *body;
     size_t body_len, body_cap;
 
@@ -104,17 +109,50 @@ struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_ur
 
 /* --- answers of our own ---------------------------------------------------------------- */
 
+/* Whether the upstream's field `name` is one that add_limit_headers() sets for this request:
+ * the client gets the gateway's figures only, never two sets. */
+static bool limit_field(const struct gw_request *rq, const char *name)
+{
+    enum config_headers mode = route_of(rq)->headers;
+
+    if (!rq->limited)
+        return false;
+    if ((mode == CONFIG_HEADERS_IETF || mode == CONFIG_HEADERS_BOTH) &&
+        (strcasecmp(name, "RateLimit") == 0 || strcasecmp(name, "RateLimit-Policy") == 0))
+        return true;
+    return (mode == CONFIG_HEADERS_X_RATELIMIT || mode == CONFIG_HEADERS_BOTH) &&
+           (strcasecmp(name, "X-RateLimit-Limit") == 0 ||
+            strcasecmp(name, "X-RateLimit-Remaining") == 0 ||
+            strcasecmp(name, "X-RateLimit-Reset") == 0);
+}
+
+/* The rate-limit fields of the route's headers: mode (respond.h), for the limit that binds. */
 static void add_limit_headers(const struct gw_request *rq, struct MHD_Response *response)
 {
-    const struct gw_route_runtime *r;
+    const struct gw_limit_set *set = rq->set;
+    const struct limiter_params *params;
+    const struct limiter_decision *decision = &rq->decisions[rq->binding];
+    enum config_headers mode;
     char field[GW_FIELD_LEN];
+    int64_t window;
 
     if (!rq->limited)
         return;
-    r = route_runtime_of(rq);
-    MHD_add_response_header(response, "RateLimit-Policy", r->policy);
-    gw_format_ratelimit(field, r->limits[rq->binding]->name, &rq->decisions[rq->binding]);
-    MHD_add_response_header(response, "RateLimit", field);
+    mode = route_of(rq)->headers;
+    params = &set->config[rq->binding].params;
+    if (mode == CONFIG_HEADERS_IETF || mode == CONFIG_HEADERS_BOTH) {
+        MHD_add_response_header(response, "RateLimit-Policy", set->policy);
+        gw_format_ratelimit(field, set->limits[rq->binding]->name, params, decision);
+        MHD_add_response_header(response, "RateLimit", field);
+    }
+    if (mode == CONFIG_HEADERS_X_RATELIMIT || mode == CONFIG_HEADERS_BOTH) {
+        snprintf(field, sizeof field, "%llu", (unsigned long long)gw_quota(params, &window));
+        MHD_add_response_header(response, "X-RateLimit-Limit", field);
+        snprintf(field, sizeof field, "%llu", (unsigned long long)decision->remaining);
+        MHD_add_response_header(response, "X-RateLimit-Remaining", field);
+        snprintf(field, sizeof field, "%lld", (long long)gw_reset_seconds(params, decision));
+        MHD_add_response_header(response, "X-RateLimit-Reset", field);
+    }
 }
 
 static enum MHD_Result queue(struct gw_request *rq, struct MHD_Connection *c, unsigned status,
@@ -127,28 +165,42 @@ static enum MHD_Result queue(struct gw_request *rq, struct MHD_Connection *c, un
     return ret;
 }
 
-/* A refusal other than 404 or 429 ends the connection: a request sluice will not read one
- * way is not followed, since what comes after it could be anything. */
+/* A refusal other than 401, 403, 404 or 429 ends the connection: a request sluice will not
+ * read one way is not followed, since what comes after it could be anything. */
 static bool closes_connection(const struct gw_request *rq)
 {
-    return rq->refusal != 0 && rq->refusal != MHD_HTTP_NOT_FOUND &&
-           rq->refusal != MHD_HTTP_TOO_MANY_REQUESTS;
+    switch (rq->refusal) {
+    case 0:
+    case MHD_HTTP_UNAUTHORIZED:
+    case MHD_HTTP_FORBIDDEN:
+    case MHD_HTTP_NOT_FOUND:
+    case MHD_HTTP_TOO_MANY_REQUESTS:
+        return false;
+    default:
+        return true;
+    }
 }
 
 static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connection *c,
                                        unsigned status, const char *detail)
 {
     const struct config_route *route = route_of(rq);
+    const char *type = "application/problem+json";
+    bool denied = status == MHD_HTTP_TOO_MANY_REQUESTS;
     struct MHD_Response *response;
     char *body;
     size_t len;
 
-    if (status == MHD_HTTP_TOO_MANY_REQUESTS) {
-        /* The route's 429 body never changes: made once per config, and it lives as long as
-         * this request holds the runtime. */
-        body = route_runtime_of(rq)->denied_body;
-        len = strlen(body);
-        response = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_PERSISTENT);
+    if (denied) {
+        /* The route's denial never changes: made once per config (on_limit), and it lives as
+         * long as this request holds the runtime. */
+        const struct gw_route_runtime *r = route_runtime_of(rq);
+
+        status = route->on_limit.status;
+        type = r->denied_type;
+        len = r->denied_len;
+        response =
+            MHD_create_response_from_buffer(len, (void *)r->denied_body, MHD_RESPMEM_PERSISTENT);
     } else {
         body = gw_problem_json(status, detail, route ? route->name : NULL);
         if (body == NULL)
@@ -160,11 +212,11 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
     }
     if (response == NULL)
         return MHD_NO;
-    MHD_add_response_header(response, "Content-Type", "application/problem+json");
+    MHD_add_response_header(response, "Content-Type", type);
     if (closes_connection(rq))
         MHD_add_response_header(response, "Connection", "close");
     add_limit_headers(rq, response);
-    if (status == MHD_HTTP_TOO_MANY_REQUESTS) {
+    if (denied) {
         char seconds[24];
 
         snprintf(seconds, sizeof seconds, "%lld",
@@ -266,13 +318,15 @@ static enum MHD_Result count_field(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
-/* The key a limit counts this request under (keys.h), into `out`. 0, or -1 when the request
- * is refused: its key header or parameter is given more than once, or reads two ways. */
-static int client_key(struct gw_request *rq, struct MHD_Connection *c, enum config_key_kind kind,
-                      const char *name, const struct gw_addr *client, char out[GW_KEY_LEN])
+/* The value of a key header or query parameter into `*value` (NULL when absent; `*decoded`,
+ * to be freed, holds a query parameter's). 0, or -1 when the request is refused: it is given
+ * more than once, or reads two ways. */
+static int key_value(struct gw_request *rq, struct MHD_Connection *c, enum config_key_kind kind,
+                     const char *name, const char **value_out, char **decoded_out)
 {
     const char *value = NULL, *reason = NULL;
     char *decoded = NULL;
+    int found;
 
     if (kind == CONFIG_KEY_HEADER) {
         struct field_count count = {name, 0, NULL};
@@ -296,18 +350,78 @@ static int client_key(struct gw_request *rq, struct MHD_Connection *c, enum conf
             refuse(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
             return -1;
         }
-        if (gw_target_query_value(rq->raw_uri, name, decoded, &reason) < 0) {
+        found = gw_target_query_value(rq->raw_uri, name, decoded, &reason);
+        if (found < 0) {
             free(decoded);
             refuse(rq, MHD_HTTP_BAD_REQUEST, reason);
             return -1;
         }
-        value = decoded;
+        value = found > 0 ? decoded : NULL; /* absent: nothing was written there */
     }
+    *value_out = value;
+    *decoded_out = decoded;
+    return 0;
+}
+
+/* The key a limit counts this request under (keys.h), into `out`. 0, or -1 when the request
+ * is refused (key_value()). */
+static int client_key(struct gw_request *rq, struct MHD_Connection *c, enum config_key_kind kind,
+                      const char *name, const struct gw_addr *client, char out[GW_KEY_LEN])
+{
+    const char *value = NULL;
+    char *decoded = NULL;
+
+    if (key_value(rq, c, kind, name, &value, &decoded) != 0)
+        return -1;
     if (value != NULL && value[0] != '\0')
         gw_value_key(kind == CONFIG_KEY_HEADER ? "header" : "query", value, out);
     else
         gw_ip_key(client, route_of(rq)->ipv6_prefix_len, out);
     free(decoded);
+    return 0;
+}
+
+/* The units a request with `method` takes of `limit` (its cost:, 1 by default). */
+static uint64_t cost_of(const struct config_limit *limit, const char *method)
+{
+    for (size_t i = 0; i < limit->n_costs; i++)
+        if (strcmp(limit->costs[i].method, method) == 0)
+            return limit->costs[i].units;
+    return limit->default_cost > 0 ? limit->default_cost : 1;
+}
+
+/* Where the route's key names a consumer (config.h, "Consumers and plans"): the consumer's plan
+ * and name as the limits' set and key, or for an unknown key the anonymous plan and the
+ * client's address. 0, or -1 when the request is refused: 401 for an unknown key (unless the
+ * client is exempt), or for its key's spelling (key_value()). */
+static int identify_consumer(struct gw_request *rq, struct MHD_Connection *c,
+                             const struct gw_addr *client, bool exempt)
+{
+    const struct config_route *route = route_of(rq);
+    const struct gw_route_runtime *r = route_runtime_of(rq);
+    const struct gw_consumer *consumer = NULL;
+    const char *value = NULL;
+    char *decoded = NULL;
+
+    if (key_value(rq, c, route->key_kind, route->key_name, &value, &decoded) != 0)
+        return -1;
+    if (value != NULL && value[0] != '\0')
+        consumer = gw_consumers_find(rq->runtime->consumers, value, strlen(value));
+    free(decoded);
+    if (consumer != NULL) {
+        rq->consumer = consumer->name;
+        rq->consumer_plan = rq->runtime->config->plans[consumer->plan].name;
+        rq->set = &r->plans[consumer->plan];
+        snprintf(rq->key, sizeof rq->key, "consumer:%s", consumer->name);
+        return 0;
+    }
+    if (route->unknown_key == CONFIG_UNKNOWN_KEY_REJECT && !exempt) {
+        refuse(rq, MHD_HTTP_UNAUTHORIZED, r->unknown_key_detail);
+        return -1;
+    }
+    if (route->anonymous_plan >= 0)
+        rq->set = &r->plans[route->anonymous_plan];
+    gw_ip_key(client, route->ipv6_prefix_len, rq->key);
     return 0;
 }
 
@@ -317,7 +431,7 @@ static bool conclude(struct gw_request *rq, bool allowed)
 {
     const struct config_route *route = route_of(rq);
 
-    rq->binding = binding_limit(rq->decisions, route_runtime_of(rq)->n_limits, allowed);
+    rq->binding = binding_limit(rq->decisions, rq->set->n_limits, allowed);
     if (allowed)
         return true;
     rq->decision = route->dry_run ? GW_DRY_RUN_DENIED : GW_DENIED;
@@ -326,21 +440,27 @@ static bool conclude(struct gw_request *rq, bool allowed)
     return route->dry_run;
 }
 
-/* Whether every one of the route's limits allowed the request (rq->decisions). */
+/* Whether every one of the limits allowed the request (rq->decisions, as the limiters or the
+ * shared store decided); each that did not is counted. */
 static bool all_allowed(const struct gw_request *rq)
 {
-    for (size_t i = 0; i < route_runtime_of(rq)->n_limits; i++)
-        if (!rq->decisions[i].allowed)
-            return false;
-    return true;
+    bool allowed = true;
+
+    for (size_t i = 0; i < rq->set->n_limits; i++)
+        if (!rq->decisions[i].allowed) {
+            gw_metrics_count_denial(rq->set->denials[i]);
+            allowed = false;
+        }
+    return allowed;
 }
 
 /* Asks the route's limits in this process. */
 static bool decide_here(struct gw_request *rq)
 {
-    const struct gw_route_runtime *r = route_runtime_of(rq);
+    const struct gw_limit_set *set = rq->set;
 
-    if (limiter_decide_all(r->limiters, r->n_limits, rq->ids, limiter_now_ns(), rq->decisions) != 0)
+    if (limiter_decide_all_cost(set->limiters, set->n_limits, rq->ids, rq->costs, limiter_now_ns(),
+                                rq->decisions) != 0)
         return conclude(rq, false); /* out of memory for this client's state: refuse */
     return conclude(rq, all_allowed(rq));
 }
@@ -349,7 +469,6 @@ static bool decide_here(struct gw_request *rq)
  * failed, by limiter.on_store_error. */
 static bool decide_shared(struct gw_request *rq, enum gw_store_result result)
 {
-    const struct gw_route_runtime *r = route_runtime_of(rq);
     enum config_store_error on_error = rq->runtime->config->on_store_error;
 
     if (result == GW_STORE_OK)
@@ -360,7 +479,7 @@ static bool decide_shared(struct gw_request *rq, enum gw_store_result result)
     }
     if (on_error == CONFIG_ON_STORE_ERROR_DENY) {
         rq->decisions[0] = (struct limiter_decision){
-            .limit = r->shared_params[0].requests, .reset_ms = 1000, .retry_after_ms = 1000};
+            .limit = rq->set->shared_params[0].requests, .reset_ms = 1000, .retry_after_ms = 1000};
         return conclude(rq, false);
     }
     return decide_here(rq);
@@ -368,10 +487,11 @@ static bool decide_shared(struct gw_request *rq, enum gw_store_result result)
 
 static enum gw_store_result ask_store(struct gw_request *rq)
 {
-    const struct gw_route_runtime *r = route_runtime_of(rq);
+    const struct gw_limit_set *set = rq->set;
 
-    return gw_store_decide(rq->runtime->store, route_of(rq)->name, r->limit_names,
-                           r->shared_param_ptrs, r->n_limits, rq->ids, rq->decisions);
+    return gw_store_decide(rq->runtime->store, route_of(rq)->name, set->limit_names,
+                           set->shared_param_ptrs, rq->costs, set->n_limits, rq->ids,
+                           rq->decisions);
 }
 
 /* On an offload thread (event mode): asks the store, then hands the request back to its loop. */
@@ -393,19 +513,35 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
     const struct config_route *route = route_of(rq);
     const struct gw_route_runtime *r = route_runtime_of(rq);
     struct gw_addr client;
+    const struct gw_limit_set *set;
+    bool exempt;
 
     rq->decision = GW_ALLOWED;
+    rq->set = &r->own;
     if (!rq->has_peer)
         return true; /* not an IP connection: nothing to count it by */
     client =
         gw_client_addr(&rq->peer, rq->forwarded_for, &rq->runtime->config->server.trusted_proxies);
-
-    if (client_key(rq, c, route->key_kind, route->key_name, &client, rq->key) != 0)
+    if (gw_cidrs_contain(&rq->runtime->config->server.deny, &client) ||
+        gw_cidrs_contain(&route->deny, &client)) {
+        rq->decision = GW_BLOCKED;
+        refuse(rq, MHD_HTTP_FORBIDDEN, "the client's address is not allowed here");
         return false;
-    for (size_t i = 0; i < r->n_limits; i++) {
-        const struct config_limit *limit = &route->limits[i];
+    }
+    exempt = gw_cidrs_contain(&route->exempt, &client);
 
-        if (r->route_key[i])
+    if (route->identifies_consumers) {
+        if (identify_consumer(rq, c, &client, exempt) != 0)
+            return false;
+    } else if (client_key(rq, c, route->key_kind, route->key_name, &client, rq->key) != 0) {
+        return false;
+    }
+    set = rq->set;
+    for (size_t i = 0; i < set->n_limits; i++) {
+        const struct config_limit *limit = &set->config[i];
+
+        rq->costs[i] = cost_of(limit, rq->method);
+        if (set->route_key[i])
             rq->ids[i] = rq->key; /* most limits count under the route's key */
         else if (client_key(rq, c, limit->key_kind, limit->key_name, &client, rq->limit_keys[i]) !=
                  0)
@@ -413,11 +549,11 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
         else
             rq->ids[i] = rq->limit_keys[i];
     }
-    if (gw_cidrs_contain(&route->exempt, &client)) {
+    if (exempt) {
         rq->decision = GW_EXEMPT;
         return true;
     }
-    if (r->n_limits == 0)
+    if (set->n_limits == 0)
         return true;
     rq->limited = true;
     if (r->shared && rq->loop != NULL) {
@@ -525,6 +661,8 @@ static void begin(struct gw_request *rq, struct MHD_Connection *c)
 
     rq->has_body = length != NULL ||
                    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding") != NULL;
+    rq->empty_body = length != NULL && strcmp(length, "0") == 0 &&
+                     MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding") == NULL;
     if (refuse_misread(rq, false))
         return;
     read_client(rq, c);
@@ -598,6 +736,7 @@ struct header_walk {
     const char *connection;
     bool trusted_peer;       /* its X-Forwarded-Proto and -Host are passed on */
     bool keep_underscores;   /* server.underscores_in_headers */
+    const char *consumer_header; /* server.consumer_header: only the gateway sets it */
     unsigned dropped;        /* names with '_' left out */
     bool failed, has_accept, has_content_type, has_proto, has_forwarded_host;
 };
@@ -665,7 +804,8 @@ static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, co
 
     (void)kind;
     if (value == NULL || gw_header_is_hop_by_hop(name, w->connection) ||
-        replaced_by_gateway(name, w->trusted_peer))
+        replaced_by_gateway(name, w->trusted_peer) ||
+        (w->consumer_header != NULL && strcasecmp(name, w->consumer_header) == 0))
         return MHD_YES;
     /* CGI-style upstreams read X_API_Key as X-API-Key: a second spelling of a field that
      * sluice may have keyed on. Left out, as nginx does. */
@@ -689,7 +829,8 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
     const char *host = rq->host, *forwarded_for = rq->forwarded_for;
     struct header_walk w = {.connection = rq->connection,
                             .trusted_peer = rq->trusted_peer,
-                            .keep_underscores = rq->runtime->config->server.underscores_in_headers};
+                            .keep_underscores = rq->runtime->config->server.underscores_in_headers,
+                            .consumer_header = rq->runtime->config->server.consumer_header};
     char peer_text[64] = "unknown";
     struct curl_slist *nodes;
     const char *at;
@@ -710,6 +851,8 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
         append_field(&w, "X-Forwarded-Proto", "http");
     if (host != NULL && !w.has_forwarded_host)
         append_field(&w, "X-Forwarded-Host", host);
+    if (w.consumer_header != NULL && rq->consumer != NULL)
+        append_field(&w, w.consumer_header, rq->consumer);
     /* Empty values: libcurl leaves out the fields it would add of its own. */
     append_line(&w, "Expect:");
     if (!w.has_accept)
@@ -896,7 +1039,8 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
         }
     cursor = 0;
     while (gw_upstream_next_header(upstream, &cursor, &name, &value))
-        if (!gw_header_is_hop_by_hop(name, connection) && strcasecmp(name, "Content-Length") != 0)
+        if (!gw_header_is_hop_by_hop(name, connection) && strcasecmp(name, "Content-Length") != 0 &&
+            !limit_field(rq, name))
             MHD_add_response_header(response, name, value);
     free(connection);
     add_limit_headers(rq, response);
@@ -911,7 +1055,7 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
  * comes at the final call, where a 429 or 404 keeps the connection open. */
 static enum MHD_Result end_first_call(struct gw_request *rq, struct MHD_Connection *c)
 {
-    if (rq->refusal != 0 && rq->has_body)
+    if (rq->refusal != 0 && rq->has_body && !rq->empty_body)
         return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
     return MHD_YES;
 }
@@ -969,12 +1113,15 @@ void gw_request_done(struct gw_request *rq)
         .duration_ns = now - rq->start_ns,
         .bytes = rq->bytes,
         .client_key = rq->key[0] ? rq->key : NULL,
+        .consumer = rq->consumer,
+        .plan = rq->consumer_plan,
         .dropped_headers = rq->dropped_headers,
     };
 
     gw_upstream_release(rq->upstream);
     if (route != NULL)
-        gw_metrics_count_request(route_runtime_of(rq)->metrics, rq->decision, now - rq->start_ns);
+        gw_metrics_count_request(route_runtime_of(rq)->metrics, rq->set ? rq->set->plan : NULL,
+                                 rq->decision, now - rq->start_ns);
     if (rq->started)
         gw_access_log_write(rq->runtime->access_log_fd, &entry);
     gw_runtime_release(rq->runtime);

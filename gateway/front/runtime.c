@@ -16,9 +16,21 @@ static void limit_release(struct gw_limit *limit)
     atomic_fetch_add(&limit->metrics->retired_evictions, stats.evictions);
     limiter_free(limit->limiter);
     free(limit->route);
+    free(limit->plan);
     free(limit->name);
     free(limit->key_name);
     free(limit);
+}
+
+/* A route's limit sets: its own (0), then one per plan. */
+static size_t n_sets(const struct gw_route_runtime *r, size_t n_plans)
+{
+    return 1 + (r->plans != NULL ? n_plans : 0);
+}
+
+static const struct gw_limit_set *set_at(const struct gw_route_runtime *r, size_t i)
+{
+    return i == 0 ? &r->own : &r->plans[i - 1];
 }
 
 static bool same_params(const struct limiter_params *a, const struct limiter_params *b)
@@ -27,30 +39,33 @@ static bool same_params(const struct limiter_params *a, const struct limiter_par
            a->per_ns == b->per_ns && a->burst == b->burst && a->max_clients == b->max_clients;
 }
 
-/* The limiter of `route`'s limit `cl`, run with `want`, in `previous`, with a new reference,
- * or NULL. */
+/* The limiter of `route`'s limit `cl` in `plan`, run with `want`, in `previous`, with a new
+ * reference, or NULL. */
 static struct gw_limit *carried_over(const struct gw_runtime *previous, const char *route,
-                                     const struct config_limit *cl,
+                                     const char *plan, const struct config_limit *cl,
                                      const struct limiter_params *want)
 {
     for (size_t i = 0; previous != NULL && i < previous->config->n_routes; i++) {
         const struct gw_route_runtime *r = &previous->routes[i];
 
-        for (size_t j = 0; j < r->n_limits; j++) {
-            struct gw_limit *limit = r->limits[j];
+        for (size_t k = 0; k < n_sets(r, previous->config->n_plans); k++)
+            for (size_t j = 0; j < set_at(r, k)->n_limits; j++) {
+                struct gw_limit *limit = set_at(r, k)->limits[j];
 
-            if (strcmp(limit->route, route) == 0 && strcmp(limit->name, cl->name) == 0 &&
-                config_same_key(limit->key_kind, limit->key_name, cl->key_kind, cl->key_name) &&
-                same_params(limiter_get_params(limit->limiter), want)) {
-                atomic_fetch_add(&limit->refs, 1);
-                return limit;
+                if (strcmp(limit->route, route) == 0 && strcmp(limit->plan, plan) == 0 &&
+                    strcmp(limit->name, cl->name) == 0 &&
+                    config_same_key(limit->key_kind, limit->key_name, cl->key_kind, cl->key_name) &&
+                    same_params(limiter_get_params(limit->limiter), want)) {
+                    atomic_fetch_add(&limit->refs, 1);
+                    return limit;
+                }
             }
-        }
     }
     return NULL;
 }
 
-static struct gw_limit *new_limit(const char *route, const struct config_limit *cl,
+static struct gw_limit *new_limit(const char *route, const char *plan,
+                                  const struct config_limit *cl,
                                   const struct limiter_params *params,
                                   struct gw_route_metrics *metrics, char *err, size_t err_len)
 {
@@ -64,16 +79,18 @@ static struct gw_limit *new_limit(const char *route, const struct config_limit *
     atomic_init(&limit->refs, 1);
     limit->metrics = metrics;
     limit->route = strdup(route);
+    limit->plan = strdup(plan);
     limit->name = strdup(cl->name);
     limit->key_kind = cl->key_kind;
     limit->key_name = cl->key_name ? strdup(cl->key_name) : NULL;
     limit->limiter = limiter_create(params, why);
-    if (limit->limiter == NULL || limit->route == NULL || limit->name == NULL ||
-        (cl->key_name != NULL && limit->key_name == NULL)) {
+    if (limit->limiter == NULL || limit->route == NULL || limit->plan == NULL ||
+        limit->name == NULL || (cl->key_name != NULL && limit->key_name == NULL)) {
         snprintf(err, err_len, "route %.100s, limit %.100s: %s", route, cl->name,
                  limit->limiter ? "out of memory" : why);
         limiter_free(limit->limiter);
         free(limit->route);
+        free(limit->plan);
         free(limit->name);
         free(limit->key_name);
         free(limit);
@@ -94,7 +111,7 @@ static char *join3(const char *a, const char *b, const char *c)
 }
 
 /* The RateLimit-Policy value: "burst";q=10;w=1, "daily";q=10000;w=86400 */
-static char *policy_of(const struct config_route *cr)
+static char *policy_of(const struct config_limit *limits, size_t n_limits)
 {
     char *text = NULL;
     size_t len = 0;
@@ -103,8 +120,8 @@ static char *policy_of(const struct config_route *cr)
 
     if (out == NULL)
         return NULL;
-    for (size_t i = 0; i < cr->n_limits; i++) {
-        gw_format_policy(item, cr->limits[i].name, &cr->limits[i].params);
+    for (size_t i = 0; i < n_limits; i++) {
+        gw_format_policy(item, limits[i].name, &limits[i].params);
         fprintf(out, "%s%s", i > 0 ? ", " : "", item);
     }
     fclose(out);
@@ -114,6 +131,66 @@ static char *policy_of(const struct config_route *cr)
 static uint64_t share_of(uint64_t quota, uint32_t replicas)
 {
     return quota / replicas > 0 ? quota / replicas : 1;
+}
+
+/* The limiters of `limits` (n_limits of them, from `plan`, "" for the route's own) into
+ * `set`. */
+static int build_set(struct gw_runtime *rt, const struct config_route *cr,
+                     struct gw_route_runtime *r, struct gw_limit_set *set, const char *plan,
+                     const struct config_limit *limits, size_t n_limits,
+                     const struct gw_runtime *previous, struct gw_metrics *metrics, char *err,
+                     size_t err_len)
+{
+    set->config = limits;
+    set->plan = plan[0] != '\0' ? gw_metrics_plan(metrics, r->metrics, plan) : NULL;
+    if (plan[0] != '\0' && set->plan == NULL) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    for (size_t j = 0; j < n_limits; j++) {
+        struct limiter_params params = limits[j].params;
+        bool takes_burst = strcmp(params.algorithm, "token_bucket") == 0 ||
+                           strcmp(params.algorithm, "gcra") == 0;
+
+        if (takes_burst && params.burst == 0)
+            params.burst = params.requests;
+        set->store_names[j] =
+            plan[0] != '\0' ? join3(plan, "/", limits[j].name) : strdup(limits[j].name);
+        if (set->store_names[j] == NULL) {
+            snprintf(err, err_len, "out of memory");
+            return -1;
+        }
+        if (r->shared) {
+            set->limit_names[j] = set->store_names[j];
+            set->shared_params[j] = params;
+            set->shared_param_ptrs[j] = &set->shared_params[j];
+            /* The local fallback: this replica's share of the quota. */
+            params.requests = share_of(params.requests, rt->config->replicas);
+            if (takes_burst)
+                params.burst = share_of(params.burst, rt->config->replicas);
+        }
+        params.max_clients = rt->config->max_clients;
+        set->limits[j] = carried_over(previous, cr->name, plan, &limits[j], &params);
+        if (set->limits[j] == NULL)
+            set->limits[j] =
+                new_limit(cr->name, plan, &limits[j], &params, r->metrics, err, err_len);
+        if (set->limits[j] == NULL)
+            return -1;
+        set->limiters[j] = set->limits[j]->limiter;
+        set->route_key[j] =
+            config_same_key(limits[j].key_kind, limits[j].key_name, cr->key_kind, cr->key_name);
+        set->denials[j] = gw_metrics_limit(metrics, r->metrics, set->store_names[j]);
+        if (set->denials[j] == NULL) {
+            snprintf(err, err_len, "out of memory");
+            return -1;
+        }
+        set->n_limits++;
+    }
+    if (n_limits > 0 && (set->policy = policy_of(limits, n_limits)) == NULL) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime *previous,
@@ -128,38 +205,39 @@ static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime 
         return -1;
     }
     r->shared = cr->store == CONFIG_STORE_REDIS;
-    for (size_t j = 0; j < cr->n_limits; j++) {
-        struct limiter_params params = cr->limits[j].params;
-        bool takes_burst = strcmp(params.algorithm, "token_bucket") == 0 ||
-                           strcmp(params.algorithm, "gcra") == 0;
-
-        if (takes_burst && params.burst == 0)
-            params.burst = params.requests;
-        if (r->shared) {
-            r->limit_names[j] = cr->limits[j].name;
-            r->shared_params[j] = params;
-            r->shared_param_ptrs[j] = &r->shared_params[j];
-            /* The local fallback: this replica's share of the quota. */
-            params.requests = share_of(params.requests, rt->config->replicas);
-            if (takes_burst)
-                params.burst = share_of(params.burst, rt->config->replicas);
-        }
-        params.max_clients = rt->config->max_clients;
-        r->limits[j] = carried_over(previous, cr->name, &cr->limits[j], &params);
-        if (r->limits[j] == NULL)
-            r->limits[j] = new_limit(cr->name, &cr->limits[j], &params, r->metrics, err, err_len);
-        if (r->limits[j] == NULL)
+    if (build_set(rt, cr, r, &r->own, "", cr->limits, cr->n_limits, previous, metrics, err,
+                  err_len) != 0)
+        return -1;
+    if (cr->plans != NULL) {
+        r->plans = calloc(rt->config->n_plans, sizeof *r->plans);
+        if (r->plans == NULL) {
+            snprintf(err, err_len, "out of memory");
             return -1;
-        r->limiters[j] = r->limits[j]->limiter;
-        r->route_key[j] = config_same_key(cr->limits[j].key_kind, cr->limits[j].key_name,
-                                          cr->key_kind, cr->key_name);
-        r->n_limits++;
+        }
+        for (size_t p = 0; p < rt->config->n_plans; p++)
+            if (build_set(rt, cr, r, &r->plans[p], cr->plans[p].name, cr->plans[p].limits,
+                          cr->plans[p].n_limits, previous, metrics, err, err_len) != 0)
+                return -1;
     }
-    r->denied_body = gw_problem_json(429, GW_DENIED_DETAIL, cr->name);
+    r->problem_body = gw_problem_json(429, GW_DENIED_DETAIL, cr->name);
+    r->denied_body = cr->on_limit.body != NULL ? cr->on_limit.body : r->problem_body;
+    r->denied_len = cr->on_limit.body != NULL ? cr->on_limit.body_len
+                    : r->problem_body != NULL ? strlen(r->problem_body)
+                                              : 0;
+    r->denied_type =
+        cr->on_limit.body != NULL ? cr->on_limit.content_type : "application/problem+json";
+    if (cr->identifies_consumers) {
+        r->unknown_key_detail =
+            join3("an API key issued for this API is required in the ", cr->key_name,
+                  cr->key_kind == CONFIG_KEY_HEADER ? " header" : " query parameter");
+        if (r->unknown_key_detail == NULL) {
+            snprintf(err, err_len, "out of memory");
+            return -1;
+        }
+    }
     /* The pool of upstream connections it draws from (proxy.h): its upstream, via its proxy. */
     r->origin = cr->proxy ? join3(cr->upstream, " via ", cr->proxy) : strdup(cr->upstream);
-    if (r->denied_body == NULL || r->origin == NULL ||
-        (r->n_limits > 0 && (r->policy = policy_of(cr)) == NULL)) {
+    if (r->problem_body == NULL || r->origin == NULL) {
         snprintf(err, err_len, "out of memory");
         return -1;
     }
@@ -178,13 +256,22 @@ static int open_access_log(const char *where)
 static void runtime_free(struct gw_runtime *rt)
 {
     for (size_t i = 0; rt->routes != NULL && i < rt->config->n_routes; i++) {
-        for (size_t j = 0; j < rt->routes[i].n_limits; j++)
-            limit_release(rt->routes[i].limits[j]);
-        free(rt->routes[i].policy);
-        free(rt->routes[i].denied_body);
+        for (size_t k = 0; k < n_sets(&rt->routes[i], rt->config->n_plans); k++) {
+            const struct gw_limit_set *set = set_at(&rt->routes[i], k);
+
+            for (size_t j = 0; j < set->n_limits; j++)
+                limit_release(set->limits[j]);
+            for (size_t j = 0; j < LIMITER_MAX_PER_REQUEST; j++)
+                free(set->store_names[j]);
+            free(set->policy);
+        }
+        free(rt->routes[i].plans);
+        free(rt->routes[i].problem_body);
+        free(rt->routes[i].unknown_key_detail);
         free(rt->routes[i].origin);
     }
     free(rt->routes);
+    gw_consumers_free(rt->consumers);
     if (rt->access_log_fd > STDERR_FILENO)
         close(rt->access_log_fd);
     config_free(rt->config);
@@ -214,6 +301,11 @@ struct gw_runtime *gw_runtime_build(struct config *config, const struct gw_runti
     for (size_t i = 0; i < config->n_routes; i++)
         if (build_route(rt, i, previous, metrics, err, err_len) != 0)
             goto fail;
+    rt->consumers = config->n_consumers > 0 ? gw_consumers_build(config) : NULL;
+    if (config->n_consumers > 0 && rt->consumers == NULL) {
+        snprintf(err, err_len, "out of memory");
+        goto fail;
+    }
     rt->access_log_fd = open_access_log(config->server.access_log);
     if (rt->access_log_fd < 0 && strcmp(config->server.access_log, "off") != 0) {
         snprintf(err, err_len, "cannot open access_log %.200s", config->server.access_log);
@@ -245,16 +337,23 @@ void gw_runtime_limiter_gauges(void *runtime, FILE *out)
           "# TYPE sluice_limiter_clients gauge\n",
           out);
     for (size_t i = 0; i < rt->config->n_routes; i++) {
-        uint64_t most = 0;
+        uint64_t clients = 0;
 
-        for (size_t j = 0; j < rt->routes[i].n_limits; j++) {
-            struct limiter_stats stats;
+        /* A set's limits mostly count the same clients; different sets, different ones. */
+        for (size_t k = 0; k < n_sets(&rt->routes[i], rt->config->n_plans); k++) {
+            const struct gw_limit_set *set = set_at(&rt->routes[i], k);
+            uint64_t most = 0;
 
-            limiter_get_stats(rt->routes[i].limiters[j], &stats);
-            most = stats.clients > most ? stats.clients : most;
+            for (size_t j = 0; j < set->n_limits; j++) {
+                struct limiter_stats stats;
+
+                limiter_get_stats(set->limiters[j], &stats);
+                most = stats.clients > most ? stats.clients : most;
+            }
+            clients += most;
         }
         fprintf(out, "sluice_limiter_clients{route=\"%s\"} %llu\n", rt->config->routes[i].name,
-                (unsigned long long)most);
+                (unsigned long long)clients);
     }
     fputs("# HELP sluice_limiter_evictions_total Live client states evicted to make room.\n"
           "# TYPE sluice_limiter_evictions_total counter\n",
@@ -262,12 +361,13 @@ void gw_runtime_limiter_gauges(void *runtime, FILE *out)
     for (size_t i = 0; i < rt->config->n_routes; i++) {
         uint64_t evictions = atomic_load(&rt->routes[i].metrics->retired_evictions);
 
-        for (size_t j = 0; j < rt->routes[i].n_limits; j++) {
-            struct limiter_stats stats;
+        for (size_t k = 0; k < n_sets(&rt->routes[i], rt->config->n_plans); k++)
+            for (size_t j = 0; j < set_at(&rt->routes[i], k)->n_limits; j++) {
+                struct limiter_stats stats;
 
-            limiter_get_stats(rt->routes[i].limiters[j], &stats);
-            evictions += stats.evictions;
-        }
+                limiter_get_stats(set_at(&rt->routes[i], k)->limiters[j], &stats);
+                evictions += stats.evictions;
+            }
         fprintf(out, "sluice_limiter_evictions_total{route=\"%s\"} %llu\n",
                 rt->config->routes[i].name, (unsigned long long)evictions);
     }

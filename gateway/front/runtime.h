@@ -6,7 +6,11 @@
  * reference to the runtime it started under, so it finishes on that config whole, and an old
  * runtime is freed when its last request ends.
  *
- * Limiters carry over: a limit whose route name, limit name, key (its own or the route's),
+ * A route runs one set of limits for its own limit: (or plan:), and, when the config has
+ * plans, one more per plan (the route's version of it): a consumer's requests count in its
+ * plan's set, under the consumer's name.
+ *
+ * Limiters carry over: a limit whose route name, plan, limit name, key (its own or the route's),
  * parameters (algorithm, requests, per, burst) and limiter.max_clients are all unchanged keeps
  * its limiter, and with it every client's state (a client that spent its quota stays limited).
  * A limit that changed in any of these starts afresh: every client gets the new limit's full
@@ -22,6 +26,7 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "consumers.h"
 #include "limiter.h"
 #include "metrics.h"
 #include "respond.h"
@@ -32,25 +37,41 @@ struct gw_limit {
     _Atomic unsigned refs;
     struct limiter *limiter;
     /* What makes a limit "the same" across reloads, with its params. */
-    char *route, *name;
+    char *route, *plan, *name; /* plan: "" for the route's own limits */
     enum config_key_kind key_kind;
     char *key_name; /* NULL for ip */
     struct gw_route_metrics *metrics;
 };
 
-struct gw_route_runtime {
+/* The limits a request is held to: a route's own, or its version of one plan. */
+struct gw_limit_set {
+    const struct config_limit *config;                 /* n_limits of them */
     struct limiter *limiters[LIMITER_MAX_PER_REQUEST]; /* for limiter_decide_all() */
     struct gw_limit *limits[LIMITER_MAX_PER_REQUEST];
     size_t n_limits;
+    /* Each limit's name in the shared store and in metrics: "PLAN/LIMIT" for a plan's. */
+    char *store_names[LIMITER_MAX_PER_REQUEST];
     /* Routes in the shared store: their limits as Redis runs them (burst defaulted), while
      * `limiters` above are the local fallback, each quota divided by limiter.replicas. */
-    bool shared;
     const char *limit_names[LIMITER_MAX_PER_REQUEST];
     struct limiter_params shared_params[LIMITER_MAX_PER_REQUEST];
     const struct limiter_params *shared_param_ptrs[LIMITER_MAX_PER_REQUEST];
-    char *policy;      /* the RateLimit-Policy value: one item per limit */
-    char *denied_body; /* the problem+json body of this route's 429 */
+    char *policy;                            /* the RateLimit-Policy value: one item per limit */
     bool route_key[LIMITER_MAX_PER_REQUEST]; /* the limit counts under the route's own key */
+    struct gw_labelled *plan; /* its requests' counters; NULL for the route's own limits */
+    struct gw_labelled *denials[LIMITER_MAX_PER_REQUEST]; /* each limit's denials */
+};
+
+struct gw_route_runtime {
+    struct gw_limit_set own;    /* the route's limit: or plan: */
+    struct gw_limit_set *plans; /* one per config plan, as config_route.plans; or NULL */
+    bool shared;                /* in the shared store */
+    /* What a denied request gets: on_limit's body, or the problem+json one made here. */
+    const char *denied_body;
+    size_t denied_len;
+    const char *denied_type;
+    char *problem_body;       /* the problem+json body, owned */
+    char *unknown_key_detail; /* the 401's detail where a key names a consumer, or NULL */
     char *origin; /* the upstream connection pool's name (gw_upstream_acquire) */
     struct gw_route_metrics *metrics;
 };
@@ -60,6 +81,7 @@ struct gw_runtime {
     struct config *config; /* owned */
     struct gw_store *store; /* the server's; outlives every runtime */
     struct gw_route_runtime *routes; /* one per config->routes */
+    struct gw_consumers *consumers;  /* NULL when the config has none */
     int access_log_fd; /* -1 when off */
 };
 

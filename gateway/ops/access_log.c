@@ -82,7 +82,8 @@ void gw_access_log_write(int fd, const struct gw_access_entry *e)
                            strlen(e->client_key), NULL, 0);
         sodium_bin2hex(client, sizeof client, digest, sizeof digest);
     }
-    /* Each escaped field is bounded (path 1 KiB, route 160, method 48), so the line fits. */
+    /* Each escaped field is bounded (path 1 KiB, route 160, method 48, consumer and plan 64),
+     * so the line fits. */
     put_text(&l, "{\"time\":\"");
     put_text(&l, utc_seconds(now.tv_sec));
     put(&l, ".", 1);
@@ -107,6 +108,10 @@ void gw_access_log_write(int fd, const struct gw_access_entry *e)
     put_number(&l, (unsigned long long)e->bytes, 1);
     put_text(&l, ",\"client\":\"");
     put_text(&l, client);
+    put_text(&l, "\",\"consumer\":\"");
+    put_escaped(&l, e->consumer ? e->consumer : "", SIZE_MAX, 64);
+    put_text(&l, "\",\"plan\":\"");
+    put_escaped(&l, e->plan ? e->plan : "", SIZE_MAX, 64);
     put_text(&l, "\",\"dropped_headers\":");
     put_number(&l, e->dropped_headers, 1);
     put_text(&l, "}\n");

@@ -7,7 +7,11 @@
  *
  * {"time":"2026-11-30T10:00:00.123Z","route":"api","method":"GET","path":"/api/items",
  *  "status":200,"decision":"allowed","upstream_status":200,"upstream_ms":1.8,
- *  "duration_ms":2.1,"bytes":512,"client":"3f9a0c1d2b4e5f60","dropped_headers":0}
+ *  "duration_ms":2.1,"bytes":512,"client":"3f9a0c1d2b4e5f60","consumer":"acme","plan":"gold",
+ *  "dropped_headers":0}
+ *
+ * consumer and plan are "" unless the route's key named a consumer (config.h); "plan" is then
+ * the consumer's.
  */
 #ifndef SLUICE_GATEWAY_ACCESS_LOG_H
 #define SLUICE_GATEWAY_ACCESS_LOG_H
@@ -25,6 +29,8 @@ struct gw_access_entry {
     int64_t duration_ns;
     uint64_t bytes; /* body bytes sent to the client */
     const char *client_key; /* NULL when none was worked out */
+    const char *consumer;   /* NULL when the key named no consumer */
+    const char *plan;       /* the consumer's plan, or NULL */
     unsigned dropped_headers; /* request fields not forwarded ('_' in the name); 0 if none */
 };
 

@@ -33,6 +33,14 @@ void gw_metrics_free(struct gw_metrics *m)
     while (m->routes != NULL) {
         struct gw_route_metrics *next = m->routes->next;
 
+        for (struct gw_labelled **list = &m->routes->plans; list <= &m->routes->limits; list++)
+            while (*list != NULL) {
+                struct gw_labelled *after = (*list)->next;
+
+                free((*list)->label);
+                free(*list);
+                *list = after;
+            }
         free(m->routes->route);
         free(m->routes);
         m->routes = next;
@@ -64,10 +72,47 @@ struct gw_route_metrics *gw_metrics_route(struct gw_metrics *m, const char *rout
     return r;
 }
 
+/* The counter labelled `label` in `*list`, added on first use. */
+static struct gw_labelled *labelled(struct gw_metrics *m, struct gw_labelled **list,
+                                    const char *label)
+{
+    struct gw_labelled *l;
+
+    pthread_mutex_lock(&m->lock);
+    for (l = *list; l != NULL && strcmp(l->label, label) != 0; l = l->next)
+        ;
+    if (l == NULL) {
+        l = calloc(1, sizeof *l);
+        if (l != NULL)
+            l->label = strdup(label);
+        if (l != NULL && l->label != NULL) {
+            l->next = *list;
+            *list = l;
+        } else if (l != NULL) {
+            free(l);
+            l = NULL;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return l;
+}
+
+struct gw_labelled *gw_metrics_plan(struct gw_metrics *m, struct gw_route_metrics *route,
+                                    const char *plan)
+{
+    return labelled(m, &route->plans, plan);
+}
+
+struct gw_labelled *gw_metrics_limit(struct gw_metrics *m, struct gw_route_metrics *route,
+                                     const char *limit)
+{
+    return labelled(m, &route->limits, limit);
+}
+
 const char *gw_decision_name(enum gw_decision decision)
 {
     static const char *const names[GW_N_DECISIONS] = {"allowed", "denied", "dry_run_denied",
-                                                      "exempt"};
+                                                      "exempt", "blocked"};
 
     return names[decision];
 }
@@ -84,20 +129,25 @@ void gw_metrics_use_shard(unsigned index)
     my_shard = index % GW_METRIC_SHARDS;
 }
 
-void gw_metrics_count_request(struct gw_route_metrics *m, enum gw_decision decision,
-                              int64_t duration_ns)
+void gw_metrics_count_request(struct gw_route_metrics *m, struct gw_labelled *plan,
+                              enum gw_decision decision, int64_t duration_ns)
 {
     struct gw_route_shard *shard = &m->shards[my_shard];
     double seconds = (double)duration_ns / 1e9;
     int b = 0;
 
-    add(&shard->requests[decision], 1);
+    add(plan != NULL ? &plan->shards[my_shard].counts[decision] : &shard->requests[decision], 1);
     while (b < GW_N_BUCKETS && seconds > bucket_bounds[b])
         b++;
     if (b < GW_N_BUCKETS)
         add(&shard->duration_buckets[b], 1);
     add(&shard->duration_us_sum, (uint64_t)(duration_ns / 1000));
     add(&shard->duration_count, 1);
+}
+
+void gw_metrics_count_denial(struct gw_labelled *limit)
+{
+    add(&limit->shards[my_shard].counts[0], 1);
 }
 
 void gw_metrics_count_response(struct gw_route_metrics *m, unsigned status)
@@ -146,6 +196,16 @@ static uint64_t sum(struct gw_route_metrics *r, size_t field)
     return total;
 }
 
+/* A labelled count summed over its shards. */
+static uint64_t labelled_sum(struct gw_labelled *l, int i)
+{
+    uint64_t total = 0;
+
+    for (size_t s = 0; s < GW_METRIC_SHARDS; s++)
+        total += get(&l->shards[s].counts[i]);
+    return total;
+}
+
 #define SUM(r, member, i)                                                                          \
     sum((r), offsetof(struct gw_route_shard, member) + (size_t)(i) * sizeof(uint64_t))
 
@@ -162,6 +222,21 @@ static void render_routes(struct gw_route_metrics *routes, FILE *out)
         for (int d = 0; d < GW_N_DECISIONS; d++)
             fprintf(out, "sluice_requests_total{route=\"%s\",decision=\"%s\"} %llu\n", r->route,
                     gw_decision_name(d), (unsigned long long)SUM(r, requests, d));
+    for (r = routes; r != NULL; r = r->next)
+        for (struct gw_labelled *p = r->plans; p != NULL; p = p->next)
+            for (int d = 0; d < GW_N_DECISIONS; d++)
+                fprintf(out,
+                        "sluice_requests_total{route=\"%s\",plan=\"%s\",decision=\"%s\"} %llu\n",
+                        r->route, p->label, gw_decision_name(d),
+                        (unsigned long long)labelled_sum(p, d));
+    fputs("# HELP sluice_limit_denials_total Requests each limit denied (or would have, in "
+          "dry_run).\n"
+          "# TYPE sluice_limit_denials_total counter\n",
+          out);
+    for (r = routes; r != NULL; r = r->next)
+        for (struct gw_labelled *l = r->limits; l != NULL; l = l->next)
+            fprintf(out, "sluice_limit_denials_total{route=\"%s\",limit=\"%s\"} %llu\n", r->route,
+                    l->label, (unsigned long long)labelled_sum(l, 0));
     fputs("# HELP sluice_upstream_responses_total Upstream answers by status code.\n"
           "# TYPE sluice_upstream_responses_total counter\n",
           out);

@@ -9,7 +9,13 @@
  * thread_per_connection's threads share shard 0. The limiter gauges (clients held, evictions) are
  * read from the limiters at scrape time.
  *
- *   sluice_requests_total{route,decision}        allowed | denied | dry_run_denied | exempt
+ *   sluice_requests_total{route,decision}        allowed | denied | dry_run_denied | exempt |
+ *                                                blocked (deny:)
+ *   sluice_requests_total{route,plan,decision}   the requests held to a plan (a consumer's, or
+ *                                                the anonymous plan); the series without plan
+ *                                                count the rest
+ *   sluice_limit_denials_total{route,limit}      requests a limit denied (or would have, in
+ *                                                dry_run); a plan's limits are PLAN/LIMIT
  *   sluice_upstream_responses_total{route,code}
  *   sluice_upstream_errors_total{route,kind}     connect | timeout | other
  *   sluice_request_duration_seconds{route}       histogram
@@ -34,6 +40,7 @@ enum gw_decision {
     GW_DENIED,
     GW_DRY_RUN_DENIED,
     GW_EXEMPT,
+    GW_BLOCKED, /* the client's address is on a deny: list */
     GW_N_DECISIONS,
 };
 
@@ -52,8 +59,22 @@ struct gw_route_shard {
     _Atomic uint64_t duration_count;
 };
 
+/* A count kept under one more label of a route: a plan's requests by decision, or one limit's
+ * denials (counts[0]). Made on first use, and kept, like the route's, across reloads; sharded
+ * as the route's are, since one plan can be most of a route's requests. */
+struct gw_labelled_shard {
+    _Alignas(64) _Atomic uint64_t counts[GW_N_DECISIONS];
+};
+
+struct gw_labelled {
+    char *label;
+    struct gw_labelled_shard shards[GW_METRIC_SHARDS];
+    struct gw_labelled *next;
+};
+
 struct gw_route_metrics {
     char *route;
+    struct gw_labelled *plans, *limits; /* under the registry's lock while added to */
     struct gw_route_shard shards[GW_METRIC_SHARDS];
     _Atomic uint64_t retired_evictions; /* of limiters dropped by reloads */
     struct gw_route_metrics *next;
@@ -68,13 +89,22 @@ void gw_metrics_free(struct gw_metrics *metrics);
 /* The counters of `route`, created on first use; valid until gw_metrics_free(). */
 struct gw_route_metrics *gw_metrics_route(struct gw_metrics *metrics, const char *route);
 
+/* The counters of `route`'s plan or limit of that name, created on first use; valid until
+ * gw_metrics_free(). NULL when memory is short. */
+struct gw_labelled *gw_metrics_plan(struct gw_metrics *metrics, struct gw_route_metrics *route,
+                                    const char *plan);
+struct gw_labelled *gw_metrics_limit(struct gw_metrics *metrics, struct gw_route_metrics *route,
+                                     const char *limit);
+
 const char *gw_decision_name(enum gw_decision decision);
 
 /* The calling thread counts in shard `index` % GW_METRIC_SHARDS from now on (0 by default). */
 void gw_metrics_use_shard(unsigned index);
 
-void gw_metrics_count_request(struct gw_route_metrics *m, enum gw_decision decision,
-                              int64_t duration_ns);
+/* A finished request of route `m`, held to `plan` (NULL: none). */
+void gw_metrics_count_request(struct gw_route_metrics *m, struct gw_labelled *plan,
+                              enum gw_decision decision, int64_t duration_ns);
+void gw_metrics_count_denial(struct gw_labelled *limit);
 void gw_metrics_count_response(struct gw_route_metrics *m, unsigned status);
 void gw_metrics_count_error(struct gw_route_metrics *m, enum gw_upstream_error_kind kind);
 void gw_metrics_count_reload(struct gw_metrics *metrics, bool ok);

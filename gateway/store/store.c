@@ -20,7 +20,9 @@
  * script needs no notion of clients; sliding_window_log keeps its sorted set at KEYS[i] ":log"
  * (store.h says why). ARGV[1]: the number of limits n; then per limit: algorithm (1
  * token_bucket, 2 gcra, 3 fixed_window, 4 sliding_window_log, 5 sliding_window_counter),
- * requests, per in microseconds, burst. Returns per limit: allowed (0/1), remaining, reset
+ * requests, per in microseconds, burst, and the request's cost in units (a cost of k is
+ * decided as k requests at one instant, as the local limiters do: limiter.h). Returns per
+ * limit: allowed (0/1), remaining, reset
  * and retry-after in milliseconds (rounded up). Writes happen only when every limit allows.
  * Times are microseconds from Redis's TIME; numbers are written with %.0f so that no
  * timestamp turns into an exponent. */
@@ -31,45 +33,52 @@ static const char script[] =
     "local function ttl(us) return int(math.ceil(us / 1000) + 1) end\n"
     "local out, writes, all = {}, {}, true\n"
     "for i = 1, tonumber(ARGV[1]) do\n"
-    "  local a = 1 + (i - 1) * 4\n"
+    "  local a = 1 + (i - 1) * 5\n"
     "  local algo, requests = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])\n"
     "  local per, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])\n"
+    "  local cost = tonumber(ARGV[a + 5])\n"
     "  local key = KEYS[i]\n"
     "  local allowed, remaining, reset, retry = 0, 0, 0, 0\n"
     "  if algo <= 2 then\n"
     "    local interval = math.ceil(per / requests)\n"
     "    local tolerance = burst * interval\n"
     "    local tat = tonumber(redis.call('GET', key) or '0')\n"
-    "    local ahead = math.max(tat, now) + interval - now\n"
+    "    local ahead = math.max(tat, now) + cost * interval - now\n"
     "    if ahead <= tolerance then\n"
     "      allowed, remaining, reset = 1, math.floor((tolerance - ahead) / interval), ahead\n"
     "      writes[#writes + 1] = {'SET', key, int(now + ahead), 'PX', ttl(ahead)}\n"
     "    else\n"
     "      reset, retry = math.max(tat - now, 0), ahead - tolerance\n"
+    "      remaining = math.max(math.floor((tolerance - math.max(tat - now, 0)) / interval), 0)\n"
     "    end\n"
     "  elseif algo == 3 then\n"
     "    local start = now - now % per\n"
     "    local wkey = key .. ':' .. int(start)\n"
     "    local count = tonumber(redis.call('GET', wkey) or '0')\n"
-    "    if count < requests then\n"
-    "      allowed, remaining, reset = 1, requests - count - 1, start + per - now\n"
-    "      writes[#writes + 1] = {'INCR', wkey}\n"
+    "    if count + cost <= requests then\n"
+    "      allowed, remaining, reset = 1, requests - count - cost, start + per - now\n"
+    "      writes[#writes + 1] = {'INCRBY', wkey, cost}\n"
     "      writes[#writes + 1] = {'PEXPIRE', wkey, ttl(per)}\n"
     "    else\n"
     "      reset, retry = start + per - now, start + per - now\n"
+    "      remaining = math.max(requests - count, 0)\n"
     "    end\n"
     "  elseif algo == 4 then\n"
     "    key = key .. ':log'\n"
     "    redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - per))\n"
     "    local count = redis.call('ZCARD', key)\n"
-    "    if count < requests then\n"
-    "      allowed, remaining, reset = 1, requests - count - 1, per\n"
-    "      writes[#writes + 1] = {'ZADD', key, int(now), int(now) .. ':' .. count}\n"
+    "    if count + cost <= requests then\n"
+    "      allowed, remaining, reset = 1, requests - count - cost, per\n"
+    "      for j = 0, cost - 1 do\n"
+    "        writes[#writes + 1] = {'ZADD', key, int(now), int(now) .. ':' .. (count + j)}\n"
+    "      end\n"
     "      writes[#writes + 1] = {'PEXPIRE', key, ttl(per)}\n"
     "    else\n"
-    "      local oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])\n"
+    "      local leaving = count + cost - requests - 1\n"
+    "      local oldest = tonumber(redis.call('ZRANGE', key, leaving, leaving, 'WITHSCORES')[2])\n"
     "      local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])\n"
     "      reset, retry = newest + per - now, oldest + per - now\n"
+    "      remaining = math.max(requests - count, 0)\n"
     "    end\n"
     "  else\n"
     "    local start = now - now % per\n"
@@ -78,14 +87,15 @@ static const char script[] =
     "    local prev = tonumber(redis.call('GET', key .. ':' .. int(start - per)) or '0')\n"
     "    local elapsed = now - start\n"
     "    local slack = requests * per - curr * per - prev * (per - elapsed)\n"
-    "    if slack > 0 then\n"
-    "      allowed, curr, slack = 1, curr + 1, slack - per\n"
+    "    if slack > (cost - 1) * per then\n"
+    "      allowed, curr, slack = 1, curr + cost, slack - cost * per\n"
     "      if slack > 0 then remaining = math.ceil(slack / per) end\n"
-    "      writes[#writes + 1] = {'INCR', ckey}\n"
+    "      writes[#writes + 1] = {'INCRBY', ckey, cost}\n"
     "      writes[#writes + 1] = {'PEXPIRE', ckey, ttl(2 * per)}\n"
     "    else\n"
-    "      local wait, left = -1, requests - curr\n"
-    "      if curr < requests then\n"
+    "      local limit = requests - (cost - 1)\n"
+    "      local wait, left = -1, limit - curr\n"
+    "      if curr < limit then\n"
     "        if prev < left then wait = 0 else\n"
     "          local e = math.floor(per * (prev - left) / prev) + 1\n"
     "          if e < per then wait = math.max(e - elapsed, 0) end\n"
@@ -93,11 +103,13 @@ static const char script[] =
     "      end\n"
     "      if wait < 0 then\n"
     "        wait = per - elapsed\n"
-    "        if curr >= requests then wait = wait + math.floor(per * (curr - requests) / curr) + 1 end\n"
+    "        if curr >= limit then wait = wait + math.floor(per * (curr - limit) / curr) + 1 end\n"
     "      end\n"
     "      retry = wait\n"
+    "      if slack > 0 then remaining = math.ceil(slack / per) end\n"
     "    end\n"
-    "    if curr > 0 then reset = start + 2 * per - now elseif prev > 0 then reset = start + per - now end\n"
+    "    if curr > 0 then reset = start + 2 * per - now elseif prev > 0 then reset = start + per - "
+    "now end\n"
     "  end\n"
     "  if allowed == 0 then all = false end\n"
     "  out[#out + 1] = allowed\n"
@@ -312,11 +324,11 @@ static void limit_version(const struct limiter_params *limit, char hex[9])
  * to be dropped when `*broken`). */
 static int run_script(struct gw_store *s, redisContext *c, const char *route,
                       const char *const *names, const struct limiter_params *const *limits,
-                      size_t n, const char *const *client_keys, struct limiter_decision *out,
-                      bool *broken, char why[WHY_LEN])
+                      const uint64_t *costs, size_t n, const char *const *client_keys,
+                      struct limiter_decision *out, bool *broken, char why[WHY_LEN])
 {
-    enum { MAX_ARGS = 4 + LIMITER_MAX_PER_REQUEST * 5 };
-    char keys[LIMITER_MAX_PER_REQUEST][320], numbers[LIMITER_MAX_PER_REQUEST * 4 + 2][24];
+    enum { MAX_ARGS = 4 + LIMITER_MAX_PER_REQUEST * 6 };
+    char keys[LIMITER_MAX_PER_REQUEST][320], numbers[LIMITER_MAX_PER_REQUEST * 5 + 2][24];
     char client_hex[33], version[9], sha[41];
     unsigned char digest[16];
     const char *argv[MAX_ARGS];
@@ -336,19 +348,20 @@ static int run_script(struct gw_store *s, redisContext *c, const char *route,
                            strlen(client_keys[i]), NULL, 0);
         sodium_bin2hex(client_hex, sizeof client_hex, digest, sizeof digest);
         limit_version(limits[i], version);
-        snprintf(keys[i], sizeof keys[i], "%.64s%.64s:%.64s:%s:%s", s->prefix, route, names[i],
+        snprintf(keys[i], sizeof keys[i], "%.64s%.64s:%.129s:%s:%s", s->prefix, route, names[i],
                  version, client_hex);
         argv[argc++] = keys[i];
     }
     argv[argc++] = numbers[0];
     for (size_t i = 0; i < n; i++) {
-        char(*f)[24] = &numbers[1 + i * 4];
+        char(*f)[24] = &numbers[1 + i * 5];
 
         snprintf(f[0], sizeof f[0], "%d", algorithm_code(limits[i]->algorithm));
         snprintf(f[1], sizeof f[1], "%llu", (unsigned long long)limits[i]->requests);
         snprintf(f[2], sizeof f[2], "%lld", (long long)(limits[i]->per_ns / 1000));
         snprintf(f[3], sizeof f[3], "%llu", (unsigned long long)limits[i]->burst);
-        for (int k = 0; k < 4; k++)
+        snprintf(f[4], sizeof f[4], "%llu", (unsigned long long)(costs ? costs[i] : 1));
+        for (int k = 0; k < 5; k++)
             argv[argc++] = f[k];
     }
 
@@ -461,7 +474,8 @@ static void note_success(struct gw_store *s, uint64_t state)
 
 enum gw_store_result gw_store_decide(struct gw_store *s, const char *route,
                                      const char *const *names,
-                                     const struct limiter_params *const *limits, size_t n,
+                                     const struct limiter_params *const *limits,
+                                     const uint64_t *costs, size_t n,
                                      const char *const *client_keys, struct limiter_decision *out)
 {
     char why[WHY_LEN] = "";
@@ -477,7 +491,7 @@ enum gw_store_result gw_store_decide(struct gw_store *s, const char *route,
         bool broken = true;
 
         if (c != NULL &&
-            run_script(s, c, route, names, limits, n, client_keys, out, &broken, why) == 0) {
+            run_script(s, c, route, names, limits, costs, n, client_keys, out, &broken, why) == 0) {
             give_back(s, c);
             note_success(s, state);
             return GW_STORE_OK;

@@ -62,11 +62,13 @@ struct gw_store *gw_store_new(const struct config *config);
 void gw_store_free(struct gw_store *store);
 
 /* Decides one request on `route` against `n` limits (names and parameters, burst already
- * defaulted), limit i counting it under `client_keys[i]`, filling one decision each: all are
- * charged, or none. Nothing passed in is kept. */
+ * defaulted), limit i counting it under `client_keys[i]` at a cost of `costs[i]` units (1 to
+ * its quota, as limiter_decide_all_cost()), filling one decision each: all are charged, or
+ * none. Nothing passed in is kept. */
 enum gw_store_result gw_store_decide(struct gw_store *store, const char *route,
                                      const char *const *limit_names,
-                                     const struct limiter_params *const *limits, size_t n,
+                                     const struct limiter_params *const *limits,
+                                     const uint64_t *costs, size_t n,
                                      const char *const *client_keys, struct limiter_decision *out);
 
 /* The store's lines for /metrics: sluice_store_errors_total, sluice_store_degraded. */

@@ -1,7 +1,9 @@
 /* libFuzzer: the YAML config loader, on any bytes. Beyond not crashing: exactly one of a
- * config and an error text; every error line is "fuzz.yaml:LINE:COL: message", and there are
+ * config and an error text; every error line is "fuzz.yaml:LINE:COL: message" (or, for a file
+ * the input names as its consumers_file, "PATH:LINE:COL: message"), and there are
  * at most CONFIG_MAX_ERRORS of them plus the count of the rest; a config returned is within
  * every bound the loader promises. */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,24 +11,38 @@
 
 #include "config.h"
 
+/* Where ":LINE:COL: " starts in `line` (up to `end`): at "fuzz.yaml", or, for a problem in
+ * a file the config names (consumers_file), after that file's path. NULL if nowhere. */
+static const char *position(const char *line, const char *end)
+{
+    static const char prefix[] = "fuzz.yaml";
+
+    for (const char *at = strncmp(line, prefix, sizeof prefix - 1) == 0
+                              ? line + sizeof prefix - 1
+                              : memchr(line, ':', (size_t)(end - line));
+         at != NULL && at < end; at = memchr(at + 1, ':', (size_t)(end - at - 1))) {
+        const char *p = at + 1;
+        bool ok = at > line;
+
+        for (int part = 0; part < 2 && ok; part++) { /* LINE: then COL: */
+            ok = *p >= '1' && *p <= '9';
+            p += strspn(p, "0123456789");
+            ok = ok && *p++ == ':';
+        }
+        if (ok && *p == ' ' && p + 1 < end)
+            return at;
+    }
+    return NULL;
+}
+
 static void check_errors(const char *errors)
 {
-    static const char prefix[] = "fuzz.yaml:";
     size_t lines = 0;
 
     for (const char *line = errors; *line != '\0'; lines++) {
-        const char *end = strchr(line, '\n'), *p = line + sizeof prefix - 1;
+        const char *end = strchr(line, '\n');
 
-        if (end == NULL || strncmp(line, prefix, sizeof prefix - 1) != 0)
-            abort();
-        for (int part = 0; part < 2; part++) { /* LINE: then COL: */
-            if (*p < '1' || *p > '9')
-                abort();
-            p += strspn(p, "0123456789");
-            if (*p++ != ':')
-                abort();
-        }
-        if (*p != ' ' || p + 1 >= end)
+        if (end == NULL || position(line, end) == NULL)
             abort();
         line = end + 1;
     }

@@ -12,11 +12,49 @@ static void test_fields(void)
 
     gw_format_policy(field, "api", &p);
     CU_ASSERT_STRING_EQUAL(field, "\"api\";q=100;w=60");
-    gw_format_ratelimit(field, "api", &d);
+    gw_format_ratelimit(field, "api", &p, &d);
     CU_ASSERT_STRING_EQUAL(field, "\"api\";r=0;t=17");
     p.per_ns = 250000000; /* a sub-second window still says w=1 */
     gw_format_policy(field, "fast", &p);
     CU_ASSERT_STRING_EQUAL(field, "\"fast\";q=100;w=1");
+}
+
+/* q, w and t of each algorithm, by the draft's definitions (respond.h): q is what a client
+ * can spend within w seconds, t when it is whole again, never past w. */
+static void test_fields_per_algorithm(void)
+{
+    static const struct {
+        const char *algorithm;
+        uint64_t requests, burst;
+        int64_t per_s;
+        const char *policy;
+    } cases[] = {
+        {"token_bucket", 10, 5, 1, "\"l\";q=5;w=1"},      /* 5 at once, back in 0.5 s */
+        {"token_bucket", 60, 0, 60, "\"l\";q=60;w=60"},   /* burst defaults to requests */
+        {"token_bucket", 100, 20, 60, "\"l\";q=20;w=12"}, /* 20 at once, 12 s to refill */
+        {"gcra", 10, 5, 1, "\"l\";q=5;w=1"},
+        {"gcra", 1000, 100, 3600, "\"l\";q=100;w=360"},
+        {"fixed_window", 10, 0, 60, "\"l\";q=10;w=60"},
+        {"sliding_window_log", 10, 0, 60, "\"l\";q=10;w=60"},
+        {"sliding_window_counter", 10, 0, 60, "\"l\";q=10;w=60"},
+    };
+    char field[GW_FIELD_LEN];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct limiter_params p = {.algorithm = cases[i].algorithm,
+                                   .requests = cases[i].requests,
+                                   .burst = cases[i].burst,
+                                   .per_ns = cases[i].per_s * (int64_t)1000000000};
+        /* A reset further off than the window: a sliding window counter's estimate. */
+        struct limiter_decision far = {false, cases[i].requests, 0, 2 * cases[i].per_s * 1000,
+                                       1000};
+        int64_t window;
+
+        gw_format_policy(field, "l", &p);
+        CU_ASSERT_STRING_EQUAL(field, cases[i].policy);
+        CU_ASSERT_EQUAL(gw_quota(&p, &window), cases[i].burst ? cases[i].burst : cases[i].requests);
+        CU_ASSERT_EQUAL(gw_reset_seconds(&p, &far), window);
+    }
 }
 
 static void test_retry_after_rounds_up(void)
@@ -47,6 +85,7 @@ void register_respond_tests(void)
     CU_pSuite s = add_suite("gateway_respond");
 
     add_test(s, "RateLimit-Policy and RateLimit", test_fields);
+    add_test(s, "q, w and t for each algorithm", test_fields_per_algorithm);
     add_test(s, "Retry-After rounds up, never 0", test_retry_after_rounds_up);
     add_test(s, "problem+json bodies", test_problem_json);
 }

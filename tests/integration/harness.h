@@ -171,5 +171,8 @@ void register_edge_tests(void);
 void register_pressure_tests(void);
 void register_upstream_edge_tests(void);
 void register_modes_tests(void);
+void register_consumers_tests(void);
+void register_answers_tests(void);
+void register_costs_tests(void);
 
 #endif

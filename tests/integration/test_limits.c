@@ -86,6 +86,12 @@ static void test_clients_are_isolated(void)
     CU_ASSERT_EQUAL(get_status(gw.port, "/query/x?key=a", NULL), 200);
     CU_ASSERT_EQUAL(get_status(gw.port, "/query/x?key=%61", NULL), 429);
     CU_ASSERT_EQUAL(get_status(gw.port, "/query/x?key=b", NULL), 200);
+    /* Without the parameter the address is the key, whatever else the query holds, and
+     * whatever a longer query before it left in memory: one quota, then 429. */
+    CU_ASSERT_EQUAL(get_status(gw.port, "/query/x?other=abcdefghijklmnopqrstuvwxyz1", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/query/x", NULL), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/query/x?other=abcdefghijklmnopqrstuvwxyz2", NULL), 429);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/query/y", NULL), 429);
 }
 
 static void test_retry_after_is_enough(void)
