@@ -75,7 +75,6 @@ struct gw_server {
     struct gw_store *store;
     struct fixed_settings fixed;
     struct MHD_Daemon *admin;
-    atomic_uint in_flight;
     atomic_bool draining;
     uint16_t port, admin_port;
 };
@@ -129,7 +128,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     rq = gw_request_new(front_runtime(f), uri, gw_wire_head(w->wire), w->requests, f->loop,
                         f->server->offload);
     if (rq != NULL)
-        atomic_fetch_add(&f->server->in_flight, 1);
+        gw_metrics_in_flight(f->server->metrics, 1);
     return rq;
 }
 
@@ -168,7 +167,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     }
     if (*req_cls != NULL) {
         gw_request_done(*req_cls);
-        atomic_fetch_sub(&s->in_flight, 1);
+        gw_metrics_in_flight(s->metrics, -1);
     }
     *req_cls = NULL;
 }
@@ -752,7 +751,7 @@ unsigned gw_server_drain(struct gw_server *s)
         if (s->fronts[i].loop != NULL)
             gw_loop_wake(s->fronts[i].loop);
     for (int64_t waited = 0;; waited += pause.tv_nsec) {
-        running = atomic_load(&s->in_flight);
+        running = gw_metrics_requests_in_flight(s->metrics);
         if (running == 0 || waited >= timeout_ns)
             return running;
         nanosleep(&pause, NULL);

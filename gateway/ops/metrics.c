@@ -14,6 +14,7 @@ struct gw_metrics {
     struct gw_route_metrics *routes;
     _Atomic uint64_t reloads_ok, reloads_failed;
     _Atomic int64_t connections;
+    _Atomic int64_t in_flight;
     _Atomic uint64_t connections_rejected, accept_errors;
 };
 
@@ -171,6 +172,16 @@ void gw_metrics_connection(struct gw_metrics *m, int delta)
     atomic_fetch_add_explicit(&m->connections, delta, memory_order_relaxed);
 }
 
+void gw_metrics_in_flight(struct gw_metrics *m, int delta)
+{
+    atomic_fetch_add_explicit(&m->in_flight, delta, memory_order_relaxed);
+}
+
+unsigned gw_metrics_requests_in_flight(struct gw_metrics *m)
+{
+    return (unsigned)atomic_load_explicit(&m->in_flight, memory_order_relaxed);
+}
+
 void gw_metrics_count_rejected(struct gw_metrics *m)
 {
     add(&m->connections_rejected, 1);
@@ -290,6 +301,9 @@ void gw_metrics_render(struct gw_metrics *m, FILE *out,
             "# HELP sluice_connections_active Client connections open now.\n"
             "# TYPE sluice_connections_active gauge\n"
             "sluice_connections_active %lld\n"
+            "# HELP sluice_requests_in_flight Requests read and not yet fully answered.\n"
+            "# TYPE sluice_requests_in_flight gauge\n"
+            "sluice_requests_in_flight %lld\n"
             "# HELP sluice_connections_rejected_total Connections closed at once: "
             "max_connections or max_connections_per_ip reached.\n"
             "# TYPE sluice_connections_rejected_total counter\n"
@@ -305,6 +319,7 @@ void gw_metrics_render(struct gw_metrics *m, FILE *out,
             "sluice_log_dropped_total{log=\"error\"} %llu\n",
             (unsigned long long)get(&m->reloads_ok), (unsigned long long)get(&m->reloads_failed),
             (long long)atomic_load_explicit(&m->connections, memory_order_relaxed),
+            (long long)atomic_load_explicit(&m->in_flight, memory_order_relaxed),
             (unsigned long long)get(&m->connections_rejected),
             (unsigned long long)get(&m->accept_errors),
             (unsigned long long)gw_log_dropped(GW_LOG_ACCESS),

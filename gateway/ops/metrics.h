@@ -23,6 +23,7 @@
  *   sluice_limiter_evictions_total{route}        lossy evictions, all of its limits
  *   sluice_config_reloads_total{result}          success | failure
  *   sluice_connections_active
+ *   sluice_requests_in_flight                    requests read and not yet fully answered
  *   sluice_connections_rejected_total            refused at max_connections(_per_ip)
  *   sluice_accept_errors_total                   accept() failures (out of fds, say)
  *   sluice_log_dropped_total{log}                access | error: lines lost (log.h)
@@ -109,6 +110,10 @@ void gw_metrics_count_response(struct gw_route_metrics *m, unsigned status);
 void gw_metrics_count_error(struct gw_route_metrics *m, enum gw_upstream_error_kind kind);
 void gw_metrics_count_reload(struct gw_metrics *metrics, bool ok);
 void gw_metrics_connection(struct gw_metrics *metrics, int delta);
+/* A request begins (+1) or its answer has been sent or abandoned (-1). */
+void gw_metrics_in_flight(struct gw_metrics *metrics, int delta);
+/* How many requests are in flight now (for the drain on shutdown). */
+unsigned gw_metrics_requests_in_flight(struct gw_metrics *metrics);
 /* A connection closed at once for max_connections or max_connections_per_ip. */
 void gw_metrics_count_rejected(struct gw_metrics *metrics);
 /* An accept() that failed, on either port. */

@@ -513,21 +513,59 @@ bool wait_for_log(const struct proc *p, const char *text, int count, int timeout
     return false;
 }
 
+/* The value of `series` in the /metrics text `body`, or -1. */
+static double sample(const char *body, const char *series)
+{
+    size_t len = strlen(series);
+
+    for (const char *line = body; line != NULL && *line != '\0'; line = strchr(line, '\n')) {
+        if (*line == '\n')
+            line++;
+        if (strncmp(line, series, len) == 0 && line[len] == ' ')
+            return strtod(line + len + 1, NULL);
+    }
+    return -1;
+}
+
+int run_sluice(const char *args, char *out, size_t cap)
+{
+    char command[512];
+    FILE *p;
+    size_t n;
+    int status;
+
+    snprintf(command, sizeof command, "%s %s 2>&1", sluice_binary(), args);
+    p = popen(command, "r");
+    n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+double metric_now(const struct proc *p, const char *series)
+{
+    struct reply r;
+    double value;
+
+    http(p->admin_port, "GET", "/metrics", NULL, NULL, &r);
+    value = sample(r.body, series);
+    reply_free(&r);
+    return value;
+}
+
 double metric(const struct proc *p, const char *series)
 {
     struct reply r;
-    double value = -1;
-    size_t len = strlen(series);
+    double value;
 
-    http(p->admin_port, "GET", "/metrics", NULL, NULL, &r);
-    for (char *line = r.body; line != NULL && *line != '\0'; line = strchr(line, '\n')) {
-        if (*line == '\n')
-            line++;
-        if (strncmp(line, series, len) == 0 && line[len] == ' ') {
-            value = strtod(line + len + 1, NULL);
+    for (int waited = 0;; waited += 10) {
+        http(p->admin_port, "GET", "/metrics", NULL, NULL, &r);
+        if (sample(r.body, "sluice_requests_in_flight") <= 0 || waited >= 2000)
             break;
-        }
+        reply_free(&r);
+        sleep_ms(10);
     }
+    value = sample(r.body, series);
     reply_free(&r);
     return value;
 }

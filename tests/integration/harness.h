@@ -73,8 +73,11 @@ void rewrite_config(struct proc *p, bool in_place, const char *yaml, ...);
 /* Waits up to `timeout_ms` for the log to hold `text` `count` times or more. */
 bool wait_for_log(const struct proc *p, const char *text, int count, int timeout_ms);
 
-/* The value of the /metrics sample that starts with `series` (name and labels), or -1. */
+/* The value of the /metrics sample that starts with `series` (name and labels), or -1, once
+ * no request is in flight (waiting up to 2 s): a request is counted when its answer has been
+ * sent, which its client may see first. metric_now() reads it at once. */
 double metric(const struct proc *p, const char *series);
+double metric_now(const struct proc *p, const char *series);
 
 /* SIGTERM, then waits up to `wait_ms`; returns the exit status, or -1 (then it is killed).
  * Its config, log and access log are removed, unless $SLUICE_IT_KEEP is set (not empty). */
@@ -106,6 +109,10 @@ long get_status(unsigned port, const char *target, const char *api_key);
  * many got neither 200 nor 429. */
 int race_requests(const unsigned *ports, int n_ports, int n, const char *target,
                   const char *api_key, int *other);
+
+/* Runs sluice with `args` (a shell fragment) and waits; its exit code (-1 when killed), and
+ * what it wrote to stdout and stderr in `out`. */
+int run_sluice(const char *args, char *out, size_t cap);
 
 /* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM"), or -1. */
 long proc_kib(pid_t pid, const char *field);

@@ -8,22 +8,6 @@
 
 #include "harness.h"
 
-/* Runs sluice with `args` (a shell fragment); returns its exit code, output in `out`. */
-static int run(const char *args, char *out, size_t out_len)
-{
-    char command[512];
-    FILE *p;
-    size_t n;
-    int status;
-
-    snprintf(command, sizeof command, "%s %s 2>&1", sluice_binary(), args);
-    p = popen(command, "r");
-    n = fread(out, 1, out_len - 1, p);
-    out[n] = '\0';
-    status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -36,21 +20,21 @@ static void test_check(void)
 {
     char out[4096];
 
-    CU_ASSERT_EQUAL(run("--check -c config/sluice.yaml", out, sizeof out), 0);
+    CU_ASSERT_EQUAL(run_sluice("--check -c config/sluice.yaml", out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "OK"));
     write_file("/tmp/sluice-it-bad.yaml", "server:\n  listen: nowhere\n  colour: red\n"
                                           "routes:\n  - name: a\n    match: {path_prefix: /}\n"
                                           "    upstream: \"http://127.0.0.1:1\"\n"
                                           "    limit: {algorithm: magic, requests: 1, per: 1s}\n");
-    CU_ASSERT_EQUAL(run("--check -c /tmp/sluice-it-bad.yaml", out, sizeof out), 1);
+    CU_ASSERT_EQUAL(run_sluice("--check -c /tmp/sluice-it-bad.yaml", out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-bad.yaml:2:11: listen:"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-bad.yaml:3:3: server: unknown key"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-bad.yaml:8:24: algorithm: unknown"));
     /* Running on an invalid file fails the same way, before listening. */
-    CU_ASSERT_EQUAL(run("-c /tmp/sluice-it-bad.yaml", out, sizeof out), 1);
+    CU_ASSERT_EQUAL(run_sluice("-c /tmp/sluice-it-bad.yaml", out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-bad.yaml:2:11:"));
     unlink("/tmp/sluice-it-bad.yaml");
-    CU_ASSERT_EQUAL(run("--check -c /nonexistent.yaml", out, sizeof out), 1);
+    CU_ASSERT_EQUAL(run_sluice("--check -c /nonexistent.yaml", out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot read"));
 }
 
@@ -58,12 +42,12 @@ static void test_version_help_usage(void)
 {
     char out[4096];
 
-    CU_ASSERT_EQUAL(run("--version", out, sizeof out), 0);
+    CU_ASSERT_EQUAL(run_sluice("--version", out, sizeof out), 0);
     CU_ASSERT_EQUAL(strncmp(out, "sluice ", 7), 0);
-    CU_ASSERT_EQUAL(run("--help", out, sizeof out), 0);
+    CU_ASSERT_EQUAL(run_sluice("--help", out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--check"));
-    CU_ASSERT_EQUAL(run("", out, sizeof out), 2);
-    CU_ASSERT_EQUAL(run("--bogus", out, sizeof out), 2);
+    CU_ASSERT_EQUAL(run_sluice("", out, sizeof out), 2);
+    CU_ASSERT_EQUAL(run_sluice("--bogus", out, sizeof out), 2);
 }
 
 static void test_healthcheck(void)
@@ -79,11 +63,11 @@ static void test_healthcheck(void)
                                        upstream.port),
                           0);
     snprintf(args, sizeof args, "--healthcheck http://127.0.0.1:%u/healthz", gw.admin_port);
-    CU_ASSERT_EQUAL(run(args, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(run_sluice(args, out, sizeof out), 0);
     snprintf(args, sizeof args, "--healthcheck http://127.0.0.1:%u/nothing", gw.admin_port);
-    CU_ASSERT_EQUAL(run(args, out, sizeof out), 1);
+    CU_ASSERT_EQUAL(run_sluice(args, out, sizeof out), 1);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
-    CU_ASSERT_EQUAL(run("--healthcheck http://127.0.0.1:1/healthz", out, sizeof out), 1);
+    CU_ASSERT_EQUAL(run_sluice("--healthcheck http://127.0.0.1:1/healthz", out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "healthcheck"));
 }
 
@@ -103,7 +87,7 @@ static void test_port_taken(void)
              "    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:1\"\n",
              first.port);
     write_file("/tmp/sluice-it-taken.yaml", yaml);
-    CU_ASSERT_EQUAL(run("-c /tmp/sluice-it-taken.yaml", out, sizeof out), 1);
+    CU_ASSERT_EQUAL(run_sluice("-c /tmp/sluice-it-taken.yaml", out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot listen on 127.0.0.1:"));
     unlink("/tmp/sluice-it-taken.yaml");
     CU_ASSERT_EQUAL(stop_sluice(&first, 5000), 0);

@@ -136,22 +136,6 @@ static void expect_policy(unsigned port, const char *target, const char *key, co
     reply_free(&r);
 }
 
-/* Runs sluice with `args`; its exit code, and what it wrote in `out`. */
-static int run(const char *args, char *out, size_t cap)
-{
-    char command[512];
-    FILE *p;
-    size_t n;
-    int status;
-
-    snprintf(command, sizeof command, "%s %s 2>&1", sluice_binary(), args);
-    p = popen(command, "r");
-    n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* --- cost: ------------------------------------------------------------------------------- */
 
 /* Every algorithm with cost {POST: 4, default: 1} on a quota of 10 (a window's requests, a
@@ -342,7 +326,7 @@ static void test_cost_above_quota_refused(void)
         int rc;
 
         snprintf(args, sizeof args, "%s-c %s", running ? "" : "--check ", path);
-        rc = run(args, out, sizeof out);
+        rc = run_sluice(args, out, sizeof out);
         check_case(rc == 1, how, "exit code %d, expected 1; it said: %s", rc, out);
         snprintf(expected, sizeof expected,
                  "%s:6:67: cost: 11 units is more than this limit lets through at once (10)", path);
@@ -354,7 +338,7 @@ static void test_cost_above_quota_refused(void)
     }
     write_bytes("cost.yaml", good, sizeof good - 1);
     snprintf(args, sizeof args, "--check -c %s", path);
-    check_case(run(args, out, sizeof out) == 0 && strstr(out, "OK") != NULL, "cost = quota",
+    check_case(run_sluice(args, out, sizeof out) == 0 && strstr(out, "OK") != NULL, "cost = quota",
                "a cost equal to the quota: %s", out);
 }
 

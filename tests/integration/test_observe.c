@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -81,6 +82,30 @@ static void test_metrics_count(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "# TYPE sluice_request_duration_seconds histogram\n"));
     CU_ASSERT_STRING_EQUAL(header(&r, "Content-Type"), "text/plain; version=0.0.4");
     reply_free(&r);
+}
+
+/* A request waiting for its upstream is in flight until its answer has been sent. */
+static void test_requests_in_flight(void)
+{
+    static const char request[] = "GET /slow?ms=2000 HTTP/1.1\r\nHost: t\r\n\r\n";
+    char answer[512];
+    int fd = raw_connect(gw.port);
+    double seen = 0;
+    ssize_t n;
+
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(metric_now(&gw, "sluice_requests_in_flight"), 0);
+    CU_ASSERT_EQUAL(write(fd, request, sizeof request - 1), (ssize_t)sizeof request - 1);
+    for (int waited = 0; seen != 1 && waited < 1000; waited += 5) {
+        seen = metric_now(&gw, "sluice_requests_in_flight");
+        sleep_ms(5);
+    }
+    check_case(seen == 1, "waiting for the upstream", "in flight: %g, expected 1", seen);
+    n = read(fd, answer, sizeof answer - 1); /* the route's 200 ms timeout: a 504 */
+    answer[n > 0 ? n : 0] = '\0';
+    CU_ASSERT_PTR_NOT_NULL(strstr(answer, "HTTP/1.1 504 "));
+    close(fd);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_in_flight"), 0);
 }
 
 static void test_health_endpoints(void)
@@ -187,6 +212,7 @@ void register_observe_tests(void)
     CU_pSuite s = add_suite_with("observe", init, clean);
 
     add_test(s, "every metric is there and counts", test_metrics_count);
+    add_test(s, "a request waiting upstream is in flight", test_requests_in_flight);
     add_test(s, "/healthz, /readyz, and only on the admin port", test_health_endpoints);
     add_test(s, "access log lines are JSON without secrets", test_access_log_is_json);
     add_test(s, "several limits on one route", test_several_limits);
