@@ -159,6 +159,7 @@ bench: build/limiter_bench build/sluice
 	build/limiter_bench
 	tests/bench/compare.sh
 	tests/bench/consumers.sh
+	tests/bench/servers.sh
 
 format:
 	clang-format -i $(sort $(SLUICE_SRC) $(UNIT_SRC) $(INTEG_SRC) $(BENCH_SRC) \

@@ -11,10 +11,13 @@
  *             client_timeout, max_body, max_header_size, max_response_header_size,
  *             drain_timeout, watch_config,
  *             access_log, underscores_in_headers, upstream_idle_timeout, upstream_max_idle,
- *             mode, workers, consumer_header, deny, headers
+ *             mode, workers, consumer_header, deny, headers, ready_needs_upstreams
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
  *             on_store_error
- *   routes:   name, match {path_prefix, methods, host}, upstream, timeout, connect_timeout,
+ *   routes:   name, match {path_prefix, methods, host}, upstream (a URL, or {servers,
+ *             balance, max_fails, fail_window, fail_timeout, fail_on, health_check {path,
+ *             interval, timeout, healthy, unhealthy, expect_status}}), retries {attempts, on,
+ *             budget}, strip_prefix, host, set_headers, remove_headers, timeout, connect_timeout,
  *             key, ipv6_prefix, limit {algorithm, requests, per, burst, key, cost} (or a list of
  *             such limits, each with a name), store, dry_run, exempt, tls_verify, proxy,
  *             plan, plans, unknown_key, deny, headers, on_limit {status, body_file,
@@ -54,7 +57,35 @@
  * event mode (default: one per online core, 1 to 256). See gateway/front/server.h.
  *
  * Any scalar value may use ${VAR} or ${VAR:-default} (the default also when VAR is empty);
- * a variable that is unset and has no default is an error at its position.
+ * a variable that is unset and has no default is an error at its position. ${request.NAME} is
+ * no variable: it is left as written, for set_headers: (below); elsewhere the value's own
+ * checks refuse it.
+ *
+ * Upstreams. A route's upstream: is a URL, one server, or {servers: [...], ...}: 1 to
+ * CONFIG_MAX_SERVERS servers, each a URL or {url, weight} (weight 1 to 1000, default 1), no
+ * URL twice. A URL is http(s)://host[:port][/base] and nothing more; the host is kept in lower
+ * case, the base path without trailing slashes. balance: round_robin (default, by weight),
+ * least_request or random_two. Passive health: a server that fails in a way fail_on names
+ * (connect_failure, timeout, reset, 502, 503, 504; default the first three; [] none) max_fails
+ * times (default 3, 0 to 1000; 0: never) within fail_window (default 10s, 1s to 1h) is skipped
+ * for fail_timeout (default 10s, 1s to 1h). Active health, only with health_check: {path}:
+ * GET path on each server every interval (default 5s, 100ms to 1h), each within timeout
+ * (default 2s, 10ms to 1h, at most the interval); an answer in expect_status (default [200],
+ * 1 to 32 codes) is healthy, anything else not, and healthy (default 2) or unhealthy (default
+ * 3) results in a row (1 to 100) flip a server. These defaults hold for a URL upstream too.
+ * retries: {attempts (tries in all: default 2, 1 to 10), on (as fail_on; default
+ * [connect_failure, reset]), budget (default 20%, 0 to 100)}; without retries:, one attempt.
+ * strip_prefix: true (default false) takes the matched path_prefix off the forwarded path.
+ * host: the Host the upstream sees: preserve (the client's; default), upstream (the server's
+ * authority: its host, and :port unless the scheme's own) or NAME[:port] (kept in lower case;
+ * not match.host, which chooses requests). set_headers: {NAME: value} (at most 64) sets fields
+ * on forwarded requests, each value one line of at most 1024 bytes that may hold
+ * ${request.client_addr}, ${request.consumer} and ${request.id}, filled in per request;
+ * remove_headers: [NAME, ...] (1 to 64) drops fields from them. Neither may name Host (host:
+ * says it), Content-Length or Transfer-Encoding; set_headers: not Connection, Keep-Alive,
+ * Upgrade, TE, Trailer, Proxy-Connection, Expect or X-Forwarded-For either (hop-by-hop, or the
+ * gateway's own). server.ready_needs_upstreams (default true): /readyz answers 503 while some
+ * route has no server believed healthy.
  *
  * Upstream connections: a request head larger than server.max_header_size (default 16KiB,
  * 4KiB to 1MiB) is answered 431, an upstream's response head larger than
@@ -178,13 +209,84 @@ enum config_unknown_key {
     CONFIG_UNKNOWN_KEY_REJECT,    /* answer 401 */
 };
 
+/* One server of a route's upstream. */
+struct config_server {
+    char *url;       /* scheme://host:port/base as normalised: the `server` label and logs */
+    char *origin;    /* scheme://host:port, no trailing slash */
+    char *base_path; /* "" or "/base", prepended to every forwarded path */
+    char *authority; /* host[:port] as a Host field names it (the port left out when it is
+                      * the scheme's default); host: upstream sends this */
+    uint32_t weight; /* 1 to 1000; 1 unless the server says */
+};
+
+/* upstream.balance: how a request's server is chosen among those believed healthy. */
+enum config_balance {
+    CONFIG_BALANCE_ROUND_ROBIN,   /* in turn, by weight, interleaved (default) */
+    CONFIG_BALANCE_LEAST_REQUEST, /* two drawn at random, the fewer in flight per weight */
+    CONFIG_BALANCE_RANDOM_TWO,    /* two drawn at random by weight, the fewer in flight */
+};
+
+/* Upstream outcomes, as upstream.fail_on and retries.on name them. */
+#define CONFIG_FAIL_CONNECT (1u << 0) /* connect_failure: dns, refused, connect timeout, tls */
+#define CONFIG_FAIL_TIMEOUT (1u << 1) /* timeout: no response head in time */
+#define CONFIG_FAIL_RESET   (1u << 2) /* reset: the connection dropped before a head came */
+#define CONFIG_FAIL_502     (1u << 3)
+#define CONFIG_FAIL_503     (1u << 4)
+#define CONFIG_FAIL_504     (1u << 5)
+
+/* route.host: the Host field the upstream sees. */
+enum config_host_mode {
+    CONFIG_HOST_PRESERVE, /* the client's (default) */
+    CONFIG_HOST_UPSTREAM, /* the chosen server's authority; TLS SNI follows */
+    CONFIG_HOST_NAME,     /* config_route.host_name */
+};
+
+/* A field set on forwarded requests: `value` may hold ${request.client_addr},
+ * ${request.consumer} and ${request.id}, filled in per request. */
+struct config_set_header {
+    char *name;
+    char *value;
+};
+
 struct config_route {
     char *name;
     char *path_prefix;
     char **methods;           /* upper case; NULL-terminated; NULL when any method matches */
     char *host;               /* lower case, no port; NULL when any host matches */
-    char *upstream;           /* scheme://host:port, no trailing slash */
-    char *upstream_base_path; /* "" or "/base", prepended to every forwarded path */
+    /* upstream: a URL (one server) or {servers: [...], balance, max_fails, fail_window,
+     * fail_timeout, fail_on, health_check}. */
+    struct config_server *servers;
+    size_t n_servers; /* 1 to CONFIG_MAX_SERVERS */
+    enum config_balance balance;
+    /* Passive health: a server failing (fail_on) max_fails times within fail_window is skipped
+     * for fail_timeout, then given one request. max_fails 0: never skipped. */
+    uint32_t max_fails;
+    int64_t fail_window_ns, fail_timeout_ns;
+    unsigned fail_on; /* CONFIG_FAIL_* */
+    /* Active health: GET path on each server every interval (off unless health_check:). */
+    struct {
+        bool enabled;
+        char *path;
+        int64_t interval_ns, timeout_ns;
+        uint32_t healthy, unhealthy; /* consecutive results that flip a server */
+        unsigned *expect_status;     /* default {200} */
+        size_t n_expect_status;
+    } health_check;
+    /* retries: at most `attempts` tries in all (1: no retry) of an idempotent request, on
+     * another server when there is one, for the outcomes in `on`, while retries stay within
+     * budget_percent of the route's requests. */
+    struct {
+        uint32_t attempts;
+        unsigned on; /* CONFIG_FAIL_* */
+        uint32_t budget_percent;
+    } retries;
+    bool strip_prefix; /* the matched path_prefix is taken off before the base path goes on */
+    enum config_host_mode host_mode;
+    char *host_name; /* host: NAME */
+    struct config_set_header *set_headers;
+    size_t n_set_headers;
+    char **remove_headers; /* field names, dropped from forwarded requests */
+    size_t n_remove_headers;
     int64_t timeout_ns;
     int64_t connect_timeout_ns;
     enum config_key_kind key_kind; /* the default for limits that name no key */
@@ -244,6 +346,9 @@ struct config {
         enum config_mode mode;            /* needs a restart to change */
         uint32_t workers; /* event loops in event mode; 0 until loaded: one per core */
         char *consumer_header; /* the field that names a request's consumer upstream, or NULL */
+        /* /readyz answers 503 while some route has no server believed healthy (default
+         * true); false: upstream health does not change readiness. */
+        bool ready_needs_upstreams;
     } server;
     uint32_t max_clients;
     enum config_store store;
@@ -282,6 +387,7 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
 #define CONFIG_MAX_CONSUMERS_FILE (64 * 1024 * 1024) /* bytes of consumers_file */
 #define CONFIG_MAX_CONSUMERS      1000000            /* consumers in consumers_file */
 #define CONFIG_MAX_BODY_FILE      (64 * 1024)        /* bytes of an on_limit body_file */
+#define CONFIG_MAX_SERVERS        64                 /* servers of one route's upstream */
 
 void config_free(struct config *config);
 

@@ -1,5 +1,6 @@
 /* YAML to `struct config`: a walk over libyaml's document tree, driven by one table of known
  * keys per section. Every problem is reported with its position; see config.h. */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -145,7 +146,9 @@ static bool is_variable_name(const char *s, size_t len)
     return true;
 }
 
-/* `text` with every ${VAR} and ${VAR:-default} replaced; NULL after reporting a problem. */
+/* `text` with every ${VAR} and ${VAR:-default} replaced; NULL after reporting a problem.
+ * ${request.NAME} is copied through as it is: it names a part of a request, filled in by the
+ * gateway (set_headers: checks which), and a name with '.' is no environment variable's. */
 static const char *expand(struct loader *ld, yaml_node_t *node, const char *text)
 {
     char *result = NULL;
@@ -175,6 +178,12 @@ static const char *expand(struct loader *ld, yaml_node_t *node, const char *text
             continue;
         }
         close = strchr(p + 2, '}');
+        if (close != NULL && strncmp(p + 2, "request.", 8) == 0) {
+            fwrite(p, 1, (size_t)(close + 1 - p), out);
+            written += (size_t)(close + 1 - p);
+            p = close + 1;
+            continue;
+        }
         /* Looked for before the '}' only: a value of many ${A} stays linear. */
         fallback = close ? memmem(p + 2, (size_t)(close - (p + 2)), ":-", 2) : NULL;
         name_len = (size_t)((fallback ? fallback : close ? close : p + 2) - (p + 2));
@@ -230,10 +239,11 @@ static const char *scalar(struct loader *ld, yaml_node_t *node, const char *key)
 
 enum value_type { V_STRING, V_DURATION, V_SIZE, V_U32, V_U64, V_BOOL, V_CIDRS, V_ENDPOINT, V_CUSTOM };
 
-#define SECOND ((uint64_t)1000000000) /* in ns */
-#define HOUR   (3600 * SECOND)
-#define DAY    (86400 * SECOND) /* the longest timeout */
-#define KIB    ((uint64_t)1024)
+#define MILLISECOND ((uint64_t)1000000) /* in ns */
+#define SECOND      ((uint64_t)1000000000)
+#define HOUR        (3600 * SECOND)
+#define DAY         (86400 * SECOND) /* the longest timeout */
+#define KIB         ((uint64_t)1024)
 
 struct field {
     const char *key;
@@ -626,6 +636,8 @@ static const struct field server_fields[] = {
     {"workers", V_U32, offsetof(struct config, server.workers), 1, 256, NULL},
     {"consumer_header", V_CUSTOM, 0, 0, 0, parse_consumer_header},
     {"headers", V_CUSTOM, 0, 0, 0, parse_server_headers},
+    {"ready_needs_upstreams", V_BOOL, offsetof(struct config, server.ready_needs_upstreams), 0, 0,
+     NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -738,44 +750,64 @@ static void parse_match(struct loader *ld, yaml_node_t *node, void *object)
         *c = (char)tolower((unsigned char)*c);
 }
 
-/* upstream: http(s)://host[:port][/base-path], checked with libcurl's own URL parser. */
-static void parse_upstream(struct loader *ld, yaml_node_t *node, void *object)
+/* One server's URL, http(s)://host[:port][/base-path], checked with libcurl's own URL parser,
+ * into `server`; `key` (upstream, servers or url) names it in errors. The host is kept in
+ * lower case: a server is the same server however its host is spelt. */
+static void parse_server_url(struct loader *ld, yaml_node_t *node, const char *key,
+                             struct config_server *server)
 {
-    struct config_route *route = object;
-    const char *text = scalar(ld, node, "upstream");
-    CURLU *url = curl_url();
+    const char *text = scalar(ld, node, key);
+    CURLU *url = NULL;
     char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *query = NULL, *user = NULL;
     size_t path_len;
+    bool default_port;
 
-    if (text == NULL || url == NULL)
+    if (text == NULL)
         goto out;
+    url = curl_url();
+    if (url == NULL) {
+        errorf(ld, node, "%s: out of memory", key);
+        goto out;
+    }
     if (curl_url_set(url, CURLUPART_URL, text, 0) != CURLUE_OK ||
         curl_url_get(url, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
         curl_url_get(url, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
         curl_url_get(url, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
         curl_url_get(url, CURLUPART_PATH, &path, 0) != CURLUE_OK) {
-        errorf(ld, node, "upstream: \"%s\" is not a URL like http://127.0.0.1:9000", text);
+        errorf(ld, node, "%s: \"%s\" is not a URL like http://127.0.0.1:9000", key, text);
         goto out;
     }
     if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
-        errorf(ld, node, "upstream: scheme must be http or https, not \"%s\"", scheme);
+        errorf(ld, node, "%s: scheme must be http or https, not \"%s\"", key, scheme);
         goto out;
     }
     if (curl_url_get(url, CURLUPART_QUERY, &query, 0) == CURLUE_OK ||
         curl_url_get(url, CURLUPART_USER, &user, 0) == CURLUE_OK || strchr(text, '#') != NULL) {
-        errorf(ld, node, "upstream: only scheme, host, port and a base path are allowed");
+        errorf(ld, node, "%s: only scheme, host, port and a base path are allowed", key);
         goto out;
     }
+    for (char *c = host; *c != '\0'; c++)
+        *c = (char)tolower((unsigned char)*c);
     path_len = strlen(path);
     while (path_len > 0 && path[path_len - 1] == '/')
         path_len--; /* "/base/" + "/x" must not become "/base//x" */
-    free(route->upstream);
-    free(route->upstream_base_path);
-    route->upstream_base_path = strndup(path, path_len);
-    route->upstream = malloc(strlen(scheme) + strlen(host) + strlen(port) + 8);
-    if (route->upstream != NULL)
-        snprintf(route->upstream, strlen(scheme) + strlen(host) + strlen(port) + 8, "%s://%s:%s",
-                 scheme, host, port);
+    /* A Host field leaves out the scheme's own port, as clients write it. */
+    default_port = strcmp(port, strcmp(scheme, "https") == 0 ? "443" : "80") == 0;
+    free(server->url);
+    free(server->origin);
+    free(server->base_path);
+    free(server->authority);
+    if (asprintf(&server->origin, "%s://%s:%s", scheme, host, port) < 0)
+        server->origin = NULL;
+    if (asprintf(&server->url, "%s://%s:%s%.*s", scheme, host, port, (int)path_len, path) < 0)
+        server->url = NULL;
+    if (asprintf(&server->authority, "%s%s%s", host, default_port ? "" : ":",
+                 default_port ? "" : port) < 0)
+        server->authority = NULL;
+    server->base_path = strndup(path, path_len);
+    if (server->origin == NULL || server->url == NULL || server->authority == NULL ||
+        server->base_path == NULL)
+        errorf(ld, node, "%s: out of memory", key);
 out:
     curl_free(scheme);
     curl_free(host);
@@ -784,6 +816,305 @@ out:
     curl_free(query);
     curl_free(user);
     curl_url_cleanup(url);
+}
+
+static void parse_server_item_url(struct loader *ld, yaml_node_t *node, void *object)
+{
+    parse_server_url(ld, node, "url", object);
+}
+
+static const struct field upstream_server_fields[] = {
+    {"url", V_CUSTOM, 0, 0, 0, parse_server_item_url},
+    {"weight", V_U32, offsetof(struct config_server, weight), 1, 1000, NULL},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* Where a server item's URL stands: the item itself, or its url:. */
+static yaml_node_t *server_url_node(struct loader *ld, yaml_node_t *item)
+{
+    return item->type == YAML_MAPPING_NODE ? value_or_self(ld, item, "url") : item;
+}
+
+/* servers: a list of 1 to CONFIG_MAX_SERVERS items, each a URL or {url, weight}. */
+static void parse_servers(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    size_t n;
+
+    if (node->type != YAML_SEQUENCE_NODE) {
+        errorf(ld, node, "servers: expected a list of URLs or {url, weight}, found %s",
+               kind_name(node));
+        return;
+    }
+    n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+    if (n == 0) {
+        errorf(ld, node, "servers: at least one server is required");
+        return;
+    }
+    /* The servers within the bound are still read, for their own problems. */
+    if (n > CONFIG_MAX_SERVERS) {
+        errorf(ld, node_at(ld, node->data.sequence.items.start[CONFIG_MAX_SERVERS]),
+               "servers: at most %d servers are allowed; this is server %d of %zu",
+               CONFIG_MAX_SERVERS, CONFIG_MAX_SERVERS + 1, n);
+        n = CONFIG_MAX_SERVERS;
+    }
+    route->servers = calloc(n, sizeof *route->servers);
+    if (route->servers == NULL) {
+        errorf(ld, node, "servers: out of memory");
+        return;
+    }
+    route->n_servers = n;
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = node_at(ld, node->data.sequence.items.start[i]);
+        struct config_server *server = &route->servers[i];
+
+        server->weight = 1;
+        if (item->type == YAML_SCALAR_NODE) {
+            parse_server_url(ld, item, "servers", server);
+        } else if (item->type == YAML_MAPPING_NODE) {
+            walk_mapping(ld, item, upstream_server_fields, server, "servers");
+            if (find_value(ld, item, "url") == NULL)
+                errorf(ld, item, "servers: each server needs a url");
+        } else {
+            errorf(ld, item, "servers: expected a URL or {url, weight}, found %s", kind_name(item));
+        }
+        /* At most CONFIG_MAX_SERVERS squared comparisons a route. */
+        for (size_t j = 0; j < i && server->url != NULL; j++) {
+            const yaml_node_t *first;
+
+            if (route->servers[j].url == NULL || strcmp(route->servers[j].url, server->url) != 0)
+                continue;
+            first = server_url_node(ld, node_at(ld, node->data.sequence.items.start[j]));
+            errorf(ld, server_url_node(ld, item), "servers: %s appears twice (first at line %zu)",
+                   server->url, first->start_mark.line + 1);
+            break;
+        }
+    }
+}
+
+static void parse_balance(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const char *const names[] = {"round_robin", "least_request", "random_two"};
+    int choice = parse_choice(ld, node, "balance", names, 3);
+
+    if (choice >= 0)
+        ((struct config_route *)object)->balance = (enum config_balance)choice;
+}
+
+/* Upstream outcomes by the names fail_on: and retries.on: give them. */
+static const struct {
+    const char *name;
+    unsigned bit;
+} outcome_names[] = {
+    {"connect_failure", CONFIG_FAIL_CONNECT},
+    {"timeout", CONFIG_FAIL_TIMEOUT},
+    {"reset", CONFIG_FAIL_RESET},
+    {"502", CONFIG_FAIL_502},
+    {"503", CONFIG_FAIL_503},
+    {"504", CONFIG_FAIL_504},
+};
+
+/* A list of outcomes into `*bits` (CONFIG_FAIL_*); [] is none of them. */
+static void parse_outcomes(struct loader *ld, yaml_node_t *node, const char *key, unsigned *bits)
+{
+    if (node->type != YAML_SEQUENCE_NODE) {
+        errorf(ld, node, "%s: expected a list such as [connect_failure, reset, 503], found %s", key,
+               kind_name(node));
+        return;
+    }
+    *bits = 0;
+    for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top;
+         it++) {
+        yaml_node_t *item = node_at(ld, *it);
+        const char *text = scalar(ld, item, key);
+        size_t i = 0;
+
+        if (text == NULL)
+            continue;
+        while (i < sizeof outcome_names / sizeof outcome_names[0] &&
+               strcmp(text, outcome_names[i].name) != 0)
+            i++;
+        if (i == sizeof outcome_names / sizeof outcome_names[0]) {
+            errorf(ld, item,
+                   "%s: \"%s\" is not one of connect_failure, timeout, reset, 502, 503 or 504", key,
+                   text);
+            continue;
+        }
+        if ((*bits & outcome_names[i].bit) != 0)
+            errorf(ld, item, "%s: %s appears twice", key, text);
+        *bits |= outcome_names[i].bit;
+    }
+}
+
+static void parse_fail_on(struct loader *ld, yaml_node_t *node, void *object)
+{
+    parse_outcomes(ld, node, "fail_on", &((struct config_route *)object)->fail_on);
+}
+
+/* health_check.path: sent as the target of a request line, so nothing that could end or
+ * split that line, and no fragment. */
+static void parse_health_path(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    const char *text = scalar(ld, node, "path");
+    bool plain;
+
+    if (text == NULL)
+        return;
+    plain = text[0] == '/';
+    for (const unsigned char *c = (const unsigned char *)text; plain && *c != '\0'; c++)
+        plain = *c > ' ' && *c != 0x7f && *c != '#';
+    if (!plain) {
+        errorf(ld, node,
+               "path: \"%s\" is not a path like /healthz (starting with /, without spaces, "
+               "line breaks or #)",
+               text);
+        return;
+    }
+    free(route->health_check.path);
+    route->health_check.path = strdup(text);
+    if (route->health_check.path == NULL)
+        errorf(ld, node, "path: out of memory");
+}
+
+#define MAX_EXPECT_STATUS 32
+
+/* expect_status: the answers to a check that count as healthy. */
+static void parse_expect_status(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    size_t n = node->type == YAML_SEQUENCE_NODE
+                   ? (size_t)(node->data.sequence.items.top - node->data.sequence.items.start)
+                   : 0;
+
+    if (n == 0 || n > MAX_EXPECT_STATUS) {
+        errorf(ld, node, "expect_status: expected a list of 1 to %d status codes, such as [200]",
+               MAX_EXPECT_STATUS);
+        return;
+    }
+    free(route->health_check.expect_status);
+    route->health_check.n_expect_status = 0;
+    route->health_check.expect_status = calloc(n, sizeof *route->health_check.expect_status);
+    if (route->health_check.expect_status == NULL) {
+        errorf(ld, node, "expect_status: out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = node_at(ld, node->data.sequence.items.start[i]);
+        const char *text = scalar(ld, item, "expect_status");
+        char *end = NULL;
+        unsigned long status;
+        bool repeated = false;
+
+        if (text == NULL)
+            continue;
+        errno = 0;
+        status = strtoul(text, &end, 10);
+        if (!isdigit((unsigned char)text[0]) || *end != '\0' || errno != 0 || status < 100 ||
+            status > 599) {
+            errorf(ld, item, "expect_status: \"%s\" is not a status code from 100 to 599", text);
+            continue;
+        }
+        for (size_t j = 0; j < route->health_check.n_expect_status; j++)
+            repeated = repeated || route->health_check.expect_status[j] == status;
+        if (repeated)
+            errorf(ld, item, "expect_status: %lu appears twice", status);
+        else
+            route->health_check.expect_status[route->health_check.n_expect_status++] =
+                (unsigned)status;
+    }
+}
+
+static const struct field health_check_fields[] = {
+    {"path", V_CUSTOM, 0, 0, 0, parse_health_path},
+    /* 100ms: more often than that, the checks are a load of their own. */
+    {"interval", V_DURATION, offsetof(struct config_route, health_check.interval_ns),
+     100 * MILLISECOND, HOUR, NULL},
+    {"timeout", V_DURATION, offsetof(struct config_route, health_check.timeout_ns),
+     10 * MILLISECOND, HOUR, NULL},
+    {"healthy", V_U32, offsetof(struct config_route, health_check.healthy), 1, 100, NULL},
+    {"unhealthy", V_U32, offsetof(struct config_route, health_check.unhealthy), 1, 100, NULL},
+    {"expect_status", V_CUSTOM, 0, 0, 0, parse_expect_status},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* health_check: {path, interval, timeout, healthy, unhealthy, expect_status}. */
+static void parse_health_check(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    unsigned errors_before = ld->n_errors;
+    yaml_node_t *timeout_at;
+    char timeout[32], interval[32];
+
+    route->health_check.enabled = true;
+    route->health_check.interval_ns = 5 * (int64_t)SECOND;
+    route->health_check.timeout_ns = 2 * (int64_t)SECOND;
+    route->health_check.healthy = 2;
+    route->health_check.unhealthy = 3;
+    walk_mapping(ld, node, health_check_fields, route, "health_check");
+    if (node->type != YAML_MAPPING_NODE)
+        return;
+    if (find_value(ld, node, "path") == NULL)
+        errorf(ld, node, "health_check: path is required");
+    if (route->health_check.expect_status == NULL &&
+        find_value(ld, node, "expect_status") == NULL) {
+        route->health_check.expect_status = calloc(1, sizeof *route->health_check.expect_status);
+        if (route->health_check.expect_status == NULL) {
+            errorf(ld, node, "health_check: out of memory");
+            return;
+        }
+        route->health_check.expect_status[0] = 200;
+        route->health_check.n_expect_status = 1;
+    }
+    /* A check must be over before the next one starts. Reported at the timeout, or at the
+     * interval when the timeout is the default. */
+    timeout_at = find_value(ld, node, "timeout");
+    if (timeout_at == NULL)
+        timeout_at = value_or_self(ld, node, "interval");
+    if (ld->n_errors == errors_before &&
+        route->health_check.timeout_ns > route->health_check.interval_ns)
+        errorf(ld, timeout_at, "health_check: timeout (%s) is longer than interval (%s)",
+               config_format_duration(route->health_check.timeout_ns, timeout, sizeof timeout),
+               config_format_duration(route->health_check.interval_ns, interval, sizeof interval));
+}
+
+static const struct field upstream_fields[] = {
+    {"servers", V_CUSTOM, 0, 0, 0, parse_servers},
+    {"balance", V_CUSTOM, 0, 0, 0, parse_balance},
+    {"max_fails", V_U32, offsetof(struct config_route, max_fails), 0, 1000, NULL},
+    {"fail_window", V_DURATION, offsetof(struct config_route, fail_window_ns), SECOND, HOUR, NULL},
+    {"fail_timeout", V_DURATION, offsetof(struct config_route, fail_timeout_ns), SECOND, HOUR,
+     NULL},
+    {"fail_on", V_CUSTOM, 0, 0, 0, parse_fail_on},
+    {"health_check", V_CUSTOM, 0, 0, 0, parse_health_check},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* upstream: a URL, one server of weight 1; or {servers: [...], balance, ...}. The defaults of
+ * the rest are the route's (parse_route()), whichever form is used. */
+static void parse_upstream(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+
+    if (node->type == YAML_MAPPING_NODE) {
+        walk_mapping(ld, node, upstream_fields, route, "upstream");
+        if (find_value(ld, node, "servers") == NULL)
+            errorf(ld, node, "upstream: servers is required");
+        return;
+    }
+    if (node->type != YAML_SCALAR_NODE) {
+        errorf(ld, node, "upstream: expected a URL or a mapping with servers:, found %s",
+               kind_name(node));
+        return;
+    }
+    route->servers = calloc(1, sizeof *route->servers);
+    if (route->servers == NULL) {
+        errorf(ld, node, "upstream: out of memory");
+        return;
+    }
+    route->n_servers = 1;
+    route->servers[0].weight = 1;
+    parse_server_url(ld, node, "upstream", &route->servers[0]);
 }
 
 /* proxy: a forward proxy for the route's upstream requests, scheme://host:port and nothing
@@ -863,6 +1194,308 @@ static bool is_token(const char *s)
         if (!isalnum((unsigned char)*s) && strchr(extra, *s) == NULL)
             return false;
     return true;
+}
+
+/* retries.budget: "20%", or a bare 20. */
+static void parse_retry_budget(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    const char *text = scalar(ld, node, "budget");
+    char *end = NULL;
+    unsigned long percent;
+
+    if (text == NULL)
+        return;
+    errno = 0;
+    percent = strtoul(text, &end, 10);
+    if (!isdigit((unsigned char)text[0]) || errno != 0 || percent > 100 ||
+        (strcmp(end, "%") != 0 && *end != '\0')) {
+        errorf(ld, node, "budget: \"%s\" is not a percentage from 0 to 100 (like 20%%)", text);
+        return;
+    }
+    route->retries.budget_percent = (uint32_t)percent;
+}
+
+static void parse_retry_on(struct loader *ld, yaml_node_t *node, void *object)
+{
+    parse_outcomes(ld, node, "on", &((struct config_route *)object)->retries.on);
+}
+
+static const struct field retries_fields[] = {
+    {"attempts", V_U32, offsetof(struct config_route, retries.attempts), 1, 10, NULL},
+    {"on", V_CUSTOM, 0, 0, 0, parse_retry_on},
+    {"budget", V_CUSTOM, 0, 0, 0, parse_retry_budget},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* retries: {attempts, on, budget}; without it, one attempt (parse_route()). */
+static void parse_retries(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+
+    route->retries.attempts = 2;
+    route->retries.on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_RESET;
+    walk_mapping(ld, node, retries_fields, route, "retries");
+}
+
+/* What a Host field may hold: a name or an IPv4 address, or an IPv6 one in brackets, then an
+ * optional :port; 255 bytes at most. */
+static bool is_host_field(const char *text)
+{
+    size_t len = strlen(text), host_len;
+    const char *port;
+    unsigned char addr[16];
+    char v6[64];
+    unsigned long number;
+    char *end = NULL;
+
+    if (len == 0 || len > 255)
+        return false;
+    if (text[0] == '[') {
+        port = strchr(text, ']');
+        host_len = port != NULL ? (size_t)(port - text - 1) : sizeof v6;
+        if (host_len >= sizeof v6)
+            return false;
+        memcpy(v6, text + 1, host_len);
+        v6[host_len] = '\0';
+        if (inet_pton(AF_INET6, v6, addr) != 1)
+            return false;
+        port++;
+    } else {
+        host_len = strcspn(text, ":");
+        if (host_len == 0 ||
+            strspn(text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") !=
+                host_len)
+            return false;
+        port = text + host_len;
+    }
+    if (*port == '\0')
+        return true;
+    if (*port != ':' || !isdigit((unsigned char)port[1]) || strlen(port + 1) > 5)
+        return false;
+    number = strtoul(port + 1, &end, 10);
+    return *end == '\0' && number >= 1 && number <= 65535;
+}
+
+/* host: preserve | upstream | NAME, the Host field a route's upstream sees. Not match.host,
+ * which says which requests the route takes. */
+static void parse_route_host(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    const char *text = scalar(ld, node, "host");
+
+    if (text == NULL)
+        return;
+    free(route->host_name);
+    route->host_name = NULL;
+    if (strcmp(text, "preserve") == 0) {
+        route->host_mode = CONFIG_HOST_PRESERVE;
+        return;
+    }
+    if (strcmp(text, "upstream") == 0) {
+        route->host_mode = CONFIG_HOST_UPSTREAM;
+        return;
+    }
+    if (!is_host_field(text)) {
+        errorf(ld, node,
+               "host: \"%s\" is not preserve, upstream or a host name (an address, IPv6 in "
+               "brackets; a :port may follow)",
+               text);
+        return;
+    }
+    route->host_mode = CONFIG_HOST_NAME;
+    route->host_name = strdup(text);
+    if (route->host_name == NULL) {
+        errorf(ld, node, "host: out of memory");
+        return;
+    }
+    for (char *c = route->host_name; *c != '\0'; c++)
+        *c = (char)tolower((unsigned char)*c);
+}
+
+#define MAX_HEADER_FIELDS 64   /* in set_headers: and in remove_headers: */
+#define MAX_HEADER_VALUE  1024 /* bytes of a set_headers: value */
+
+static const char framing[] = "the gateway frames the body it forwards itself";
+static const char hop_by_hop[] = "it is hop-by-hop, about one connection only, never forwarded";
+
+/* Fields a route may not set, and those of them it may not remove either: the gateway's own
+ * or hop-by-hop. */
+static const struct {
+    const char *name;
+    bool removable;
+    const char *why;
+} reserved_fields[] = {
+    {"Host", false, "the route's host: says what it is (preserve, upstream or a name)"},
+    {"Content-Length", false, framing},
+    {"Transfer-Encoding", false, framing},
+    {"Trailer", true, framing},
+    {"Connection", true, hop_by_hop},
+    {"Keep-Alive", true, hop_by_hop},
+    {"Upgrade", true, hop_by_hop},
+    {"TE", true, hop_by_hop},
+    {"Proxy-Connection", true, hop_by_hop},
+    {"Expect", true, "the gateway answers it itself"},
+    {"X-Forwarded-For", true, "the gateway sets it from the client's address"},
+};
+
+/* Whether `name` is a field name set_headers: (`removing` false) or remove_headers: may name;
+ * reported at `node` when not. */
+static bool check_field_name(struct loader *ld, yaml_node_t *node, const char *key,
+                             const char *name, bool removing)
+{
+    if (!is_token(name)) {
+        errorf(ld, node, "%s: \"%s\" is not a header field name", key, name);
+        return false;
+    }
+    for (size_t i = 0; i < sizeof reserved_fields / sizeof reserved_fields[0]; i++)
+        if (strcasecmp(name, reserved_fields[i].name) == 0 &&
+            !(removing && reserved_fields[i].removable)) {
+            errorf(ld, node, "%s: %s cannot be %s: %s", key, name, removing ? "removed" : "set",
+                   reserved_fields[i].why);
+            return false;
+        }
+    return true;
+}
+
+/* Whether each ${request.NAME} in a set_headers: value is one the gateway fills in (expand()
+ * left them as they are); the first that is not is reported. */
+static bool check_request_parts(struct loader *ld, yaml_node_t *node, const char *value)
+{
+    static const char *const parts[] = {"client_addr", "consumer", "id"};
+    static const char prefix[] = "${request.";
+
+    for (const char *p = strstr(value, prefix); p != NULL; p = strstr(p + 1, prefix)) {
+        const char *name = p + sizeof prefix - 1;
+        size_t len = strcspn(name, "}");
+        bool known = false;
+
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+            known = known || (strlen(parts[i]) == len && strncmp(name, parts[i], len) == 0);
+        if (!known) {
+            errorf(ld, node,
+                   "set_headers: ${request.%.*s} is not one of ${request.client_addr}, "
+                   "${request.consumer} or ${request.id}",
+                   (int)len, name);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* set_headers: {NAME: value, ...}, set on every request forwarded. */
+static void parse_set_headers(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    yaml_node_pair_t *pairs;
+    size_t n;
+
+    if (node->type != YAML_MAPPING_NODE) {
+        errorf(ld, node, "set_headers: expected a mapping of field names to values, found %s",
+               kind_name(node));
+        return;
+    }
+    pairs = node->data.mapping.pairs.start;
+    n = (size_t)(node->data.mapping.pairs.top - pairs);
+    if (n > MAX_HEADER_FIELDS) {
+        errorf(ld, node_at(ld, pairs[MAX_HEADER_FIELDS].key),
+               "set_headers: at most %d fields; this is field %d", MAX_HEADER_FIELDS,
+               MAX_HEADER_FIELDS + 1);
+        n = MAX_HEADER_FIELDS;
+    }
+    route->set_headers = calloc(n + 1, sizeof *route->set_headers);
+    if (route->set_headers == NULL) {
+        errorf(ld, node, "set_headers: out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *key = node_at(ld, pairs[i].key), *value = node_at(ld, pairs[i].value);
+        struct config_set_header *field = &route->set_headers[route->n_set_headers];
+        const char *name, *text;
+        bool repeated = false;
+
+        if (key->type != YAML_SCALAR_NODE) {
+            errorf(ld, key, "set_headers: keys must be field names, not %s", kind_name(key));
+            continue;
+        }
+        name = (const char *)key->data.scalar.value;
+        if (!check_field_name(ld, key, "set_headers", name, false))
+            continue;
+        /* Field names are compared without case, so repeated_keys() does not serve; there are
+         * at most MAX_HEADER_FIELDS. */
+        for (size_t j = 0; j < i && !repeated; j++) {
+            const yaml_node_t *earlier = node_at(ld, pairs[j].key);
+
+            repeated = earlier->type == YAML_SCALAR_NODE &&
+                       strcasecmp((const char *)earlier->data.scalar.value, name) == 0;
+            if (repeated)
+                errorf(ld, key, "set_headers: %s appears twice (first at line %zu)", name,
+                       earlier->start_mark.line + 1);
+        }
+        text = repeated ? NULL : scalar(ld, value, "set_headers");
+        if (text == NULL)
+            continue;
+        if (strlen(text) > MAX_HEADER_VALUE || strpbrk(text, "\r\n") != NULL) {
+            errorf(ld, value, "set_headers: the value of %s must be one line of at most %d bytes",
+                   name, MAX_HEADER_VALUE);
+            continue;
+        }
+        if (!check_request_parts(ld, value, text))
+            continue;
+        field->name = strdup(name);
+        field->value = strdup(text);
+        route->n_set_headers++;
+        if (field->name == NULL || field->value == NULL)
+            errorf(ld, value, "set_headers: out of memory");
+    }
+}
+
+/* remove_headers: [NAME, ...], dropped from every request forwarded. */
+static void parse_remove_headers(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    size_t n;
+
+    if (node->type != YAML_SEQUENCE_NODE) {
+        errorf(ld, node, "remove_headers: expected a list of field names, found %s",
+               kind_name(node));
+        return;
+    }
+    n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+    if (n == 0) {
+        errorf(ld, node, "remove_headers: an empty list removes nothing; leave it out");
+        return;
+    }
+    if (n > MAX_HEADER_FIELDS) {
+        errorf(ld, node_at(ld, node->data.sequence.items.start[MAX_HEADER_FIELDS]),
+               "remove_headers: at most %d fields; this is field %d", MAX_HEADER_FIELDS,
+               MAX_HEADER_FIELDS + 1);
+        n = MAX_HEADER_FIELDS;
+    }
+    route->remove_headers = calloc(n + 1, sizeof *route->remove_headers);
+    if (route->remove_headers == NULL) {
+        errorf(ld, node, "remove_headers: out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = node_at(ld, node->data.sequence.items.start[i]);
+        const char *text = scalar(ld, item, "remove_headers");
+        bool repeated = false;
+
+        if (text == NULL || !check_field_name(ld, item, "remove_headers", text, true))
+            continue;
+        for (size_t j = 0; j < route->n_remove_headers && !repeated; j++)
+            repeated = strcasecmp(route->remove_headers[j], text) == 0;
+        if (repeated) {
+            errorf(ld, item, "remove_headers: %s appears twice", text);
+            continue;
+        }
+        route->remove_headers[route->n_remove_headers] = strdup(text);
+        if (route->remove_headers[route->n_remove_headers] == NULL)
+            errorf(ld, item, "remove_headers: out of memory");
+        else
+            route->n_remove_headers++;
+    }
 }
 
 /* key: ip | header:NAME | query:NAME, for a route or for one of its limits. */
@@ -1327,6 +1960,11 @@ static const struct field route_fields[] = {
     {"name", V_STRING, offsetof(struct config_route, name), 0, 0, NULL},
     {"match", V_CUSTOM, 0, 0, 0, parse_match},
     {"upstream", V_CUSTOM, 0, 0, 0, parse_upstream},
+    {"retries", V_CUSTOM, 0, 0, 0, parse_retries},
+    {"strip_prefix", V_BOOL, offsetof(struct config_route, strip_prefix), 0, 0, NULL},
+    {"host", V_CUSTOM, 0, 0, 0, parse_route_host},
+    {"set_headers", V_CUSTOM, 0, 0, 0, parse_set_headers},
+    {"remove_headers", V_CUSTOM, 0, 0, 0, parse_remove_headers},
     {"timeout", V_DURATION, offsetof(struct config_route, timeout_ns), 1, DAY, NULL},
     {"connect_timeout", V_DURATION, offsetof(struct config_route, connect_timeout_ns), 1, DAY,
      NULL},
@@ -1375,6 +2013,17 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config_rout
     route->tls_verify = true;
     route->anonymous_plan = -1;
     route->on_limit.status = 429;
+    /* The upstream's, for a URL as for a mapping that leaves them out. */
+    route->balance = CONFIG_BALANCE_ROUND_ROBIN;
+    route->max_fails = 3;
+    route->fail_window_ns = 10 * (int64_t)SECOND;
+    route->fail_timeout_ns = 10 * (int64_t)SECOND;
+    route->fail_on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET;
+    /* Without retries: one attempt; parse_retries() has the defaults of retries: {}. */
+    route->retries.attempts = 1;
+    route->retries.on = 0;
+    route->retries.budget_percent = 20;
+    route->host_mode = CONFIG_HOST_PRESERVE;
     walk_mapping(ld, node, route_fields, route, "route");
     if (node->type != YAML_MAPPING_NODE)
         return;
@@ -1979,6 +2628,7 @@ static void set_defaults(struct config *config)
     config->server.max_response_header_size = 16 * KIB;
     config->server.upstream_idle_timeout_ns = 60 * (int64_t)SECOND;
     config->server.upstream_max_idle = 64;
+    config->server.ready_needs_upstreams = true;
     config->server.workers = cores >= 1 && cores <= 256 ? (uint32_t)cores : 1;
     config->max_clients = LIMITER_DEFAULT_MAX_CLIENTS;
     config->redis.db = 0;
@@ -2242,8 +2892,24 @@ void config_free(struct config *config)
             free(*m);
         free(r->methods);
         free(r->host);
-        free(r->upstream);
-        free(r->upstream_base_path);
+        for (size_t j = 0; j < r->n_servers; j++) {
+            free(r->servers[j].url);
+            free(r->servers[j].origin);
+            free(r->servers[j].base_path);
+            free(r->servers[j].authority);
+        }
+        free(r->servers);
+        free(r->health_check.path);
+        free(r->health_check.expect_status);
+        free(r->host_name);
+        for (size_t j = 0; j < r->n_set_headers; j++) {
+            free(r->set_headers[j].name);
+            free(r->set_headers[j].value);
+        }
+        free(r->set_headers);
+        for (size_t j = 0; j < r->n_remove_headers; j++)
+            free(r->remove_headers[j]);
+        free(r->remove_headers);
         free(r->key_name);
         free_limits(r->limits, r->n_limits);
         free(r->exempt.items);

@@ -1,6 +1,8 @@
 /* sluice: command line, signals, and the gateway's start and graceful stop. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,15 +49,44 @@ static size_t discard(char *data, size_t size, size_t n, void *cls)
     return size * n;
 }
 
-/* Logs what an operator should know before traffic flows. */
+/* Warns when the host of `origin` (scheme://host:port) is a name that does not resolve now:
+ * requests to it would fail with upstream_error "dns". A warning only: the name may resolve
+ * later, and the config is valid. */
+static void check_resolves(const char *route, const char *origin)
+{
+    char host[300];
+    const char *start = strstr(origin, "://") + 3, *end = strrchr(origin, ':');
+    unsigned char address[16];
+    struct addrinfo *found = NULL;
+    int rc;
+
+    if (*start == '[') /* an IPv6 literal */
+        return;
+    snprintf(host, sizeof host, "%.*s", (int)(end - start), start);
+    if (inet_pton(AF_INET, host, address) == 1)
+        return;
+    rc = getaddrinfo(host, NULL, &(struct addrinfo){.ai_socktype = SOCK_STREAM}, &found);
+    if (rc != 0)
+        gw_warn("route %s: the upstream host %s does not resolve now (%s): its requests will "
+                "fail with upstream_error dns until it does",
+                route, host, gai_strerror(rc));
+    freeaddrinfo(found);
+}
+
+/* Logs what an operator should know before traffic flows (at start, on --check and on each
+ * reload). */
 static void warn_about(const struct config *config)
 {
     for (size_t i = 0; i < config->n_routes; i++) {
         const struct config_route *r = &config->routes[i];
 
-        if (!r->tls_verify && strncmp(r->upstream, "https:", 6) == 0)
-            gw_warn("route %s: tls_verify is false: the upstream's certificate is not checked",
-                    r->name);
+        for (size_t k = 0; k < r->n_servers; k++) {
+            if (!r->tls_verify && strncmp(r->servers[k].origin, "https:", 6) == 0)
+                gw_warn("route %s: tls_verify is false: the certificate of %s is not checked",
+                        r->name, r->servers[k].url);
+            if (r->proxy == NULL) /* through a proxy, the proxy resolves it */
+                check_resolves(r->name, r->servers[k].origin);
+        }
         if (r->n_limits == 0)
             gw_info("route %s: no limit: requests are proxied unlimited", r->name);
     }
@@ -290,6 +321,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (check) {
+        warn_about(config);
         printf("%s: OK, %zu routes\n", path, config->n_routes);
         config_free(config);
         return 0;

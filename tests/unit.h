@@ -23,5 +23,7 @@ void register_target_tests(void);
 void register_wire_tests(void);
 void register_consumers_unit_tests(void);
 void register_cost_tests(void);
+void register_backends_tests(void);
+void register_target_after_tests(void);
 
 #endif

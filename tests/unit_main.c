@@ -33,6 +33,8 @@ int main(int argc, char **argv)
     register_wire_tests();
     register_consumers_unit_tests();
     register_cost_tests();
+    register_backends_tests();
+    register_target_after_tests();
 
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)

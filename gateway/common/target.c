@@ -159,3 +159,17 @@ int gw_target_query_value(const char *target, const char *name, char *out, const
     out[w] = '\0';
     return 1;
 }
+
+const char *gw_target_after(const char *target, size_t len)
+{
+    const char *at = target;
+
+    for (size_t taken = 0; taken < len && *at != '\0' && *at != '?'; taken++) {
+        if (*at == '/')
+            while (*at == '/')
+                at++;
+        else
+            at += *at == '%' && at[1] != '\0' && at[2] != '\0' ? 3 : 1;
+    }
+    return at;
+}

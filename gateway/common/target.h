@@ -33,6 +33,11 @@
  * target, plus one). 0, or -1 with `*reason` set (static text). */
 int gw_target_path(const char *target, char *out, const char **reason);
 
+/* Where, in `target`, the routing path's first `len` bytes end: a %XX counts as the one byte
+ * it decodes to, a run of '/' as one '/' (the run taken whole). For strip_prefix: the rest of
+ * the target, byte for byte, after the part that matched a route's path_prefix. */
+const char *gw_target_after(const char *target, size_t len);
+
 /* `path` (a routing path) without its path parameters (";v=1" up to the next '/'), into `out`
  * (as long as path, plus one): what Java servlet containers route by. */
 void gw_target_strip_params(const char *path, char *out);

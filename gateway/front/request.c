@@ -1,10 +1,11 @@
 /* One request's life; design in request.h. */
 #include <arpa/inet.h>
+#include <curl/curl.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <curl/curl.h>
 
 #include "access_log.h"
 #include "head.h"
@@ -20,6 +21,8 @@
 
 #define RESPONSE_BLOCK (32 * 1024)
 #define TOO_LARGE      "the request body is larger than this gateway accepts"
+
+#define GW_REQUEST_ID_LEN 129 /* a client's X-Request-Id of up to 128 bytes, or 32 hex digits */
 
 struct gw_request {
     struct gw_offload_job store_job; /* event mode: the Redis store asked off the loop */
@@ -67,6 +70,16 @@ struct gw_request {
     struct MHD_Connection *client; /* for resuming it */
     bool suspended;                /* while waiting on a loop for the upstream's next step */
     struct gw_upstream *upstream; /* from the pool while forwarding, or NULL */
+    /* The attempts (backends.h): the server of the current one, open while `backend` is set;
+     * the servers tried (bit per server); the last attempt's fault and libcurl's words. */
+    size_t server;
+    struct gw_backend *backend;
+    bool reported; /* the open attempt's outcome has been reported */
+    bool probe;    /* the open attempt is its server's probe (backends.h) */
+    uint64_t tried;
+    unsigned attempts;
+    enum gw_fault fault;
+    char request_id[GW_REQUEST_ID_LEN];  /* ${request.id}, made when first needed */
     struct curl_slist *upstream_headers; /* one array of nodes (upstream_headers()) */
     char *upstream_header_text;
     char *upstream_url;
@@ -84,6 +97,12 @@ static const struct config_route *route_of(const struct gw_request *rq)
 static const struct gw_route_runtime *route_runtime_of(const struct gw_request *rq)
 {
     return &rq->runtime->routes[rq->route];
+}
+
+/* The route's servers: their state changes as requests go (atomics, backends.h). */
+static struct gw_backend_set *backends_of(const struct gw_request *rq)
+{
+    return &rq->runtime->routes[rq->route].backends;
 }
 
 struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
@@ -737,6 +756,7 @@ struct header_walk {
     bool trusted_peer;       /* its X-Forwarded-Proto and -Host are passed on */
     bool keep_underscores;   /* server.underscores_in_headers */
     const char *consumer_header; /* server.consumer_header: only the gateway sets it */
+    const struct config_route *route; /* its set_headers and remove_headers */
     unsigned dropped;        /* names with '_' left out */
     bool failed, has_accept, has_content_type, has_proto, has_forwarded_host;
 };
@@ -775,11 +795,16 @@ static void append_line(struct header_walk *w, const char *line)
     append_parts(w, &line, 1);
 }
 
+/* Appends "name: value", noting the fields the gateway adds only when they are absent. */
 static void append_field(struct header_walk *w, const char *name, const char *value)
 {
     /* "Name;" is how libcurl sends a field with an empty value ("Name:" removes it). */
     const char *parts[] = {name, value[0] ? ": " : ";", value};
 
+    w->has_proto |= strcasecmp(name, "X-Forwarded-Proto") == 0;
+    w->has_forwarded_host |= strcasecmp(name, "X-Forwarded-Host") == 0;
+    w->has_accept |= strcasecmp(name, "Accept") == 0;
+    w->has_content_type |= strcasecmp(name, "Content-Type") == 0;
     append_parts(w, parts, value[0] ? 3 : 2);
 }
 
@@ -797,6 +822,19 @@ static bool replaced_by_gateway(const char *name, bool trusted_peer)
                              strcasecmp(name, "X-Forwarded-Host") == 0);
 }
 
+/* Whether the route's set_headers or remove_headers name the field: the client's copy of it
+ * is not forwarded. */
+static bool replaced_by_route(const struct config_route *route, const char *name)
+{
+    for (size_t i = 0; i < route->n_set_headers; i++)
+        if (strcasecmp(name, route->set_headers[i].name) == 0)
+            return true;
+    for (size_t i = 0; i < route->n_remove_headers; i++)
+        if (strcasecmp(name, route->remove_headers[i]) == 0)
+            return true;
+    return false;
+}
+
 static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, const char *name,
                                           const char *value)
 {
@@ -804,7 +842,7 @@ static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, co
 
     (void)kind;
     if (value == NULL || gw_header_is_hop_by_hop(name, w->connection) ||
-        replaced_by_gateway(name, w->trusted_peer) ||
+        replaced_by_gateway(name, w->trusted_peer) || replaced_by_route(w->route, name) ||
         (w->consumer_header != NULL && strcasecmp(name, w->consumer_header) == 0))
         return MHD_YES;
     /* CGI-style upstreams read X_API_Key as X-API-Key: a second spelling of a field that
@@ -813,24 +851,90 @@ static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, co
         w->dropped++;
         return MHD_YES;
     }
-    w->has_proto |= strcasecmp(name, "X-Forwarded-Proto") == 0;
-    w->has_forwarded_host |= strcasecmp(name, "X-Forwarded-Host") == 0;
-    w->has_accept |= strcasecmp(name, "Accept") == 0;
-    w->has_content_type |= strcasecmp(name, "Content-Type") == 0;
     append_field(w, name, value);
     return w->failed ? MHD_NO : MHD_YES;
 }
 
-/* The header list sent upstream: the client's end-to-end fields as they came, Host kept,
- * X-Forwarded-* set, and libcurl kept from adding fields of its own. The nodes and their text
- * go to rq->upstream_headers and rq->upstream_header_text. 0, or -1 when memory is short. */
+/* ${request.id}: the client's X-Request-Id when it sent one of printable ASCII that fits,
+ * else 128 random bits in hex; the same for every attempt of the request. */
+static const char *request_id(struct gw_request *rq, struct MHD_Connection *c)
+{
+    const char *given = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+    bool usable = given != NULL && given[0] != '\0' && strlen(given) < sizeof rq->request_id;
+    unsigned char random[16];
+
+    if (rq->request_id[0] != '\0')
+        return rq->request_id;
+    for (const char *p = given; usable && *p != '\0'; p++)
+        usable = *p > ' ' && *p < 0x7f;
+    if (usable) {
+        snprintf(rq->request_id, sizeof rq->request_id, "%s", given);
+    } else {
+        randombytes_buf(random, sizeof random);
+        sodium_bin2hex(rq->request_id, sizeof rq->request_id, random, sizeof random);
+    }
+    return rq->request_id;
+}
+
+/* Appends `name: template` with its ${request.*} filled in. */
+static void append_set_header(struct header_walk *w, struct gw_request *rq,
+                              struct MHD_Connection *c, const char *name, const char *template,
+                              const char *peer_text)
+{
+    static const char *const variables[] = {"${request.client_addr}", "${request.consumer}",
+                                            "${request.id}"};
+    char value[4096];
+    size_t len = 0;
+
+    for (const char *at = template; *at != '\0' && len < sizeof value - 1;) {
+        const char *fill = NULL;
+        size_t skip = 0;
+
+        for (size_t v = 0; v < 3 && fill == NULL; v++)
+            if (strncmp(at, variables[v], strlen(variables[v])) == 0) {
+                skip = strlen(variables[v]);
+                fill = v == 0   ? peer_text
+                       : v == 1 ? (rq->consumer != NULL ? rq->consumer : "")
+                                : request_id(rq, c);
+            }
+        if (fill == NULL) {
+            value[len++] = *at++;
+            continue;
+        }
+        len += (size_t)snprintf(value + len, sizeof value - len, "%s", fill);
+        if (len > sizeof value - 1)
+            len = sizeof value - 1;
+        at += skip;
+    }
+    value[len] = '\0';
+    append_field(w, name, value);
+}
+
+/* The Host field the upstream sees (route.host). */
+static const char *upstream_host(const struct gw_request *rq)
+{
+    const struct config_route *route = route_of(rq);
+
+    if (route->host_mode == CONFIG_HOST_UPSTREAM)
+        return route->servers[rq->server].authority;
+    if (route->host_mode == CONFIG_HOST_NAME)
+        return route->host_name;
+    return rq->host;
+}
+
+/* The header list sent upstream: the client's end-to-end fields as they came, Host kept (or
+ * as route.host says), X-Forwarded-* set, the route's set_headers and remove_headers applied,
+ * and libcurl kept from adding fields of its own. The nodes and their text go to
+ * rq->upstream_headers and rq->upstream_header_text. 0, or -1 when memory is short. */
 static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
 {
-    const char *host = rq->host, *forwarded_for = rq->forwarded_for;
+    const struct config_route *route = route_of(rq);
+    const char *host = upstream_host(rq), *forwarded_for = rq->forwarded_for;
     struct header_walk w = {.connection = rq->connection,
                             .trusted_peer = rq->trusted_peer,
                             .keep_underscores = rq->runtime->config->server.underscores_in_headers,
-                            .consumer_header = rq->runtime->config->server.consumer_header};
+                            .consumer_header = rq->runtime->config->server.consumer_header,
+                            .route = route};
     char peer_text[64] = "unknown";
     struct curl_slist *nodes;
     const char *at;
@@ -839,6 +943,9 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
         inet_ntop(rq->peer.family, rq->peer.bytes, peer_text, sizeof peer_text);
     MHD_get_connection_values(c, MHD_HEADER_KIND, copy_request_field, &w);
     rq->dropped_headers = w.dropped;
+    for (size_t i = 0; i < route->n_set_headers; i++)
+        append_set_header(&w, rq, c, route->set_headers[i].name, route->set_headers[i].value,
+                          peer_text);
     if (host != NULL)
         append_field(&w, "Host", host);
     {
@@ -849,8 +956,8 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
     }
     if (!w.has_proto)
         append_field(&w, "X-Forwarded-Proto", "http");
-    if (host != NULL && !w.has_forwarded_host)
-        append_field(&w, "X-Forwarded-Host", host);
+    if (rq->host != NULL && !w.has_forwarded_host)
+        append_field(&w, "X-Forwarded-Host", rq->host);
     if (w.consumer_header != NULL && rq->consumer != NULL)
         append_field(&w, w.consumer_header, rq->consumer);
     /* Empty values: libcurl leaves out the fields it would add of its own. */
@@ -909,8 +1016,15 @@ static ssize_t read_upstream_body(void *cls, uint64_t pos, char *buf, size_t max
     }
     if (n == 0)
         return MHD_CONTENT_READER_END_OF_STREAM;
-    gw_warn("route %s: upstream body cut short after %llu bytes; client connection closed",
-            route_of(rq)->name, (unsigned long long)pos);
+    {
+        const char *text;
+
+        rq->fault = gw_upstream_fault(rq->upstream, &text);
+        gw_warn("route %s: server %s: %s: the body stopped after %llu bytes (%s); the client's "
+                "connection is closed",
+                route_of(rq)->name, route_of(rq)->servers[rq->server].url, gw_fault_name(rq->fault),
+                (unsigned long long)pos, text);
+    }
     return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
@@ -921,54 +1035,108 @@ static bool carries_body(const char *method, long status)
     return strcmp(method, "HEAD") != 0 && status >= 200 && status != 204 && status != 304;
 }
 
+/* What the client is told of a failed attempt: the kind, never the server's address. */
+static const char *fault_detail(enum gw_fault fault)
+{
+    switch (fault) {
+    case GW_FAULT_DNS:
+        return "the upstream's name could not be resolved (dns)";
+    case GW_FAULT_REFUSED:
+        return "the upstream refused the connection or could not be reached (refused)";
+    case GW_FAULT_CONNECT_TIMEOUT:
+        return "the upstream did not accept the connection in time (connect_timeout)";
+    case GW_FAULT_TLS:
+        return "the TLS handshake with the upstream failed (tls)";
+    case GW_FAULT_RESET:
+        return "the upstream closed the connection without answering (reset)";
+    case GW_FAULT_TIMEOUT:
+        return "the upstream did not answer in time (timeout)";
+    case GW_FAULT_TOO_LARGE:
+        return "the upstream's response head is larger than this gateway passes on (too_large)";
+    case GW_FAULT_INVALID:
+        return "the upstream's answer was not HTTP/1.1 (invalid)";
+    default:
+        return "the upstream's answer could not be read (other)";
+    }
+}
+
 static enum MHD_Result upstream_failed(struct gw_request *rq, struct MHD_Connection *c,
                                        enum gw_upstream_error error)
 {
     struct gw_route_metrics *metrics = route_runtime_of(rq)->metrics;
 
-    if (error == GW_UPSTREAM_TIMEOUT) {
-        gw_metrics_count_error(metrics, GW_ERR_TIMEOUT);
-        return respond_problem(rq, c, MHD_HTTP_GATEWAY_TIMEOUT,
-                               "the upstream did not answer in time");
-    }
-    if (error == GW_UPSTREAM_TOO_LARGE) {
-        gw_metrics_count_error(metrics, GW_ERR_OTHER);
-        gw_warn("route %s: the upstream's response head is over max_response_header_size; "
-                "answered 502",
-                route_of(rq)->name);
-        return respond_problem(rq, c, MHD_HTTP_BAD_GATEWAY,
-                               "the upstream's response head is larger than this gateway passes "
-                               "on");
-    }
-    if (error == GW_UPSTREAM_CONNECT) {
-        gw_metrics_count_error(metrics, GW_ERR_CONNECT);
-        return respond_problem(rq, c, MHD_HTTP_BAD_GATEWAY,
-                               "the upstream refused the connection or could not be reached");
-    }
-    gw_metrics_count_error(metrics, GW_ERR_OTHER);
-    return respond_problem(rq, c, MHD_HTTP_BAD_GATEWAY, "the upstream's answer could not be read");
+    gw_metrics_count_error(metrics, error == GW_UPSTREAM_TIMEOUT   ? GW_ERR_TIMEOUT
+                                    : error == GW_UPSTREAM_CONNECT ? GW_ERR_CONNECT
+                                                                   : GW_ERR_OTHER);
+    return respond_problem(
+        rq, c, error == GW_UPSTREAM_TIMEOUT ? MHD_HTTP_GATEWAY_TIMEOUT : MHD_HTTP_BAD_GATEWAY,
+        fault_detail(rq->fault));
 }
 
-/* Sends the request upstream. 0, or -1 when it was answered instead. */
+/* The upstream URL for server `k`: its origin and base path, then the target as the client
+ * sent it, without the matched path_prefix under strip_prefix. NULL when memory is short. */
+static char *upstream_url(const struct gw_request *rq, size_t k)
+{
+    const struct config_route *route = route_of(rq);
+    const struct config_server *server = &route->servers[k];
+    const char *rest = rq->raw_uri, *slash = "";
+    size_t len;
+    char *url;
+
+    if (route->strip_prefix) {
+        rest = gw_target_after(rq->raw_uri, strlen(route->path_prefix));
+        /* "/v1" stripped from "/v1?q" leaves the base path (or "/") alone; "/v1/" stripped
+         * from "/v1/x" took the '/' that the rest needs. */
+        if (rest[0] == '\0' || rest[0] == '?')
+            slash = server->base_path[0] == '\0' ? "/" : "";
+        else if (rest[0] != '/')
+            slash = "/";
+    }
+    len = strlen(server->origin) + strlen(server->base_path) + strlen(slash) + strlen(rest) + 1;
+    url = malloc(len);
+    if (url != NULL)
+        snprintf(url, len, "%s%s%s%s", server->origin, server->base_path, slash, rest);
+    return url;
+}
+
+/* Ends the open attempt (no longer in flight); `reported` as gw_backend_finish(). */
+static void close_attempt(struct gw_request *rq)
+{
+    if (rq->backend != NULL)
+        gw_backend_finish(rq->backend, rq->reported, rq->probe);
+    rq->backend = NULL;
+}
+
+/* Sends the request upstream to the server the route's balance picks: a new attempt. 0, or
+ * -1 when it was answered instead. */
 static int send_upstream(struct gw_request *rq, struct MHD_Connection *c, enum MHD_Result *ret)
 {
     const struct config_route *route = route_of(rq);
+    const struct gw_route_runtime *r = route_runtime_of(rq);
     struct gw_forward fw;
     enum gw_upstream_error error;
-    size_t url_len;
 
+    rq->server = gw_backend_pick(backends_of(rq), rq->tried, limiter_now_ns(), &rq->probe);
+    rq->tried |= UINT64_C(1) << rq->server;
+    rq->backend = r->backends.servers[rq->server];
+    rq->reported = false;
+    rq->fault = GW_FAULT_NONE;
+    if (rq->attempts++ == 0 && route->retries.attempts > 1)
+        gw_retry_budget_count(r->budget, limiter_now_ns());
+    gw_backend_begin(rq->backend);
+    free(rq->upstream_url);
+    free(rq->upstream_headers);
+    free(rq->upstream_header_text);
+    rq->upstream_headers = NULL;
+    rq->upstream_header_text = NULL;
     /* Handles are held only while forwarding, so idle keep-alive clients hold none. */
     rq->upstream = gw_upstream_acquire(rq->loop != NULL ? gw_loop_upstream(rq->loop) : NULL,
-                                       route_runtime_of(rq)->origin);
-    url_len = strlen(route->upstream) + strlen(route->upstream_base_path) + strlen(rq->raw_uri) + 1;
-    rq->upstream_url = malloc(url_len);
+                                       r->pools[rq->server]);
+    rq->upstream_url = upstream_url(rq, rq->server);
     if (rq->upstream == NULL || rq->upstream_url == NULL || upstream_headers(rq, c) != 0) {
         *ret = respond_problem(rq, c, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
         return -1;
     }
-    snprintf(rq->upstream_url, url_len, "%s%s%s", route->upstream, route->upstream_base_path,
-             rq->raw_uri);
-
     fw = (struct gw_forward){
         .method = rq->method,
         .url = rq->upstream_url,
@@ -990,6 +1158,52 @@ static int send_upstream(struct gw_request *rq, struct MHD_Connection *c, enum M
     return 0;
 }
 
+/* Methods a retry may send again (issue's list: RFC 9110's idempotent ones but TRACE). */
+static bool may_retry(const char *method)
+{
+    static const char *const methods[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS"};
+
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (strcmp(method, methods[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Reports the attempt's outcome (the head came with `status`, or `error`), logs a failure
+ * (at most once a second per server and kind), and says whether to try again: on another
+ * server when there is one, for an outcome in retries.on, an idempotent method, attempts
+ * left, and room in the retry budget. The body is always still in the buffer (request
+ * bodies are read whole before forwarding). */
+static bool end_attempt(struct gw_request *rq, enum gw_upstream_error error, long status)
+{
+    const struct config_route *route = route_of(rq);
+    int64_t now = limiter_now_ns();
+    const char *text = "";
+
+    if (error != GW_UPSTREAM_OK)
+        rq->fault = gw_upstream_fault(rq->upstream, &text);
+    rq->reported = true;
+    if (gw_backend_report(rq->backend, route, rq->fault, status, now, rq->probe))
+        gw_warn("route %s: server %s is skipped for %s after failing (%s)", route->name,
+                rq->backend->url, "fail_timeout",
+                rq->fault != GW_FAULT_NONE ? gw_fault_name(rq->fault) : "its status");
+    if (rq->fault != GW_FAULT_NONE && gw_backend_should_log(rq->backend, rq->fault, now))
+        gw_warn("route %s: server %s: %s: %s", route->name, rq->backend->url,
+                gw_fault_name(rq->fault), text);
+    if (!(gw_fault_class(rq->fault, status) & route->retries.on) ||
+        rq->attempts >= route->retries.attempts || !may_retry(rq->method))
+        return false;
+    if (!gw_retry_budget_take(route_runtime_of(rq)->budget, route->retries.budget_percent, now)) {
+        gw_metrics_count_retry(route_runtime_of(rq)->metrics, false);
+        return false;
+    }
+    gw_metrics_count_retry(route_runtime_of(rq)->metrics, true);
+    close_attempt(rq);
+    gw_upstream_release(rq->upstream);
+    rq->upstream = NULL;
+    return true;
+}
+
 /* Forwards the request and answers with the upstream's answer. Called again after each wait
  * on a loop, until the response head is in. */
 static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
@@ -1003,16 +1217,19 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     size_t cursor = 0, body_len;
     int64_t length;
 
-    if (rq->upstream == NULL && send_upstream(rq, c, &ret) != 0)
-        return ret;
-    upstream = rq->upstream;
-    error = gw_upstream_head(upstream);
-    if (error == GW_UPSTREAM_PENDING) {
-        await_upstream(rq);
-        return MHD_YES;
-    }
+    do {
+        if (rq->upstream == NULL && send_upstream(rq, c, &ret) != 0)
+            return ret;
+        error = gw_upstream_head(rq->upstream);
+        if (error == GW_UPSTREAM_PENDING) {
+            await_upstream(rq);
+            return MHD_YES;
+        }
+    } while (
+        end_attempt(rq, error, error == GW_UPSTREAM_OK ? gw_upstream_status(rq->upstream) : 0));
     if (error != GW_UPSTREAM_OK)
         return upstream_failed(rq, c, error);
+    upstream = rq->upstream;
     rq->upstream_head_ns = limiter_now_ns();
     rq->upstream_status = gw_upstream_status(upstream);
     gw_metrics_count_response(route_runtime_of(rq)->metrics, (unsigned)rq->upstream_status);
@@ -1116,8 +1333,11 @@ void gw_request_done(struct gw_request *rq)
         .consumer = rq->consumer,
         .plan = rq->consumer_plan,
         .dropped_headers = rq->dropped_headers,
+        .upstream_error = gw_fault_name(rq->fault),
+        .upstream_server = rq->attempts > 0 ? route->servers[rq->server].url : "",
     };
 
+    close_attempt(rq);
     gw_upstream_release(rq->upstream);
     if (route != NULL)
         gw_metrics_count_request(route_runtime_of(rq)->metrics, rq->set ? rq->set->plan : NULL,

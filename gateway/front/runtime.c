@@ -193,8 +193,28 @@ static int build_set(struct gw_runtime *rt, const struct config_route *cr,
     return 0;
 }
 
+/* The route's servers, and the pool of upstream connections each draws from (proxy.h): its
+ * origin, via the route's proxy. 0, or -1 when memory is short. */
+static int build_upstream(const struct config_route *cr, struct gw_route_runtime *r,
+                          struct gw_backends *backends)
+{
+    if (gw_backend_set_init(&r->backends, backends, cr) != 0 ||
+        (r->budget = gw_backends_budget(backends, cr->name)) == NULL ||
+        (r->pools = calloc(cr->n_servers, sizeof *r->pools)) == NULL)
+        return -1;
+    for (size_t k = 0; k < cr->n_servers; k++) {
+        const char *origin = cr->servers[k].origin;
+
+        r->pools[k] = cr->proxy ? join3(origin, " via ", cr->proxy) : strdup(origin);
+        if (r->pools[k] == NULL)
+            return -1;
+    }
+    return 0;
+}
+
 static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime *previous,
-                       struct gw_metrics *metrics, char *err, size_t err_len)
+                       struct gw_metrics *metrics, struct gw_backends *backends, char *err,
+                       size_t err_len)
 {
     const struct config_route *cr = &rt->config->routes[i];
     struct gw_route_runtime *r = &rt->routes[i];
@@ -235,9 +255,7 @@ static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime 
             return -1;
         }
     }
-    /* The pool of upstream connections it draws from (proxy.h): its upstream, via its proxy. */
-    r->origin = cr->proxy ? join3(cr->upstream, " via ", cr->proxy) : strdup(cr->upstream);
-    if (r->problem_body == NULL || r->origin == NULL) {
+    if (r->problem_body == NULL || build_upstream(cr, r, backends) != 0) {
         snprintf(err, err_len, "out of memory");
         return -1;
     }
@@ -268,7 +286,10 @@ static void runtime_free(struct gw_runtime *rt)
         free(rt->routes[i].plans);
         free(rt->routes[i].problem_body);
         free(rt->routes[i].unknown_key_detail);
-        free(rt->routes[i].origin);
+        for (size_t k = 0; rt->routes[i].pools != NULL && k < rt->config->routes[i].n_servers; k++)
+            free(rt->routes[i].pools[k]);
+        free(rt->routes[i].pools);
+        gw_backend_set_free(&rt->routes[i].backends);
     }
     free(rt->routes);
     gw_consumers_free(rt->consumers);
@@ -279,8 +300,8 @@ static void runtime_free(struct gw_runtime *rt)
 }
 
 struct gw_runtime *gw_runtime_build(struct config *config, const struct gw_runtime *previous,
-                                    struct gw_metrics *metrics, struct gw_store *store,
-                                    char *err, size_t err_len)
+                                    struct gw_metrics *metrics, struct gw_backends *backends,
+                                    struct gw_store *store, char *err, size_t err_len)
 {
     struct gw_runtime *rt = calloc(1, sizeof *rt);
 
@@ -299,7 +320,7 @@ struct gw_runtime *gw_runtime_build(struct config *config, const struct gw_runti
         goto fail;
     }
     for (size_t i = 0; i < config->n_routes; i++)
-        if (build_route(rt, i, previous, metrics, err, err_len) != 0)
+        if (build_route(rt, i, previous, metrics, backends, err, err_len) != 0)
             goto fail;
     rt->consumers = config->n_consumers > 0 ? gw_consumers_build(config) : NULL;
     if (config->n_consumers > 0 && rt->consumers == NULL) {
@@ -329,7 +350,55 @@ void gw_runtime_release(struct gw_runtime *rt)
         runtime_free(rt);
 }
 
-void gw_runtime_limiter_gauges(void *runtime, FILE *out)
+/* The three per-server families, each written once for all routes. */
+static void upstream_gauges(const struct gw_runtime *rt, FILE *out)
+{
+    static const struct {
+        enum gw_backend_family family;
+        const char *head;
+    } families[] = {
+        {GW_FAMILY_REQUESTS,
+         "# HELP sluice_upstream_requests_total Attempts on each upstream server by what "
+         "it answered (error: no answer).\n# TYPE sluice_upstream_requests_total counter\n"},
+        {GW_FAMILY_HEALTHY, "# HELP sluice_upstream_healthy Whether a server is believed "
+                            "healthy (passive and active health).\n"
+                            "# TYPE sluice_upstream_healthy gauge\n"},
+        {GW_FAMILY_INFLIGHT, "# HELP sluice_upstream_inflight Requests on each server now.\n"
+                             "# TYPE sluice_upstream_inflight gauge\n"},
+    };
+    int64_t now = limiter_now_ns();
+
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+        fputs(families[f].head, out);
+        for (size_t i = 0; i < rt->config->n_routes; i++)
+            gw_backend_set_render(&rt->routes[i].backends, out, families[f].family, now);
+    }
+}
+
+bool gw_runtime_upstreams_ready(const struct gw_runtime *rt, int64_t now_ns)
+{
+    for (size_t i = 0; i < rt->config->n_routes; i++) {
+        const struct gw_backend_set *set = &rt->routes[i].backends;
+        bool any = false;
+
+        for (size_t k = 0; k < set->n && !any; k++)
+            any = gw_backend_healthy(set->servers[k], now_ns);
+        if (!any)
+            return false;
+    }
+    return true;
+}
+
+struct gw_backend_set **gw_runtime_backend_sets(struct gw_runtime *rt)
+{
+    struct gw_backend_set **sets = calloc(rt->config->n_routes + 1, sizeof *sets);
+
+    for (size_t i = 0; sets != NULL && i < rt->config->n_routes; i++)
+        sets[i] = &rt->routes[i].backends;
+    return sets;
+}
+
+void gw_runtime_gauges(void *runtime, FILE *out)
 {
     const struct gw_runtime *rt = runtime;
 
@@ -371,4 +440,5 @@ void gw_runtime_limiter_gauges(void *runtime, FILE *out)
         fprintf(out, "sluice_limiter_evictions_total{route=\"%s\"} %llu\n",
                 rt->config->routes[i].name, (unsigned long long)evictions);
     }
+    upstream_gauges(rt, out);
 }

@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "backends.h"
 #include "config.h"
 #include "consumers.h"
 #include "limiter.h"
@@ -72,7 +73,9 @@ struct gw_route_runtime {
     const char *denied_type;
     char *problem_body;       /* the problem+json body, owned */
     char *unknown_key_detail; /* the 401's detail where a key names a consumer, or NULL */
-    char *origin; /* the upstream connection pool's name (gw_upstream_acquire) */
+    struct gw_backend_set backends; /* its upstream's servers */
+    char **pools; /* per server, its connection pool's name (gw_upstream_acquire) */
+    struct gw_retry_budget *budget;
     struct gw_route_metrics *metrics;
 };
 
@@ -89,13 +92,21 @@ struct gw_runtime {
  * failure). Limits equal to ones of `previous` (may be NULL) share their limiters. Returns
  * the runtime with one reference, or NULL with `err` filled. */
 struct gw_runtime *gw_runtime_build(struct config *config, const struct gw_runtime *previous,
-                                    struct gw_metrics *metrics, struct gw_store *store,
-                                    char *err, size_t err_len);
+                                    struct gw_metrics *metrics, struct gw_backends *backends,
+                                    struct gw_store *store, char *err, size_t err_len);
 
 void gw_runtime_hold(struct gw_runtime *runtime);
 void gw_runtime_release(struct gw_runtime *runtime);
 
-/* The limiter gauges of `runtime` (a struct gw_runtime *), for gw_metrics_render(). */
-void gw_runtime_limiter_gauges(void *runtime, FILE *out);
+/* The gauges of `runtime` (a struct gw_runtime *), for gw_metrics_render(): its limiters',
+ * and its upstream servers' (backends.h). */
+void gw_runtime_gauges(void *runtime, FILE *out);
+
+/* Whether every route has a server believed healthy (for /readyz). */
+bool gw_runtime_upstreams_ready(const struct gw_runtime *runtime, int64_t now_ns);
+
+/* The servers' sets of every route, in route order (for gw_health_configure()). NULL when
+ * memory is short; the caller frees the array. */
+struct gw_backend_set **gw_runtime_backend_sets(struct gw_runtime *runtime);
 
 #endif

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "admission.h"
+#include "health.h"
 #include "log.h"
 #include "loop.h"
 #include "offload.h"
@@ -72,6 +73,8 @@ struct gw_server {
     int64_t client_timeout_ns;
     struct gw_runtime *current;
     struct gw_metrics *metrics;
+    struct gw_backends *backends; /* the upstream servers' state, across reloads */
+    struct gw_health *health;     /* active checks */
     struct gw_store *store;
     struct fixed_settings fixed;
     struct MHD_Daemon *admin;
@@ -316,6 +319,18 @@ static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned status, c
     return ret;
 }
 
+/* Hands the health checker the servers of `rt`. 0, or -1 when memory is short. */
+static int configure_health(struct gw_server *s, struct gw_runtime *rt)
+{
+    struct gw_backend_set **sets = gw_runtime_backend_sets(rt);
+
+    if (sets == NULL)
+        return -1;
+    gw_health_configure(s->health, rt->config, sets);
+    free(sets);
+    return 0;
+}
+
 static char *render_metrics(struct gw_server *s)
 {
     struct gw_runtime *rt = acquire_runtime(s);
@@ -324,12 +339,31 @@ static char *render_metrics(struct gw_server *s)
     FILE *out = open_memstream(&text, &len);
 
     if (out != NULL) {
-        gw_metrics_render(s->metrics, out, gw_runtime_limiter_gauges, rt);
+        gw_metrics_render(s->metrics, out, gw_runtime_gauges, rt);
         gw_store_render_metrics(s->store, out);
         fclose(out);
     }
     gw_runtime_release(rt);
     return text;
+}
+
+/* /readyz: 503 while draining, or (unless server.ready_needs_upstreams is false) while some
+ * route has no server believed healthy. */
+static enum MHD_Result ready(struct gw_server *s, struct MHD_Connection *c)
+{
+    struct gw_runtime *rt;
+    bool upstreams;
+
+    if (atomic_load(&s->draining))
+        return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", strdup("draining\n"));
+    rt = acquire_runtime(s);
+    upstreams = !rt->config->server.ready_needs_upstreams ||
+                gw_runtime_upstreams_ready(rt, limiter_now_ns());
+    gw_runtime_release(rt);
+    if (!upstreams)
+        return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
+                            strdup("a route has no upstream server believed healthy\n"));
+    return respond_text(c, MHD_HTTP_OK, "text/plain", strdup("ready\n"));
 }
 
 static enum MHD_Result on_admin(void *cls, struct MHD_Connection *c, const char *url,
@@ -349,10 +383,7 @@ static enum MHD_Result on_admin(void *cls, struct MHD_Connection *c, const char 
     if (strcmp(url, "/healthz") == 0)
         return respond_text(c, MHD_HTTP_OK, "text/plain", strdup("ok\n"));
     if (strcmp(url, "/readyz") == 0)
-        return atomic_load(&s->draining)
-                   ? respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
-                                  strdup("draining\n"))
-                   : respond_text(c, MHD_HTTP_OK, "text/plain", strdup("ready\n"));
+        return ready(s, c);
     return respond_text(c, MHD_HTTP_NOT_FOUND, "text/plain",
                         strdup("not found: try /metrics, /healthz or /readyz\n"));
 }
@@ -502,8 +533,10 @@ static void free_server(struct gw_server *s)
         close(s->reaper_stop[1]);
     }
     stop_fronts(s);
+    gw_health_stop(s->health);
     gw_wire_cleanup();
     gw_runtime_release(s->current);
+    gw_backends_free(s->backends);
     gw_metrics_free(s->metrics);
     gw_store_free(s->store);
     free(s->fixed.listen.host);
@@ -621,8 +654,10 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
     s->fixed.client_timeout_ns = config->server.client_timeout_ns;
     s->fixed.watch_config = config->server.watch_config;
     s->metrics = gw_metrics_new();
+    s->backends = gw_backends_new();
+    s->health = gw_health_start();
     s->store = gw_store_new(config);
-    if (s->metrics == NULL || s->store == NULL ||
+    if (s->metrics == NULL || s->backends == NULL || s->health == NULL || s->store == NULL ||
         copy_endpoint(&s->fixed.listen, &config->server.listen) != 0 ||
         copy_endpoint(&s->fixed.admin_listen, &config->server.admin_listen) != 0 ||
         copy_endpoint(&s->fixed.redis, &config->redis.address) != 0) {
@@ -630,8 +665,8 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
         snprintf(err, GW_ERR_LEN, "out of memory");
         goto fail;
     }
-    s->current = gw_runtime_build(config, NULL, s->metrics, s->store, err, GW_ERR_LEN);
-    if (s->current == NULL || start_fronts(s, err) != 0)
+    s->current = gw_runtime_build(config, NULL, s->metrics, s->backends, s->store, err, GW_ERR_LEN);
+    if (s->current == NULL || configure_health(s, s->current) != 0 || start_fronts(s, err) != 0)
         goto fail;
     if (s->fixed.mode == CONFIG_MODE_THREAD_PER_CONNECTION && start_reaper(s) != 0) {
         snprintf(err, GW_ERR_LEN, "cannot start the slow-client reaper");
@@ -713,10 +748,12 @@ int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR
     old = s->current;
     pthread_mutex_unlock(&s->swap);
     /* Only the reloading thread swaps, so `old` stays current while the next is built. */
-    next = gw_runtime_build(config, old, s->metrics, s->store, err, GW_ERR_LEN);
+    next = gw_runtime_build(config, old, s->metrics, s->backends, s->store, err, GW_ERR_LEN);
     gw_metrics_count_reload(s->metrics, next != NULL);
     if (next == NULL)
         return -1;
+    if (configure_health(s, next) != 0)
+        gw_warn("reload: out of memory for the health checks; the last ones go on");
     gw_proxy_configure(next->config->server.upstream_idle_timeout_ns,
                        next->config->server.upstream_max_idle);
     pthread_mutex_lock(&s->swap);

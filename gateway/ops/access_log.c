@@ -69,7 +69,7 @@ static void put_ms(struct line *l, int64_t ns)
 
 void gw_access_log_write(int fd, const struct gw_access_entry *e)
 {
-    char text[2048], client[17] = "";
+    char text[4096], client[17] = "";
     struct line l = {text, text + sizeof text};
     unsigned char digest[8];
     struct timespec now;
@@ -82,8 +82,8 @@ void gw_access_log_write(int fd, const struct gw_access_entry *e)
                            strlen(e->client_key), NULL, 0);
         sodium_bin2hex(client, sizeof client, digest, sizeof digest);
     }
-    /* Each escaped field is bounded (path 1 KiB, route 160, method 48, consumer and plan 64),
-     * so the line fits. */
+    /* Each escaped field is bounded (path 1 KiB, route 160, method 48, consumer and plan 64, server
+     * 512), so the line fits. */
     put_text(&l, "{\"time\":\"");
     put_text(&l, utc_seconds(now.tv_sec));
     put(&l, ".", 1);
@@ -114,7 +114,11 @@ void gw_access_log_write(int fd, const struct gw_access_entry *e)
     put_escaped(&l, e->plan ? e->plan : "", SIZE_MAX, 64);
     put_text(&l, "\",\"dropped_headers\":");
     put_number(&l, e->dropped_headers, 1);
-    put_text(&l, "}\n");
+    put_text(&l, ",\"upstream_error\":\"");
+    put_text(&l, e->upstream_error ? e->upstream_error : "");
+    put_text(&l, "\",\"upstream_server\":\"");
+    put_escaped(&l, e->upstream_server ? e->upstream_server : "", SIZE_MAX, 512);
+    put_text(&l, "\"}\n");
     if (l.at == l.end)
         return; /* cannot happen with the bounds above; never write half a line */
     gw_log_line(GW_LOG_ACCESS, fd, text, (size_t)(l.at - text));

@@ -8,8 +8,11 @@
  * {"time":"2026-11-30T10:00:00.123Z","route":"api","method":"GET","path":"/api/items",
  *  "status":200,"decision":"allowed","upstream_status":200,"upstream_ms":1.8,
  *  "duration_ms":2.1,"bytes":512,"client":"3f9a0c1d2b4e5f60","consumer":"acme","plan":"gold",
- *  "dropped_headers":0}
+ *  "dropped_headers":0,"upstream_error":"","upstream_server":"http://10.0.0.5:8080"}
  *
+ * upstream_error is the last attempt's failure ("dns", "refused", "connect_timeout", "tls",
+ * "reset", "timeout", "cut", "too_large", "invalid", "other"), "" when it had none;
+ * upstream_server the server of that attempt, "" when the request was not forwarded.
  * consumer and plan are "" unless the route's key named a consumer (config.h); "plan" is then
  * the consumer's.
  */
@@ -32,6 +35,8 @@ struct gw_access_entry {
     const char *consumer;   /* NULL when the key named no consumer */
     const char *plan;       /* the consumer's plan, or NULL */
     unsigned dropped_headers; /* request fields not forwarded ('_' in the name); 0 if none */
+    const char *upstream_error;  /* proxy.h's fault name; "" when none */
+    const char *upstream_server; /* the last attempt's server URL; "" when none */
 };
 
 /* Queues the line of `entry` for `fd` (-1: the log is off); never waits on `fd`, which need

@@ -162,6 +162,11 @@ void gw_metrics_count_error(struct gw_route_metrics *m, enum gw_upstream_error_k
     add(&m->shards[my_shard].errors[kind], 1);
 }
 
+void gw_metrics_count_retry(struct gw_route_metrics *m, bool retried)
+{
+    add(&m->shards[my_shard].retries[retried], 1);
+}
+
 void gw_metrics_count_reload(struct gw_metrics *m, bool ok)
 {
     add(ok ? &m->reloads_ok : &m->reloads_failed, 1);
@@ -266,6 +271,16 @@ static void render_routes(struct gw_route_metrics *routes, FILE *out)
         for (int k = 0; k < GW_N_ERR_KINDS; k++)
             fprintf(out, "sluice_upstream_errors_total{route=\"%s\",kind=\"%s\"} %llu\n", r->route,
                     kinds[k], (unsigned long long)SUM(r, errors, k));
+    fputs("# HELP sluice_upstream_retries_total Retries made, and those the retry budget "
+          "refused.\n"
+          "# TYPE sluice_upstream_retries_total counter\n",
+          out);
+    for (r = routes; r != NULL; r = r->next) {
+        fprintf(out, "sluice_upstream_retries_total{route=\"%s\",result=\"retried\"} %llu\n",
+                r->route, (unsigned long long)SUM(r, retries, 1));
+        fprintf(out, "sluice_upstream_retries_total{route=\"%s\",result=\"over_budget\"} %llu\n",
+                r->route, (unsigned long long)SUM(r, retries, 0));
+    }
     fputs("# HELP sluice_request_duration_seconds Time from request to the end of the answer.\n"
           "# TYPE sluice_request_duration_seconds histogram\n",
           out);

@@ -18,6 +18,7 @@
  *                                                dry_run); a plan's limits are PLAN/LIMIT
  *   sluice_upstream_responses_total{route,code}
  *   sluice_upstream_errors_total{route,kind}     connect | timeout | other
+ *   sluice_upstream_retries_total{route,result}  retried | over_budget (retries: budget)
  *   sluice_request_duration_seconds{route}       histogram
  *   sluice_limiter_clients{route}                the most clients any of its limits holds
  *   sluice_limiter_evictions_total{route}        lossy evictions, all of its limits
@@ -55,6 +56,7 @@ struct gw_route_shard {
     _Alignas(64) _Atomic uint64_t requests[GW_N_DECISIONS];
     _Atomic uint64_t responses[600]; /* by upstream status code */
     _Atomic uint64_t errors[GW_N_ERR_KINDS];
+    _Atomic uint64_t retries[2];                     /* over budget, retried */
     _Atomic uint64_t duration_buckets[GW_N_BUCKETS]; /* cumulative at render time */
     _Atomic uint64_t duration_us_sum;
     _Atomic uint64_t duration_count;
@@ -108,6 +110,8 @@ void gw_metrics_count_request(struct gw_route_metrics *m, struct gw_labelled *pl
 void gw_metrics_count_denial(struct gw_labelled *limit);
 void gw_metrics_count_response(struct gw_route_metrics *m, unsigned status);
 void gw_metrics_count_error(struct gw_route_metrics *m, enum gw_upstream_error_kind kind);
+/* A retry made (`retried`), or one the route's retry budget refused. */
+void gw_metrics_count_retry(struct gw_route_metrics *m, bool retried);
 void gw_metrics_count_reload(struct gw_metrics *metrics, bool ok);
 void gw_metrics_connection(struct gw_metrics *metrics, int delta);
 /* A request begins (+1) or its answer has been sent or abandoned (-1). */

@@ -45,6 +45,9 @@ struct gw_upstream {
     CURLcode result;
     unsigned sends, max_sends; /* requests sent in this exchange, and how many may be */
 
+    enum gw_fault fault;              /* the last exchange's, until the next starts */
+    char error_text[CURL_ERROR_SIZE]; /* libcurl's words for it (CURLOPT_ERRORBUFFER) */
+
     long status;
     bool head_done, head_too_large;
     char *head; /* "name\0value\0" pairs of the final response head */
@@ -721,6 +724,7 @@ static void set_handle_options(struct gw_upstream *u)
     curl_easy_setopt(e, CURLOPT_HEADERDATA, u);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, u);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, u->error_text);
 }
 
 /* What differs from one exchange to the next; every such option is set each time, so nothing
@@ -758,18 +762,81 @@ static void set_request_options(struct gw_upstream *u, const struct gw_forward *
     }
 }
 
-static enum gw_upstream_error classify(CURLcode result)
+const char *gw_fault_name(enum gw_fault fault)
+{
+    static const char *const names[GW_N_FAULTS] = {
+        "",        "dns", "refused",   "connect_timeout", "tls",  "reset",
+        "timeout", "cut", "too_large", "invalid",         "other"};
+
+    return fault < GW_N_FAULTS ? names[fault] : "other";
+}
+
+static enum gw_fault classify(CURLcode result)
 {
     switch (result) {
-    case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        return GW_FAULT_DNS;
+    case CURLE_COULDNT_CONNECT:
+        return GW_FAULT_REFUSED;
     case CURLE_OPERATION_TIMEDOUT: /* only the connect timeout is curl's own */
+        return GW_FAULT_CONNECT_TIMEOUT;
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_USE_SSL_FAILED:
+        return GW_FAULT_TLS;
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_ABORTED_BY_CALLBACK: /* a reused connection died; the request may not go twice */
+        return GW_FAULT_RESET;
+    case CURLE_PARTIAL_FILE:
+        return GW_FAULT_CUT;
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_BAD_CONTENT_ENCODING:
+        return GW_FAULT_INVALID;
+    default:
+        return GW_FAULT_OTHER;
+    }
+}
+
+static enum gw_upstream_error error_of(enum gw_fault fault)
+{
+    switch (fault) {
+    case GW_FAULT_DNS:
+    case GW_FAULT_REFUSED:
+    case GW_FAULT_CONNECT_TIMEOUT:
+    case GW_FAULT_TLS:
         return GW_UPSTREAM_CONNECT;
+    case GW_FAULT_TIMEOUT:
+        return GW_UPSTREAM_TIMEOUT;
+    case GW_FAULT_TOO_LARGE:
+        return GW_UPSTREAM_TOO_LARGE;
     default:
         return GW_UPSTREAM_OTHER;
     }
+}
+
+/* Sets the exchange's fault, with our words for it where libcurl has none. */
+static void fail_with(struct gw_upstream *u, enum gw_fault fault, const char *ours)
+{
+    u->fault = fault;
+    if (ours != NULL || u->error_text[0] == '\0')
+        snprintf(u->error_text, sizeof u->error_text, "%s",
+                 ours != NULL ? ours : curl_easy_strerror(u->result));
+}
+
+enum gw_fault gw_upstream_fault(const struct gw_upstream *u, const char **text)
+{
+    *text = u->error_text;
+    return u->fault;
 }
 
 /* True when a connection this handle holds has something to read (bytes or EOF) while no
@@ -801,6 +868,8 @@ enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_
         u->stale = false;
     }
     set_request_options(u, fw);
+    u->fault = GW_FAULT_NONE;
+    u->error_text[0] = '\0';
     u->timeout_ns = fw->timeout_ns;
     u->max_head = fw->max_head;
     if (curl_multi_add_handle(u->multi, u->easy) != CURLM_OK)
@@ -819,22 +888,22 @@ enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_
 
 enum gw_upstream_error gw_upstream_head(struct gw_upstream *u)
 {
-    enum gw_upstream_error error;
-
     if (u->loop == NULL && !u->timed_out && drive(u, head_ready, u->wait_deadline_ns) != 0)
         u->timed_out = true;
     if (u->head_done)
         return GW_UPSTREAM_OK;
     if (u->timed_out)
-        error = GW_UPSTREAM_TIMEOUT;
+        fail_with(u, GW_FAULT_TIMEOUT, "no response head within the route's timeout");
     else if (!u->done)
         return GW_UPSTREAM_PENDING;
     else if (u->head_too_large)
-        error = GW_UPSTREAM_TOO_LARGE;
+        fail_with(u, GW_FAULT_TOO_LARGE, "the response head is over max_response_header_size");
+    else if (u->result == CURLE_OK)
+        fail_with(u, GW_FAULT_OTHER, "the transfer ended without a response head");
     else
-        error = u->result == CURLE_OK ? GW_UPSTREAM_OTHER : classify(u->result);
+        fail_with(u, classify(u->result), NULL);
     gw_upstream_finish(u);
-    return error;
+    return error_of(u->fault);
 }
 
 long gw_upstream_status(const struct gw_upstream *u)
@@ -889,11 +958,20 @@ ssize_t gw_upstream_read(struct gw_upstream *u, char *buf, size_t max)
             wake_loop_by(u, u->wait_deadline_ns);
             return GW_UPSTREAM_WOULD_BLOCK;
         }
-        if (drive(u, body_ready, limiter_now_ns() + u->timeout_ns) != 0)
+        if (drive(u, body_ready, limiter_now_ns() + u->timeout_ns) != 0) {
+            fail_with(u, GW_FAULT_TIMEOUT, "no more of the body within the route's timeout");
             return -1;
+        }
     }
-    if (!body_ready(u))
-        return u->done && u->result == CURLE_OK ? 0 : -1;
+    if (!body_ready(u)) {
+        if (u->done && u->result == CURLE_OK)
+            return 0;
+        if (u->timed_out)
+            fail_with(u, GW_FAULT_TIMEOUT, "no more of the body within the route's timeout");
+        else
+            fail_with(u, GW_FAULT_CUT, NULL); /* whatever libcurl says cut it short */
+        return -1;
+    }
     n = u->body_len - u->body_off;
     if (n > max)
         n = max;

@@ -67,6 +67,27 @@ enum gw_upstream_error {
     GW_UPSTREAM_PENDING,   /* on a loop: not yet; `notify` is called at the next step */
 };
 
+/* What went wrong with an exchange, finer than gw_upstream_error: the access log's
+ * upstream_error, and what passive health and retries go by. */
+enum gw_fault {
+    GW_FAULT_NONE, /* a response head came (and, for a read, the body so far) */
+    GW_FAULT_DNS,
+    GW_FAULT_REFUSED, /* refused or unreachable */
+    GW_FAULT_CONNECT_TIMEOUT,
+    GW_FAULT_TLS,       /* handshake or certificate verification */
+    GW_FAULT_RESET,     /* the connection dropped before a response head */
+    GW_FAULT_TIMEOUT,   /* no response head (or no more body) within `timeout` */
+    GW_FAULT_CUT,       /* the body ended before its length */
+    GW_FAULT_TOO_LARGE, /* a response head over `max_head` */
+    GW_FAULT_INVALID,   /* not an HTTP/1.1 answer */
+    GW_FAULT_OTHER,
+    GW_N_FAULTS,
+};
+
+/* The access log's upstream_error code: "dns", "refused", "connect_timeout", "tls", "reset",
+ * "timeout", "cut", "too_large", "invalid", "other"; "" for none. */
+const char *gw_fault_name(enum gw_fault fault);
+
 /* gw_upstream_read() on a loop: no bytes yet; `notify` is called at the next step. */
 #define GW_UPSTREAM_WOULD_BLOCK (-2)
 
@@ -146,6 +167,10 @@ enum gw_upstream_error gw_upstream_start(struct gw_upstream *upstream,
 enum gw_upstream_error gw_upstream_head(struct gw_upstream *upstream);
 
 long gw_upstream_status(const struct gw_upstream *upstream);
+
+/* What made the exchange fail (gw_upstream_head() or gw_upstream_read()), kept until the next
+ * gw_upstream_start(); `*text` is libcurl's own words for it, or ours ("" when none). */
+enum gw_fault gw_upstream_fault(const struct gw_upstream *upstream, const char **text);
 
 /* The response's Content-Length, or -1 when it has none. */
 int64_t gw_upstream_content_length(const struct gw_upstream *upstream);

@@ -79,32 +79,10 @@ done
 rss=$(awk '/VmRSS/{print int($2/1024)}' /proc/$cons_pid/status)
 rss_plain=$(awk '/VmRSS/{print int($2/1024)}' /proc/$plain_pid/status)
 
-hz=$(getconf CLK_TCK)
-ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
-# prints "rps cpu_us_per_request" for one wrk run against port $1 (process $2)
-run() {
-  local t0 t1 out
-  t0=$(ticks "$2")
-  out=$(timeout $((secs + 30)) wrk -t1 -c"$conns" -d"${secs}s" -s "$dir/keys.lua" "http://127.0.0.1:$1/" 2>&1)
-  t1=$(ticks "$2")
-  printf '%s\n' "$out" | awk -v dt=$((t1 - t0)) -v hz="$hz" '
-    /requests in/ { n=$1 } /Requests\/sec/ { r=$2 } /Non-2xx/ { bad=$5 }
-    END { if (bad > 0) print "consumers: " bad " answers not 2xx" > "/dev/stderr"
-          printf "%.0f %.1f\n", r, (n > 0) ? dt / hz * 1e6 / n : 0 }'
-}
-for port in $PLAIN $CONS; do wrk -t1 -c"$conns" -d1s -s "$dir/keys.lua" "http://127.0.0.1:$port/" >/dev/null; done
-plain=() cons=()
-for ((i = 0; i < rounds; i++)); do
-  if ((i % 2 == 0)); then
-    plain+=("$(run $PLAIN $plain_pid)"); cons+=("$(run $CONS $cons_pid)")
-  else
-    cons+=("$(run $CONS $cons_pid)"); plain+=("$(run $PLAIN $plain_pid)")
-  fi
-done
-median() { sort -g | awk '{a[NR]=$1} END { print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2 }'; }
-field() { printf '%s\n' "$@" | awk -v f="$field" '{print $f}' | median; }
-field=1; p_rps=$(field "${plain[@]}"); c_rps=$(field "${cons[@]}")
-field=2; p_cpu=$(field "${plain[@]}"); c_cpu=$(field "${cons[@]}")
+name=consumers lua="$dir/keys.lua"
+. tests/bench/side_by_side.sh
+side_by_side $PLAIN $plain_pid $CONS $cons_pid
+p_rps=$a_rps p_cpu=$a_cpu c_rps=$b_rps c_cpu=$b_cpu
 printf '\nconsumers: %d in consumers_file; sluice --check loads it in %.2f s (median of 3)\n' "$n" "$load"
 printf 'RSS: %d MiB with them, %d MiB without\n' "$rss" "$rss_plain"
 printf '%-32s %9s %12s\n' "route (event mode, $conns conns)" req/s cpu_us/req

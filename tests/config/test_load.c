@@ -77,10 +77,12 @@ static void test_example_loads(void)
     CU_ASSERT_PTR_NULL(c->routes[0].limits[2].key_name);
     CU_ASSERT_FALSE(c->server.underscores_in_headers);
     CU_ASSERT_STRING_EQUAL(c->routes[1].limits[0].name, "default"); /* named after its route */
-    CU_ASSERT_STRING_EQUAL(c->routes[0].upstream, "http://127.0.0.1:9000"); /* ${..:-default} */
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_servers, 1);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].servers[0].origin, "http://127.0.0.1:9000"); /* ${:-} */
     CU_ASSERT_TRUE(c->server.watch_config);
     CU_ASSERT_STRING_EQUAL(c->server.access_log, "stdout");
-    CU_ASSERT_STRING_EQUAL(c->routes[1].upstream, "http://127.0.0.1:9000");
+    CU_ASSERT_EQUAL_FATAL(c->routes[1].n_servers, 1);
+    CU_ASSERT_STRING_EQUAL(c->routes[1].servers[0].origin, "http://127.0.0.1:9000");
     CU_ASSERT_EQUAL(c->routes[1].exempt.n, 1);
     CU_ASSERT_EQUAL(c->server.max_header_size, 16384);
     CU_ASSERT_EQUAL(c->server.upstream_idle_timeout_ns, 60000000000);
@@ -101,8 +103,9 @@ static void test_defaults_and_upstream_parts(void)
     CU_ASSERT_EQUAL(c->server.listen.port, 8080);
     CU_ASSERT_EQUAL(c->server.max_connections, 1024);
     CU_ASSERT_EQUAL(c->max_clients, 100000);
-    CU_ASSERT_STRING_EQUAL(c->routes[0].upstream, "https://api.example.com:443");
-    CU_ASSERT_STRING_EQUAL(c->routes[0].upstream_base_path, "/base");
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_servers, 1);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].servers[0].origin, "https://api.example.com:443");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].servers[0].base_path, "/base");
     CU_ASSERT_EQUAL(c->routes[0].timeout_ns, 30000000000);
     CU_ASSERT_EQUAL(c->routes[0].connect_timeout_ns, 2000000000);
     CU_ASSERT_EQUAL(c->routes[0].key_kind, CONFIG_KEY_IP);
@@ -226,7 +229,7 @@ static void test_underscores_in_headers(void)
  * state) only while its key is unchanged too. It lives here because the limit's key is config,
  * and the unit runner links the gateway anyway. */
 static struct gw_runtime *runtime_for(const char *limits, struct gw_runtime *previous,
-                                      struct gw_metrics *metrics)
+                                      struct gw_metrics *metrics, struct gw_backends *backends)
 {
     char *errors = NULL, yaml[1024], err[256] = "";
     struct config *c;
@@ -241,7 +244,7 @@ static struct gw_runtime *runtime_for(const char *limits, struct gw_runtime *pre
         fprintf(stderr, "\n%s", errors);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     unlink(path);
-    rt = gw_runtime_build(c, previous, metrics, NULL, err, sizeof err);
+    rt = gw_runtime_build(c, previous, metrics, backends, NULL, err, sizeof err);
     if (rt == NULL)
         fprintf(stderr, "\n%s\n", err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
@@ -265,21 +268,24 @@ static void test_reload_with_another_key_starts_afresh(void)
         "      - {name: b, algorithm: gcra, requests: 5, per: 1s, key: \"query:k\"}\n"
         "      - {name: c, algorithm: gcra, requests: 5, per: 1s, key: \"header:X-Two\"}\n";
     struct gw_metrics *metrics = gw_metrics_new();
+    struct gw_backends *backends = gw_backends_new();
     struct gw_runtime *first, *second, *third;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(metrics);
-    first = runtime_for(before, NULL, metrics);
-    second = runtime_for(after, first, metrics);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(backends);
+    first = runtime_for(before, NULL, metrics, backends);
+    second = runtime_for(after, first, metrics, backends);
     CU_ASSERT_PTR_EQUAL(second->routes[0].own.limits[0], first->routes[0].own.limits[0]);
     CU_ASSERT_PTR_NOT_EQUAL(second->routes[0].own.limits[1], first->routes[0].own.limits[1]);
     CU_ASSERT_PTR_EQUAL(second->routes[0].own.limits[2], first->routes[0].own.limits[2]);
-    third = runtime_for(again, second, metrics);
+    third = runtime_for(again, second, metrics, backends);
     CU_ASSERT_PTR_NOT_EQUAL(third->routes[0].own.limits[0], second->routes[0].own.limits[0]);
     CU_ASSERT_PTR_EQUAL(third->routes[0].own.limits[1], second->routes[0].own.limits[1]);
     CU_ASSERT_PTR_NOT_EQUAL(third->routes[0].own.limits[2], second->routes[0].own.limits[2]);
     gw_runtime_release(first);
     gw_runtime_release(second);
     gw_runtime_release(third);
+    gw_backends_free(backends);
     gw_metrics_free(metrics);
 }
 
@@ -871,6 +877,661 @@ static void test_scalar_bounds(void)
                    "a key or value may not hold a NUL character");
 }
 
+/* --- upstreams: servers, balance, health, retries and the forwarded head (issue 15) -------- */
+
+#define ROUTE_START "routes:\n  - name: api\n    match: {path_prefix: /api/}\n"
+/* Lines 4 and 5: an upstream mapping, open for more keys at six spaces. */
+#define UPSTREAM_START ROUTE_START "    upstream:\n      servers: [\"http://127.0.0.1:9000\"]\n"
+
+/* Loads `yaml`, which must be valid; the caller hands the config to loaded_free(). */
+static struct config *load_valid(const char *yaml)
+{
+    char *errors = NULL;
+    struct config *c = load_text(yaml, &errors);
+
+    if (c == NULL)
+        fprintf(stderr, "\n%s", errors);
+    free(errors);
+    return c;
+}
+
+static void loaded_free(struct config *c)
+{
+    config_free(c);
+    unlink(path);
+}
+
+/* Loading `yaml` fails with one problem alone, at `line`:`col`, its message starting with
+ * `message`. */
+static void expect_one_error(const char *yaml, int line, int col, const char *message)
+{
+    char *errors = NULL, want[512];
+    struct config *c = load_text(yaml, &errors);
+    bool found;
+
+    CU_ASSERT_PTR_NULL(c);
+    config_free(c);
+    unlink(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(errors);
+    snprintf(want, sizeof want, "%s:%d:%d: %s", path, line, col, message);
+    found = strncmp(errors, want, strlen(want)) == 0 && count_lines(errors) == 1;
+    if (!found)
+        fprintf(stderr, "\nexpected only %s... in:\n%s", want, errors);
+    CU_ASSERT_TRUE(found);
+    free(errors);
+}
+
+static void expect_server(const struct config_server *s, const char *url, const char *origin,
+                          const char *base_path, const char *authority, uint32_t weight)
+{
+    CU_ASSERT_STRING_EQUAL(s->url, url);
+    CU_ASSERT_STRING_EQUAL(s->origin, origin);
+    CU_ASSERT_STRING_EQUAL(s->base_path, base_path);
+    CU_ASSERT_STRING_EQUAL(s->authority, authority);
+    CU_ASSERT_EQUAL(s->weight, weight);
+}
+
+/* What a route without any of the new keys gets; `r`'s upstream is the mapping or URL. */
+static void expect_upstream_defaults(const struct config_route *r)
+{
+    CU_ASSERT_EQUAL(r->balance, CONFIG_BALANCE_ROUND_ROBIN);
+    CU_ASSERT_EQUAL(r->max_fails, 3);
+    CU_ASSERT_EQUAL(r->fail_window_ns, 10000000000);
+    CU_ASSERT_EQUAL(r->fail_timeout_ns, 10000000000);
+    CU_ASSERT_EQUAL(r->fail_on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET);
+    CU_ASSERT_FALSE(r->health_check.enabled);
+    CU_ASSERT_PTR_NULL(r->health_check.path);
+    CU_ASSERT_PTR_NULL(r->health_check.expect_status);
+    CU_ASSERT_EQUAL(r->retries.attempts, 1);
+    CU_ASSERT_EQUAL(r->retries.on, 0);
+    CU_ASSERT_EQUAL(r->retries.budget_percent, 20);
+    CU_ASSERT_FALSE(r->strip_prefix);
+    CU_ASSERT_EQUAL(r->host_mode, CONFIG_HOST_PRESERVE);
+    CU_ASSERT_PTR_NULL(r->host_name);
+    CU_ASSERT_EQUAL(r->n_set_headers, 0);
+    CU_ASSERT_EQUAL(r->n_remove_headers, 0);
+}
+
+static void test_upstream_url_is_one_server(void)
+{
+    struct config *c = load_valid(ROUTE_HEAD);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_servers, 1);
+    expect_server(&c->routes[0].servers[0], "http://127.0.0.1:9000", "http://127.0.0.1:9000", "",
+                  "127.0.0.1:9000", 1);
+    expect_upstream_defaults(&c->routes[0]);
+    CU_ASSERT_TRUE(c->server.ready_needs_upstreams);
+    loaded_free(c);
+
+    c = load_valid(ROUTE_START "    upstream: \"https://API.Example.com/base//\"\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    expect_server(&c->routes[0].servers[0], "https://api.example.com:443/base",
+                  "https://api.example.com:443", "/base", "api.example.com", 1);
+    loaded_free(c);
+
+    /* The mapping with servers alone has the same defaults. */
+    c = load_valid(UPSTREAM_START);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_servers, 1);
+    expect_server(&c->routes[0].servers[0], "http://127.0.0.1:9000", "http://127.0.0.1:9000", "",
+                  "127.0.0.1:9000", 1);
+    expect_upstream_defaults(&c->routes[0]);
+    loaded_free(c);
+}
+
+/* Each server's parts; the port goes into the authority only when it is not the scheme's. */
+static void test_upstream_servers(void)
+{
+    struct config *c = load_valid(
+        ROUTE_START "    upstream:\n"
+                    "      servers:\n"
+                    "        - \"http://10.0.0.1:80/v1/\"\n"
+                    "        - {url: \"HTTPS://API.example.com\", weight: 5}\n"
+                    "        - {url: \"https://api.example.com:8443/\", weight: 1000}\n"
+                    "        - url: \"http://[::1]:8080\"\n"
+                    "          weight: 1\n"
+                    "        - \"https://[2001:DB8::1]:443/x\"\n"
+                    "        - \"http://a.example:443\"\n"
+                    "        - \"https://a.example:80\"\n"
+                    "      balance: least_request\n"
+                    "      max_fails: 0\n"
+                    "      fail_window: 1s\n"
+                    "      fail_timeout: 1h\n"
+                    "      fail_on: [connect_failure, 502, \"503\", timeout, reset, 504]\n");
+    const struct config_route *r;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    r = &c->routes[0];
+    CU_ASSERT_EQUAL_FATAL(r->n_servers, 7);
+    expect_server(&r->servers[0], "http://10.0.0.1:80/v1", "http://10.0.0.1:80", "/v1", "10.0.0.1",
+                  1);
+    expect_server(&r->servers[1], "https://api.example.com:443", "https://api.example.com:443", "",
+                  "api.example.com", 5);
+    expect_server(&r->servers[2], "https://api.example.com:8443", "https://api.example.com:8443",
+                  "", "api.example.com:8443", 1000);
+    expect_server(&r->servers[3], "http://[::1]:8080", "http://[::1]:8080", "", "[::1]:8080", 1);
+    expect_server(&r->servers[4], "https://[2001:db8::1]:443/x", "https://[2001:db8::1]:443", "/x",
+                  "[2001:db8::1]", 1);
+    expect_server(&r->servers[5], "http://a.example:443", "http://a.example:443", "",
+                  "a.example:443", 1);
+    expect_server(&r->servers[6], "https://a.example:80", "https://a.example:80", "",
+                  "a.example:80", 1);
+    CU_ASSERT_EQUAL(r->balance, CONFIG_BALANCE_LEAST_REQUEST);
+    CU_ASSERT_EQUAL(r->max_fails, 0);
+    CU_ASSERT_EQUAL(r->fail_window_ns, 1000000000);
+    CU_ASSERT_EQUAL(r->fail_timeout_ns, 3600000000000);
+    CU_ASSERT_EQUAL(r->fail_on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET |
+                                    CONFIG_FAIL_502 | CONFIG_FAIL_503 | CONFIG_FAIL_504);
+    loaded_free(c);
+
+    /* Another base path on the same origin is another server. */
+    c = load_valid(ROUTE_START "    upstream:\n      servers: [\"http://a/v1\", \"http://a/v2\", "
+                               "\"http://a\"]\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].n_servers, 3);
+    loaded_free(c);
+
+    c = load_valid(UPSTREAM_START "      balance: random_two\n      max_fails: 1000\n"
+                                  "      fail_on: []\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].balance, CONFIG_BALANCE_RANDOM_TWO);
+    CU_ASSERT_EQUAL(c->routes[0].max_fails, 1000);
+    CU_ASSERT_EQUAL(c->routes[0].fail_on, 0); /* nothing counts against a server */
+    loaded_free(c);
+
+    c = load_valid(UPSTREAM_START "      balance: round_robin\n      fail_on: [503]\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].balance, CONFIG_BALANCE_ROUND_ROBIN);
+    CU_ASSERT_EQUAL(c->routes[0].fail_on, CONFIG_FAIL_503);
+    loaded_free(c);
+}
+
+static char *servers_text(int n)
+{
+    struct text t;
+
+    text_start(&t);
+    fputs(ROUTE_START "    upstream:\n      servers:\n", t.out);
+    for (int i = 0; i < n; i++)
+        fprintf(t.out, "        - \"http://10.0.%d.%d:8080\"\n", i / 256, i % 256);
+    return text_end(&t);
+}
+
+static void test_upstream_server_count_bound(void)
+{
+    char *yaml = servers_text(CONFIG_MAX_SERVERS);
+    struct config *c = load_valid(yaml);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].n_servers, CONFIG_MAX_SERVERS);
+    loaded_free(c);
+    free(yaml);
+
+    yaml = servers_text(CONFIG_MAX_SERVERS + 1);
+    expect_one_error(yaml, 70, 11, "servers: at most 64 servers are allowed; this is server 65");
+    free(yaml);
+
+    expect_one_error(ROUTE_START "    upstream:\n      servers: []\n", 5, 16,
+                     "servers: at least one server is required");
+    expect_one_error(ROUTE_START "    upstream: {servers: \"http://a:1\"}\n", 4, 25,
+                     "servers: expected a list of URLs or {url, weight}, found a scalar");
+}
+
+static void test_upstream_errors(void)
+{
+    expect_one_error(ROUTE_START "    upstream:\n      servers:\n"
+                                 "        - \"http://a:80/x/\"\n"
+                                 "        - {url: \"HTTP://A/x\", weight: 2}\n",
+                     7, 17, "servers: http://a:80/x appears twice (first at line 6)");
+    expect_one_error(ROUTE_START "    upstream:\n      servers:\n"
+                                 "        - {url: \"http://a:8080\"}\n"
+                                 "        - \"http://b\"\n"
+                                 "        - \"http://a:8080/\"\n",
+                     8, 11, "servers: http://a:8080 appears twice (first at line 6)");
+    expect_one_error(ROUTE_START "    upstream: {balance: random_two}\n", 4, 15,
+                     "upstream: servers is required");
+    expect_one_error(ROUTE_START "    upstream: [\"http://a:1\"]\n", 4, 15,
+                     "upstream: expected a URL or a mapping with servers:, found a list");
+    expect_one_error(ROUTE_START "    upstream:\n      servers: [\"ftp://a\"]\n", 5, 17,
+                     "servers: scheme must be http or https, not \"ftp\"");
+    expect_one_error(ROUTE_START "    upstream:\n      servers: [\"a b\"]\n", 5, 17,
+                     "servers: \"a b\" is not a URL like http://127.0.0.1:9000");
+    expect_one_error(ROUTE_START "    upstream:\n      servers: [{url: \"http://a/?q=1\"}]\n", 5,
+                     23, "url: only scheme, host, port and a base path are allowed");
+    expect_one_error(ROUTE_START "    upstream:\n      servers: [\"http://u:p@a/\"]\n", 5, 17,
+                     "servers: only scheme, host, port and a base path are allowed");
+    expect_one_error(ROUTE_START "    upstream: \"http://a/#top\"\n", 4, 15,
+                     "upstream: only scheme, host, port and a base path are allowed");
+    expect_one_error(ROUTE_START "    upstream:\n      servers: [{weight: 2}]\n", 5, 17,
+                     "servers: each server needs a url");
+    expect_one_error(ROUTE_START "    upstream:\n      servers: [[\"http://a\"]]\n", 5, 17,
+                     "servers: expected a URL or {url, weight}, found a list");
+    expect_one_error(ROUTE_START "    upstream:\n      servers: [{url: \"http://a\", wieght: 2}]\n",
+                     5, 35, "servers: unknown key \"wieght\"");
+    expect_one_error(ROUTE_START "    upstream:\n      servers: [{url: \"http://a\", weight: 0}]\n",
+                     5, 43, "weight: \"0\" is not a whole number from 1 to 1000");
+    expect_one_error(ROUTE_START "    upstream:\n      servers:\n        - url: \"http://a\"\n"
+                                 "          weight: 1001\n",
+                     7, 19, "weight: \"1001\" is not a whole number from 1 to 1000");
+    expect_one_error(UPSTREAM_START "      balance: fastest\n", 6, 16,
+                     "balance: \"fastest\" is not one of round_robin, least_request or random_two");
+    expect_one_error(UPSTREAM_START "      max_fails: 1001\n", 6, 18,
+                     "max_fails: \"1001\" is not a whole number from 0 to 1000");
+    expect_one_error(UPSTREAM_START "      fail_window: 999ms\n", 6, 20,
+                     "fail_window: \"999ms\" is out of range (from 1s to 1h)");
+    expect_one_error(UPSTREAM_START "      fail_timeout: 61m\n", 6, 21,
+                     "fail_timeout: \"61m\" is out of range (from 1s to 1h)");
+    expect_one_error(UPSTREAM_START "      fail_on: [reset, 500]\n", 6, 24,
+                     "fail_on: \"500\" is not one of connect_failure, timeout, reset, 502, 503 or "
+                     "504");
+    expect_one_error(UPSTREAM_START "      fail_on: [reset, reset]\n", 6, 24,
+                     "fail_on: reset appears twice");
+    expect_one_error(UPSTREAM_START "      fail_on: reset\n", 6, 16,
+                     "fail_on: expected a list such as [connect_failure, reset, 503], found a "
+                     "scalar");
+    expect_one_error(UPSTREAM_START "      server: x\n", 6, 7, "upstream: unknown key \"server\"");
+}
+
+static void test_health_check(void)
+{
+    struct config *c = load_valid(UPSTREAM_START "      health_check: {path: /healthz}\n");
+    const struct config_route *r;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    r = &c->routes[0];
+    CU_ASSERT_TRUE(r->health_check.enabled);
+    CU_ASSERT_STRING_EQUAL(r->health_check.path, "/healthz");
+    CU_ASSERT_EQUAL(r->health_check.interval_ns, 5000000000);
+    CU_ASSERT_EQUAL(r->health_check.timeout_ns, 2000000000);
+    CU_ASSERT_EQUAL(r->health_check.healthy, 2);
+    CU_ASSERT_EQUAL(r->health_check.unhealthy, 3);
+    CU_ASSERT_EQUAL_FATAL(r->health_check.n_expect_status, 1);
+    CU_ASSERT_EQUAL(r->health_check.expect_status[0], 200);
+    loaded_free(c);
+
+    c = load_valid(UPSTREAM_START "      health_check:\n"
+                                  "        path: \"/health?deep=1\"\n"
+                                  "        interval: 100ms\n"
+                                  "        timeout: 100ms\n"
+                                  "        healthy: 1\n"
+                                  "        unhealthy: 100\n"
+                                  "        expect_status: [200, 204, \"599\", 100]\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    r = &c->routes[0];
+    CU_ASSERT_STRING_EQUAL(r->health_check.path, "/health?deep=1");
+    CU_ASSERT_EQUAL(r->health_check.interval_ns, 100000000);
+    CU_ASSERT_EQUAL(r->health_check.timeout_ns, 100000000); /* equal to the interval: allowed */
+    CU_ASSERT_EQUAL(r->health_check.healthy, 1);
+    CU_ASSERT_EQUAL(r->health_check.unhealthy, 100);
+    CU_ASSERT_EQUAL_FATAL(r->health_check.n_expect_status, 4);
+    CU_ASSERT_EQUAL(r->health_check.expect_status[0], 200);
+    CU_ASSERT_EQUAL(r->health_check.expect_status[1], 204);
+    CU_ASSERT_EQUAL(r->health_check.expect_status[2], 599);
+    CU_ASSERT_EQUAL(r->health_check.expect_status[3], 100);
+    loaded_free(c);
+
+    c = load_valid(UPSTREAM_START "      health_check: {path: /h, interval: 1h, timeout: 10ms}\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].health_check.interval_ns, 3600000000000);
+    CU_ASSERT_EQUAL(c->routes[0].health_check.timeout_ns, 10000000);
+    loaded_free(c);
+}
+
+static void test_health_check_errors(void)
+{
+    /* The timeout longer than the interval: at the timeout, or at the interval when the
+     * timeout is the default 2s. */
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: /h\n        interval: 1s\n"
+                                    "        timeout: 1500ms\n",
+                     9, 18, "health_check: timeout (1500ms) is longer than interval (1s)");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: /h\n        interval: 1s\n",
+                     8, 19, "health_check: timeout (2s) is longer than interval (1s)");
+    expect_one_error(UPSTREAM_START "      health_check: {interval: 10s}\n", 6, 21,
+                     "health_check: path is required");
+    expect_one_error(UPSTREAM_START "      health_check: /healthz\n", 6, 21,
+                     "health_check: expected a mapping of keys, found a scalar");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: healthz\n", 7, 15,
+                     "path: \"healthz\" is not a path like /healthz");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: \"/a b\"\n", 7, 15,
+                     "path: \"/a b\" is not a path like /healthz");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: \"/a#b\"\n", 7, 15,
+                     "path: \"/a#b\" is not a path like /healthz");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: \"/a\\r\\nX: y\"\n", 7, 15,
+                     "path: \"/a\\x0d\\nX: y\" is not a path like /healthz");
+    expect_one_error(UPSTREAM_START
+                     "      health_check:\n        path: /h\n        interval: 99ms\n",
+                     8, 19, "interval: \"99ms\" is out of range (from 100ms to 1h)");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: /h\n        timeout: 9ms\n",
+                     8, 18, "timeout: \"9ms\" is out of range (from 10ms to 1h)");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: /h\n        healthy: 0\n",
+                     8, 18, "healthy: \"0\" is not a whole number from 1 to 100");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: /h\n"
+                                    "        unhealthy: 101\n",
+                     8, 20, "unhealthy: \"101\" is not a whole number from 1 to 100");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: /h\n"
+                                    "        expect_status: []\n",
+                     8, 24, "expect_status: expected a list of 1 to 32 status codes");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: /h\n"
+                                    "        expect_status: 200\n",
+                     8, 24, "expect_status: expected a list of 1 to 32 status codes");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: /h\n"
+                                    "        expect_status: [200, 99]\n",
+                     8, 30, "expect_status: \"99\" is not a status code from 100 to 599");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: /h\n"
+                                    "        expect_status: [600]\n",
+                     8, 25, "expect_status: \"600\" is not a status code from 100 to 599");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: /h\n"
+                                    "        expect_status: [200, 204, 200]\n",
+                     8, 35, "expect_status: 200 appears twice");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: /h\n"
+                                    "        expect_status: [200, 201, 202, 203, 204, 205, 206, "
+                                    "207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217, 218, "
+                                    "219, 220, 221, 222, 223, 224, 225, 226, 227, 228, 229, 230, "
+                                    "231, 232]\n",
+                     8, 24, "expect_status: expected a list of 1 to 32 status codes");
+    expect_one_error(UPSTREAM_START "      health_check:\n        path: /h\n        port: 8081\n",
+                     8, 9, "health_check: unknown key \"port\"");
+}
+
+static void test_retries(void)
+{
+    struct config *c = load_valid(ROUTE_HEAD "    retries: {}\n");
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].retries.attempts, 2);
+    CU_ASSERT_EQUAL(c->routes[0].retries.on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_RESET);
+    CU_ASSERT_EQUAL(c->routes[0].retries.budget_percent, 20);
+    loaded_free(c);
+
+    c = load_valid(ROUTE_HEAD "    retries:\n      attempts: 10\n      on: [timeout, 503, 502]\n"
+                              "      budget: 20%\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].retries.attempts, 10);
+    CU_ASSERT_EQUAL(c->routes[0].retries.on,
+                    CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_502 | CONFIG_FAIL_503);
+    CU_ASSERT_EQUAL(c->routes[0].retries.budget_percent, 20);
+    loaded_free(c);
+
+    c = load_valid(ROUTE_HEAD "    retries: {attempts: 1, on: [], budget: 0}\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].retries.attempts, 1);
+    CU_ASSERT_EQUAL(c->routes[0].retries.on, 0);
+    CU_ASSERT_EQUAL(c->routes[0].retries.budget_percent, 0);
+    loaded_free(c);
+
+    c = load_valid(ROUTE_HEAD "    retries: {budget: \"100%\", on: [connect_failure, 504]}\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].retries.attempts, 2);
+    CU_ASSERT_EQUAL(c->routes[0].retries.on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_504);
+    CU_ASSERT_EQUAL(c->routes[0].retries.budget_percent, 100);
+    loaded_free(c);
+
+    c = load_valid(ROUTE_HEAD "    retries: {budget: 100}\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].retries.budget_percent, 100);
+    loaded_free(c);
+
+    expect_one_error(ROUTE_HEAD "    retries: {attempts: 0}\n", 5, 25,
+                     "attempts: \"0\" is not a whole number from 1 to 10");
+    expect_one_error(ROUTE_HEAD "    retries: {attempts: 11}\n", 5, 25,
+                     "attempts: \"11\" is not a whole number from 1 to 10");
+    expect_one_error(ROUTE_HEAD "    retries: {budget: 101%}\n", 5, 23,
+                     "budget: \"101%\" is not a percentage from 0 to 100 (like 20%)");
+    expect_one_error(ROUTE_HEAD "    retries: {budget: 20.5%}\n", 5, 23,
+                     "budget: \"20.5%\" is not a percentage");
+    expect_one_error(ROUTE_HEAD "    retries: {budget: \"%\"}\n", 5, 23,
+                     "budget: \"%\" is not a percentage");
+    expect_one_error(ROUTE_HEAD "    retries: {budget: \"20%%\"}\n", 5, 23,
+                     "budget: \"20%%\" is not a percentage");
+    expect_one_error(ROUTE_HEAD "    retries: {budget: -1}\n", 5, 23,
+                     "budget: \"-1\" is not a percentage");
+    expect_one_error(ROUTE_HEAD "    retries:\n      on: [connect_failure, 500]\n", 6, 29,
+                     "on: \"500\" is not one of connect_failure, timeout, reset, 502, 503 or 504");
+    expect_one_error(ROUTE_HEAD "    retries:\n      on: timeout\n", 6, 11,
+                     "on: expected a list such as");
+    expect_one_error(ROUTE_HEAD "    retries:\n      tries: 3\n", 6, 7,
+                     "retries: unknown key \"tries\"");
+    expect_one_error(ROUTE_HEAD "    retries: 3\n", 5, 14,
+                     "retries: expected a mapping of keys, found a scalar");
+}
+
+static void test_strip_prefix_and_readiness(void)
+{
+    struct config *c = load_valid("server: {ready_needs_upstreams: false}\n" ROUTE_HEAD
+                                  "    strip_prefix: true\n");
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_TRUE(c->routes[0].strip_prefix);
+    CU_ASSERT_FALSE(c->server.ready_needs_upstreams);
+    loaded_free(c);
+
+    c = load_valid("server: {ready_needs_upstreams: true}\n" ROUTE_HEAD
+                   "    strip_prefix: false\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_FALSE(c->routes[0].strip_prefix);
+    CU_ASSERT_TRUE(c->server.ready_needs_upstreams);
+    loaded_free(c);
+
+    expect_one_error(ROUTE_HEAD "    strip_prefix: yes\n", 5, 19,
+                     "strip_prefix: expected true or false, not \"yes\"");
+    expect_one_error("server: {ready_needs_upstreams: 0}\n" ROUTE_HEAD, 1, 33,
+                     "ready_needs_upstreams: expected true or false, not \"0\"");
+}
+
+/* The route's host: loads as `mode` and `name` (NULL: none). */
+static void expect_host(const char *value, enum config_host_mode mode, const char *name)
+{
+    char yaml[1024];
+    struct config *c;
+
+    snprintf(yaml, sizeof yaml, ROUTE_HEAD "    host: %s\n", value);
+    c = load_valid(yaml);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].host_mode, mode);
+    if (name == NULL) {
+        CU_ASSERT_PTR_NULL(c->routes[0].host_name);
+    } else {
+        CU_ASSERT_STRING_EQUAL(c->routes[0].host_name, name);
+    }
+    loaded_free(c);
+}
+
+static void test_route_host(void)
+{
+    char yaml[1024], name[300];
+    struct config *c;
+
+    expect_host("preserve", CONFIG_HOST_PRESERVE, NULL);
+    expect_host("upstream", CONFIG_HOST_UPSTREAM, NULL);
+    expect_host("API.Example.com", CONFIG_HOST_NAME, "api.example.com");
+    expect_host("\"api.example.com:8443\"", CONFIG_HOST_NAME, "api.example.com:8443");
+    expect_host("10.0.0.1", CONFIG_HOST_NAME, "10.0.0.1");
+    expect_host("\"[2001:DB8::1]:65535\"", CONFIG_HOST_NAME, "[2001:db8::1]:65535");
+    expect_host("\"[::1]\"", CONFIG_HOST_NAME, "[::1]");
+    expect_host("localhost", CONFIG_HOST_NAME, "localhost");
+
+    /* match.host chooses requests; the route's host: what the upstream is told. */
+    c = load_valid("routes:\n  - name: api\n    match: {path_prefix: /, host: In.Example}\n"
+                   "    upstream: \"https://10.0.0.1\"\n    host: upstream\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].host, "in.example");
+    CU_ASSERT_EQUAL(c->routes[0].host_mode, CONFIG_HOST_UPSTREAM);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].servers[0].authority, "10.0.0.1");
+    loaded_free(c);
+
+    memset(name, 'a', 255);
+    name[255] = '\0';
+    snprintf(yaml, sizeof yaml, ROUTE_HEAD "    host: %s\n", name);
+    c = load_valid(yaml);
+    CU_ASSERT_PTR_NOT_NULL(c);
+    loaded_free(c);
+    snprintf(yaml, sizeof yaml, ROUTE_HEAD "    host: %sa\n", name);
+    expect_one_error(yaml, 5, 11, "host: \"aaaa");
+
+    expect_one_error(ROUTE_HEAD "    host: \"api example\"\n", 5, 11,
+                     "host: \"api example\" is not preserve, upstream or a host name");
+    expect_one_error(ROUTE_HEAD "    host: \"a_b.example\"\n", 5, 11,
+                     "host: \"a_b.example\" is not");
+    expect_one_error(ROUTE_HEAD "    host: \"a/b\"\n", 5, 11, "host: \"a/b\" is not");
+    expect_one_error(ROUTE_HEAD "    host: \"a:0\"\n", 5, 11, "host: \"a:0\" is not");
+    expect_one_error(ROUTE_HEAD "    host: \"a:65536\"\n", 5, 11, "host: \"a:65536\" is not");
+    expect_one_error(ROUTE_HEAD "    host: \"a:\"\n", 5, 11, "host: \"a:\" is not");
+    expect_one_error(ROUTE_HEAD "    host: \"a:1:2\"\n", 5, 11, "host: \"a:1:2\" is not");
+    expect_one_error(ROUTE_HEAD "    host: \":80\"\n", 5, 11, "host: \":80\" is not");
+    expect_one_error(ROUTE_HEAD "    host: \"[zz]\"\n", 5, 11, "host: \"[zz]\" is not");
+    expect_one_error(ROUTE_HEAD "    host: \"[::1]x\"\n", 5, 11, "host: \"[::1]x\" is not");
+    expect_one_error(ROUTE_HEAD "    host: \"::1\"\n", 5, 11, "host: \"::1\" is not");
+    expect_one_error(ROUTE_HEAD "    host: \"\"\n", 5, 11, "host: \"\" is not");
+    expect_one_error(ROUTE_HEAD "    host: [upstream]\n", 5, 11,
+                     "host: expected a single value, found a list");
+}
+
+static void test_set_headers(void)
+{
+    struct config *c;
+    const struct config_route *r;
+
+    setenv("SLUICE_TEST_SET", "abc", 1);
+    c = load_valid(ROUTE_HEAD "    set_headers:\n"
+                              "      X-Client: \"${request.client_addr}\"\n"
+                              "      X-Consumer: \"${request.consumer} via ${SLUICE_TEST_SET}\"\n"
+                              "      X-Request-Id: \"${request.id}\"\n"
+                              "      X-Env: \"${SLUICE_TEST_UNSET_SET:-d}-${request.consumer}\"\n"
+                              "      x-plain: \"a value; with = signs\"\n"
+                              "      X-Empty: \"\"\n");
+    unsetenv("SLUICE_TEST_SET");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    r = &c->routes[0];
+    CU_ASSERT_EQUAL_FATAL(r->n_set_headers, 6);
+    CU_ASSERT_STRING_EQUAL(r->set_headers[0].name, "X-Client");
+    CU_ASSERT_STRING_EQUAL(r->set_headers[0].value, "${request.client_addr}");
+    CU_ASSERT_STRING_EQUAL(r->set_headers[1].name, "X-Consumer");
+    CU_ASSERT_STRING_EQUAL(r->set_headers[1].value, "${request.consumer} via abc");
+    CU_ASSERT_STRING_EQUAL(r->set_headers[2].value, "${request.id}");
+    CU_ASSERT_STRING_EQUAL(r->set_headers[3].value, "d-${request.consumer}");
+    CU_ASSERT_STRING_EQUAL(r->set_headers[4].name, "x-plain"); /* as written */
+    CU_ASSERT_STRING_EQUAL(r->set_headers[4].value, "a value; with = signs");
+    CU_ASSERT_STRING_EQUAL(r->set_headers[5].value, "");
+    loaded_free(c);
+
+    c = load_valid(ROUTE_HEAD "    set_headers: {}\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].n_set_headers, 0);
+    loaded_free(c);
+}
+
+static void test_set_headers_errors(void)
+{
+    static const char *const reserved[] = {
+        "Keep-Alive", "Upgrade", "TE", "Trailer", "Proxy-Connection", "Expect", "x-forwarded-for"};
+    char value[1100], yaml[1400], *many;
+    struct config *c;
+    struct text t;
+
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      X-User: \"${request.user}\"\n", 6, 15,
+                     "set_headers: ${request.user} is not one of ${request.client_addr}, "
+                     "${request.consumer} or ${request.id}");
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      X-Id: \"${request.id}-${request.}\"\n", 6,
+                     13, "set_headers: ${request.} is not one of");
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      X-Id: \"${request.id\"\n", 6, 13,
+                     "\"${request.id\": expected ${NAME} or ${NAME:-default}");
+    /* ${request.NAME} elsewhere is left as it is, for the value's own checks to refuse. */
+    expect_one_error(ROUTE_HEAD "    timeout: \"${request.id}\"\n", 5, 14,
+                     "timeout: \"${request.id}\" is not a duration");
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      Host: api.example\n", 6, 7,
+                     "set_headers: Host cannot be set: the route's host: says what it is");
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      content-length: 5\n", 6, 7,
+                     "set_headers: content-length cannot be set: the gateway frames the body");
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      Transfer-Encoding: chunked\n", 6, 7,
+                     "set_headers: Transfer-Encoding cannot be set: the gateway frames");
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      Connection: close\n", 6, 7,
+                     "set_headers: Connection cannot be set: it is hop-by-hop");
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      X-Forwarded-For: 1.2.3.4\n", 6, 7,
+                     "set_headers: X-Forwarded-For cannot be set: the gateway sets it");
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+        char message[128];
+
+        snprintf(yaml, sizeof yaml, ROUTE_HEAD "    set_headers:\n      %s: x\n", reserved[i]);
+        snprintf(message, sizeof message, "set_headers: %s cannot be set: ", reserved[i]);
+        expect_one_error(yaml, 6, 7, message);
+    }
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      \"X A\": x\n", 6, 7,
+                     "set_headers: \"X A\" is not a header field name");
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      \"X:A\": x\n", 6, 7,
+                     "set_headers: \"X:A\" is not a header field name");
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      X-A: 1\n      X-B: 2\n      x-a: 3\n", 8,
+                     7, "set_headers: x-a appears twice (first at line 6)");
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      X-A: \"a\\r\\nX-Evil: 1\"\n", 6, 12,
+                     "set_headers: the value of X-A must be one line of at most 1024 bytes");
+    expect_one_error(ROUTE_HEAD "    set_headers:\n      X-A: [1]\n", 6, 12,
+                     "set_headers: expected a single value, found a list");
+    expect_one_error(ROUTE_HEAD "    set_headers: [X-A]\n", 5, 18,
+                     "set_headers: expected a mapping of field names to values, found a list");
+
+    /* 1024 bytes once ${VAR} is replaced, and not one more. */
+    memset(value, 'v', 1024);
+    value[1024] = '\0';
+    setenv("SLUICE_TEST_LONG_VALUE", value, 1);
+    snprintf(yaml, sizeof yaml,
+             ROUTE_HEAD "    set_headers:\n      X-A: \"${SLUICE_TEST_LONG_VALUE}\"\n");
+    c = load_valid(yaml);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(strlen(c->routes[0].set_headers[0].value), 1024);
+    loaded_free(c);
+    snprintf(yaml, sizeof yaml,
+             ROUTE_HEAD "    set_headers:\n      X-A: \"${SLUICE_TEST_LONG_VALUE}v\"\n");
+    expect_one_error(yaml, 6, 12, "set_headers: the value of X-A must be one line of at most");
+    unsetenv("SLUICE_TEST_LONG_VALUE");
+
+    text_start(&t);
+    fputs(ROUTE_HEAD "    set_headers:\n", t.out);
+    for (int i = 0; i <= 64; i++)
+        fprintf(t.out, "      X-H%d: v\n", i);
+    many = text_end(&t);
+    expect_one_error(many, 70, 7, "set_headers: at most 64 fields; this is field 65");
+    free(many);
+}
+
+static void test_remove_headers(void)
+{
+    struct config *c = load_valid(ROUTE_HEAD "    remove_headers: [X-Debug, cookie, Connection, "
+                                             "X-Forwarded-For]\n");
+    struct text t;
+    char *many;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_remove_headers, 4);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].remove_headers[0], "X-Debug");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].remove_headers[1], "cookie"); /* as given */
+    CU_ASSERT_STRING_EQUAL(c->routes[0].remove_headers[2], "Connection");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].remove_headers[3], "X-Forwarded-For");
+    loaded_free(c);
+
+    expect_one_error(ROUTE_HEAD "    remove_headers: [X-A, host]\n", 5, 27,
+                     "remove_headers: host cannot be removed: the route's host: says what it is");
+    expect_one_error(ROUTE_HEAD "    remove_headers: [Content-Length]\n", 5, 22,
+                     "remove_headers: Content-Length cannot be removed: the gateway frames");
+    expect_one_error(ROUTE_HEAD "    remove_headers: [TRANSFER-ENCODING]\n", 5, 22,
+                     "remove_headers: TRANSFER-ENCODING cannot be removed");
+    expect_one_error(ROUTE_HEAD "    remove_headers: []\n", 5, 21,
+                     "remove_headers: an empty list removes nothing");
+    expect_one_error(ROUTE_HEAD "    remove_headers: X-A\n", 5, 21,
+                     "remove_headers: expected a list of field names, found a scalar");
+    expect_one_error(ROUTE_HEAD "    remove_headers: [\"X A\"]\n", 5, 22,
+                     "remove_headers: \"X A\" is not a header field name");
+    expect_one_error(ROUTE_HEAD "    remove_headers: [X-A, x-a]\n", 5, 27,
+                     "remove_headers: x-a appears twice");
+
+    text_start(&t);
+    fputs(ROUTE_HEAD "    remove_headers:\n", t.out);
+    for (int i = 0; i <= 64; i++)
+        fprintf(t.out, "      - X-H%d\n", i);
+    many = text_end(&t);
+    expect_one_error(many, 70, 9, "remove_headers: at most 64 fields; this is field 65");
+    free(many);
+}
+
 static void test_missing_file(void)
 {
     char *errors = NULL;
@@ -909,4 +1570,20 @@ void register_load_tests(void)
     add_test(s, "at most 1024 routes", test_route_count_bound);
     add_test(s, "at most 8 limits a route", test_limit_count_bound);
     add_test(s, "long values and NUL are refused", test_scalar_bounds);
+
+    s = add_suite("config_upstream");
+    add_test(s, "upstream: a URL is one server, with the defaults",
+             test_upstream_url_is_one_server);
+    add_test(s, "upstream.servers: each server's parts; balance and passive health",
+             test_upstream_servers);
+    add_test(s, "at most 64 servers, at least one", test_upstream_server_count_bound);
+    add_test(s, "upstream problems, each at its place", test_upstream_errors);
+    add_test(s, "health_check and its defaults", test_health_check);
+    add_test(s, "health_check problems", test_health_check_errors);
+    add_test(s, "retries: attempts, on, budget", test_retries);
+    add_test(s, "strip_prefix and server.ready_needs_upstreams", test_strip_prefix_and_readiness);
+    add_test(s, "the route's host: preserve, upstream or a name", test_route_host);
+    add_test(s, "set_headers keeps ${request.*} and expands ${VAR}", test_set_headers);
+    add_test(s, "set_headers problems: names, values, ${request.*}", test_set_headers_errors);
+    add_test(s, "remove_headers", test_remove_headers);
 }

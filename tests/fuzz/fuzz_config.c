@@ -64,7 +64,7 @@ static void check_config(const struct config *c)
         const struct config_route *r = &c->routes[i];
         bool known = r->proxy == NULL;
 
-        if (r->name == NULL || r->upstream == NULL || r->n_limits > LIMITER_MAX_PER_REQUEST)
+        if (r->name == NULL || r->n_servers == 0 || r->n_limits > LIMITER_MAX_PER_REQUEST)
             abort();
         for (size_t s = 0; s < 3 && !known; s++)
             known = strncmp(r->proxy, proxy_schemes[s], strlen(proxy_schemes[s])) == 0;

@@ -253,9 +253,13 @@ static void test_table_many(void)
 static struct gw_runtime *runtime_of(const char *yaml, struct gw_runtime *previous,
                                      struct gw_metrics *metrics)
 {
+    static struct gw_backends *backends; /* the upstream servers' state, kept as a server does */
     char err[256] = "";
-    struct gw_runtime *rt =
-        gw_runtime_build(parse_ok(yaml), previous, metrics, NULL, err, sizeof err);
+    struct gw_runtime *rt;
+
+    if (backends == NULL)
+        backends = gw_backends_new();
+    rt = gw_runtime_build(parse_ok(yaml), previous, metrics, backends, NULL, err, sizeof err);
 
     if (rt == NULL)
         fprintf(stderr, "\n%s\n", err);
