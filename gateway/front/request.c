@@ -822,6 +822,16 @@ static bool replaced_by_gateway(const char *name, bool trusted_peer)
                              strcasecmp(name, "X-Forwarded-Host") == 0);
 }
 
+/* Whether the route's remove_headers names the field: neither the client's copy nor the
+ * gateway's own (X-Forwarded-*) is forwarded. */
+static bool removed_by_route(const struct config_route *route, const char *name)
+{
+    for (size_t i = 0; i < route->n_remove_headers; i++)
+        if (strcasecmp(name, route->remove_headers[i]) == 0)
+            return true;
+    return false;
+}
+
 /* Whether the route's set_headers or remove_headers name the field: the client's copy of it
  * is not forwarded. */
 static bool replaced_by_route(const struct config_route *route, const char *name)
@@ -829,10 +839,7 @@ static bool replaced_by_route(const struct config_route *route, const char *name
     for (size_t i = 0; i < route->n_set_headers; i++)
         if (strcasecmp(name, route->set_headers[i].name) == 0)
             return true;
-    for (size_t i = 0; i < route->n_remove_headers; i++)
-        if (strcasecmp(name, route->remove_headers[i]) == 0)
-            return true;
-    return false;
+    return removed_by_route(route, name);
 }
 
 static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, const char *name,
@@ -948,15 +955,15 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
                           peer_text);
     if (host != NULL)
         append_field(&w, "Host", host);
-    {
+    if (!removed_by_route(route, "X-Forwarded-For")) {
         const char *xff[] = {"X-Forwarded-For: ", forwarded_for ? forwarded_for : "",
                              forwarded_for ? ", " : "", peer_text};
 
         append_parts(&w, xff, 4);
     }
-    if (!w.has_proto)
+    if (!w.has_proto && !removed_by_route(route, "X-Forwarded-Proto"))
         append_field(&w, "X-Forwarded-Proto", "http");
-    if (rq->host != NULL && !w.has_forwarded_host)
+    if (rq->host != NULL && !w.has_forwarded_host && !removed_by_route(route, "X-Forwarded-Host"))
         append_field(&w, "X-Forwarded-Host", rq->host);
     if (w.consumer_header != NULL && rq->consumer != NULL)
         append_field(&w, w.consumer_header, rq->consumer);
@@ -1158,7 +1165,7 @@ static int send_upstream(struct gw_request *rq, struct MHD_Connection *c, enum M
     return 0;
 }
 
-/* Methods a retry may send again (issue's list: RFC 9110's idempotent ones but TRACE). */
+/* Methods a retry may send again: RFC 9110's idempotent ones, TRACE aside. */
 static bool may_retry(const char *method)
 {
     static const char *const methods[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS"};
@@ -1183,10 +1190,17 @@ static bool end_attempt(struct gw_request *rq, enum gw_upstream_error error, lon
     if (error != GW_UPSTREAM_OK)
         rq->fault = gw_upstream_fault(rq->upstream, &text);
     rq->reported = true;
-    if (gw_backend_report(rq->backend, route, rq->fault, status, now, rq->probe))
-        gw_warn("route %s: server %s is skipped for %s after failing (%s)", route->name,
-                rq->backend->url, "fail_timeout",
-                rq->fault != GW_FAULT_NONE ? gw_fault_name(rq->fault) : "its status");
+    if (gw_backend_report(rq->backend, route, rq->fault, status, now, rq->probe)) {
+        char pause[32], outcome[32];
+
+        snprintf(outcome, sizeof outcome, "status %ld", status);
+        gw_warn("route %s: server %s is skipped for fail_timeout (%s) after %s failed, the last "
+                "with %s",
+                route->name, rq->backend->url,
+                config_format_duration(route->fail_timeout_ns, pause, sizeof pause),
+                rq->probe ? "its probe" : "max_fails attempts",
+                rq->fault != GW_FAULT_NONE ? gw_fault_name(rq->fault) : outcome);
+    }
     if (rq->fault != GW_FAULT_NONE && gw_backend_should_log(rq->backend, rq->fault, now))
         gw_warn("route %s: server %s: %s: %s", route->name, rq->backend->url,
                 gw_fault_name(rq->fault), text);

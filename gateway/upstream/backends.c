@@ -1,8 +1,8 @@
 #include "backends.h"
 
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct gw_backends {
     pthread_mutex_t lock; /* the lists; taken when a config is built */
@@ -187,8 +187,10 @@ static uint64_t random_next(void)
 {
     static _Thread_local uint64_t state;
 
-    if (state == 0)
-        state = (uint64_t)(uintptr_t)&state ^ (uint64_t)time(NULL) * 0x9E3779B97F4A7C15u ^ 1;
+    /* Seeded from the system's randomness: threads made one after another (one per
+     * connection) reuse the same memory and start within the same second. */
+    while (state == 0)
+        randombytes_buf(&state, sizeof state);
     state ^= state << 13; /* xorshift64 */
     state ^= state >> 7;
     state ^= state << 17;

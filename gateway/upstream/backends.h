@@ -28,7 +28,8 @@
  * by the first, and healthy by the second.
  *
  * Retry budget: per route, retries may be at most budget_percent of its requests in the
- * current ten seconds, plus GW_RETRY_MIN a window so that a quiet route can retry at all.
+ * current ten seconds, plus GW_RETRY_MIN a window so that a quiet route can retry at all
+ * (none with budget_percent 0).
  *
  * Every field on the request path is an atomic; the passive health state of one server is
  * under its own mutex, taken only when a failure is reported or a probe ends.

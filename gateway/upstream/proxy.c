@@ -88,6 +88,7 @@ struct watch {
     curl_socket_t fd;
     uint32_t events; /* what the epoll set has for it; 0: not in it */
     bool wanted;     /* libcurl is waiting on it for a transfer */
+    bool foreign;    /* not one of the handle's connections (libcurl's resolver's, say) */
     struct watch *next_free;
 };
 
@@ -269,7 +270,9 @@ static void drop_watch(struct gw_upstream *u, struct watch *w)
 
 /* libcurl says which of a transfer's sockets to watch for what: they go into the loop's
  * epoll set, tagged with a watch that leads back to this handle. When libcurl is done with a
- * socket that stays open, it is watched for input until the next exchange (see struct watch). */
+ * connection's socket that stays open, it is watched for input until the next exchange (see
+ * struct watch). A socket libcurl opened itself (the threaded resolver's, which says when a
+ * name is resolved) is watched while libcurl wants it, and its watch dropped after. */
 static int on_socket(CURL *easy, curl_socket_t fd, int what, void *cls, void *socketp)
 {
     struct gw_upstream *u = cls;
@@ -279,13 +282,23 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *cls, void *so
     (void)easy;
     while (w == NULL && i < u->n_sockets && u->sockets[i] != fd)
         i++;
-    if (w == NULL && i == u->n_sockets)
-        return -1; /* every socket libcurl has was opened by open_socket() */
-    if (w == NULL && (w = u->watches[i]) == NULL) {
-        if ((w = take_watch(u->loop)) == NULL)
+    if (w == NULL && what == CURL_POLL_REMOVE)
+        return 0; /* never watched */
+    if (w == NULL) {
+        if ((w = i < u->n_sockets ? u->watches[i] : NULL) == NULL &&
+            (w = take_watch(u->loop)) == NULL)
             return -1;
-        *w = (struct watch){.owner = u, .fd = fd};
-        u->watches[i] = w;
+        if (i < u->n_sockets && u->watches[i] == NULL) {
+            *w = (struct watch){.owner = u, .fd = fd};
+            u->watches[i] = w;
+        } else if (i == u->n_sockets) {
+            *w = (struct watch){.owner = u, .fd = fd, .foreign = true};
+        }
+    }
+    if (w->foreign && what == CURL_POLL_REMOVE) {
+        curl_multi_assign(u->multi, fd, NULL);
+        drop_watch(u, w);
+        return 0;
     }
     w->wanted = what != CURL_POLL_REMOVE;
     curl_multi_assign(u->multi, fd, w->wanted ? w : NULL);

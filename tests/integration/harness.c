@@ -604,9 +604,15 @@ static int start(struct proc *p, bool under_valgrind, const char *yaml, va_list 
     }
     for (int i = 0; i < (p->under_valgrind ? 3000 : 500); i++) {
         char *log = read_log(p), *at = log ? strstr(log, "listening on ") : NULL;
+        char *end = at ? strchr(at, '\n') : NULL, *colon = NULL;
         int status;
 
-        if (at != NULL && sscanf(strrchr(at, ':') + 1, "%u", &p->port) == 1) {
+        /* The port ends the line ("listening on 127.0.0.1:PORT" or "[::1]:PORT"), which
+         * must be whole: other lines may follow it. */
+        for (char *c = at; end != NULL && c < end; c++)
+            if (*c == ':')
+                colon = c;
+        if (colon != NULL && sscanf(colon + 1, "%u", &p->port) == 1) {
             char *admin = strstr(log, "/readyz) on port ");
 
             if (admin != NULL)

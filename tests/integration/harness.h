@@ -181,5 +181,6 @@ void register_modes_tests(void);
 void register_consumers_tests(void);
 void register_answers_tests(void);
 void register_costs_tests(void);
+void register_backends_tests(void);
 
 #endif

@@ -1,5 +1,6 @@
 /* The recording upstream and the raw client; design in recorder.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
@@ -37,6 +38,8 @@ struct behaviour {
     unsigned modes, close_at;
     size_t head_size;
     int delay_ms;
+    int status, path_status;
+    char status_path[64];
 };
 
 static int64_t now_ms(void)
@@ -146,6 +149,40 @@ static void fill_head(FILE *out, size_t so_far, size_t size)
     }
 }
 
+/* The reason phrase for `status` (any text will do; these read naturally in a log). */
+static const char *reason_phrase(int status)
+{
+    static const struct {
+        int status;
+        const char *text;
+    } phrases[] = {
+        {200, "OK"},          {404, "Not Found"},           {500, "Internal Server Error"},
+        {502, "Bad Gateway"}, {503, "Service Unavailable"}, {504, "Gateway Timeout"}};
+
+    for (size_t i = 0; i < sizeof phrases / sizeof phrases[0]; i++)
+        if (phrases[i].status == status)
+            return phrases[i].text;
+    return "Recorded";
+}
+
+/* The status to answer the request whose head is `head` with: the path's own, if `b` names
+ * the request's path, else the recorder's. */
+static int answer_status(const struct behaviour *b, const char *head, size_t head_len)
+{
+    const char *target = memchr(head, ' ', head_len), *end;
+    size_t path_len = strlen(b->status_path);
+
+    if (path_len == 0 || target == NULL)
+        return b->status;
+    target++;
+    end = target;
+    while (end < head + head_len && *end != ' ' && *end != '?' && *end != '\r')
+        end++;
+    return (size_t)(end - target) == path_len && memcmp(target, b->status_path, path_len) == 0
+               ? b->path_status
+               : b->status;
+}
+
 /* The answer to the request whose head is `head`, shaped by `b`; NULL when memory is short.
  * The caller frees it. */
 static char *make_answer(const struct behaviour *b, const char *head, size_t head_len, size_t *len)
@@ -164,7 +201,12 @@ static char *make_answer(const struct behaviour *b, const char *head, size_t hea
             body_len = 0;
         }
     }
-    fprintf(out, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n", body_len);
+    {
+        int status = answer_status(b, head, head_len);
+
+        fprintf(out, "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\n", status, reason_phrase(status),
+                body_len);
+    }
     if (b->modes & RECORDER_TWO_CONNECTION_FIELDS)
         fputs("Connection: keep-alive\r\nConnection: X-Secret\r\nX-Secret: leaked\r\n", out);
     if (b->modes & RECORDER_HUGE_HEAD) {
@@ -251,7 +293,9 @@ static int serve_pending(struct recorder *r, struct recorder_conn *c)
             return 0;
         pthread_mutex_lock(&r->lock);
         r->received++;
-        b = (struct behaviour){r->modes, r->close_at, r->head_size, r->delay_ms};
+        b = (struct behaviour){r->modes,       r->close_at, r->head_size, r->delay_ms, r->status,
+                               r->path_status, ""};
+        memcpy(b.status_path, r->status_path, sizeof b.status_path);
         pthread_mutex_unlock(&r->lock);
         c->served++;
         if ((b.modes & RECORDER_CLOSE_AFTER_READ) && c->served == b.close_at)
@@ -284,7 +328,7 @@ static void drop_conn(struct recorder *r, size_t i)
 
 static void accept_conn(struct recorder *r)
 {
-    int fd = accept(r->listen_fd, NULL, NULL);
+    int fd = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 
     if (fd < 0)
         return;
@@ -389,19 +433,30 @@ static void *serve(void *arg)
 
 int recorder_start(struct recorder *r)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    return recorder_start_on(r, 0);
+}
+
+int recorder_start_on(struct recorder *r, unsigned port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
-    int rc = -1;
+    int rc = -1, on = 1;
 
     memset(r, 0, sizeof *r);
     r->wake[0] = r->wake[1] = -1;
     r->close_at = 2;
     r->head_size = 20 * 1024;
-    r->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    r->status = 200;
+    /* Close-on-exec: a gateway forked after this must not hold the listening socket, which
+     * would keep the port taking connections (into a backlog nobody accepts) once stopped. */
+    r->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     r->conns = calloc(MAX_CONNS, sizeof *r->conns);
-    if (r->listen_fd < 0 || r->conns == NULL || pipe(r->wake) != 0)
+    if (r->listen_fd < 0 || r->conns == NULL || pipe2(r->wake, O_CLOEXEC) != 0)
         goto out;
-    if (bind(r->listen_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+    if (setsockopt(r->listen_fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+        bind(r->listen_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
         getsockname(r->listen_fd, (struct sockaddr *)&a, &len) != 0 ||
         listen(r->listen_fd, 64) != 0)
         goto out;
@@ -480,6 +535,23 @@ void recorder_set_delay(struct recorder *r, int ms)
 {
     pthread_mutex_lock(&r->lock);
     r->delay_ms = ms;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void recorder_set_status(struct recorder *r, int status)
+{
+    pthread_mutex_lock(&r->lock);
+    r->status = status;
+    pthread_mutex_unlock(&r->lock);
+}
+
+void recorder_set_path_status(struct recorder *r, const char *path, int status)
+{
+    pthread_mutex_lock(&r->lock);
+    r->status_path[0] = '\0';
+    if (path != NULL && strlen(path) < sizeof r->status_path)
+        snprintf(r->status_path, sizeof r->status_path, "%s", path);
+    r->path_status = status;
     pthread_mutex_unlock(&r->lock);
 }
 

@@ -34,6 +34,20 @@
  * recorder_set_delay() holds each answer back for a while (a slow upstream), so that
  * concurrent requests need connections of their own.
  *
+ * Statuses: recorder_set_status() makes every answer carry another status than 200 (with the
+ * same "ok" body, so not 1xx, 204 or 304), and recorder_set_path_status() gives the requests
+ * for one path (the target up to any '?', compared byte for byte) a status of their own, so
+ * that a server can fail its health checks ("GET /health") while it answers everything else.
+ * Both hold, like the modes, until set again.
+ *
+ * Stopping and starting again: recorder_stop() closes the listening socket and every
+ * connection, so that the port refuses connections (a server killed); recorder_start_on()
+ * binds that port again (with SO_REUSEADDR, since the connections the recorder closed linger
+ * in TIME_WAIT), so that the same server comes back where the gateway's config names it. The
+ * recorder's sockets are close-on-exec: a gateway started after it would otherwise inherit
+ * the listening socket and keep the port accepting connections (which nobody then serves)
+ * after recorder_stop().
+ *
  * Counting: `requests` are the requests answered, `received` every request read whole
  * (answered or not), `connections` those accepted since the last reset and `open` those open
  * now (the peer's close is seen at once, since every connection is polled).
@@ -78,6 +92,9 @@ struct recorder {
     unsigned modes, close_at;
     size_t head_size;
     int delay_ms;
+    int status;           /* of every answer (recorder_set_status()) */
+    char status_path[64]; /* "": none (recorder_set_path_status()) */
+    int path_status;
     char *last_answer;
     size_t last_answer_len;
 };
@@ -85,6 +102,11 @@ struct recorder {
 /* Binds 127.0.0.1:0 and starts the thread, in RECORDER_NORMAL mode. 0, or -1 (nothing left
  * running). */
 int recorder_start(struct recorder *r);
+
+/* The same on 127.0.0.1:`port` (0: one the kernel picks), with SO_REUSEADDR: after
+ * recorder_stop(), on the port it had, to bring a stopped server back. 0, or -1 (the port is
+ * taken, say; nothing left running). */
+int recorder_start_on(struct recorder *r, unsigned port);
 
 /* Stops the thread and closes every connection; frees what the recorder holds. */
 void recorder_stop(struct recorder *r);
@@ -103,6 +125,13 @@ void recorder_set_head_size(struct recorder *r, size_t bytes);
 
 /* Every answer goes out `ms` after its request was read whole (0, the default: at once). */
 void recorder_set_delay(struct recorder *r, int ms);
+
+/* The status of every answer from the next request on (200, the default, says "OK"). */
+void recorder_set_status(struct recorder *r, int status);
+
+/* The status of the answers to requests for `path` (the target up to any '?'), whatever
+ * recorder_set_status() says; NULL (or a path longer than 63 bytes) for none. */
+void recorder_set_path_status(struct recorder *r, const char *path, int status);
 
 /* A copy of every byte received since the last reset, NUL-terminated for convenience (the
  * NUL is not counted in *len). The caller frees it. */
