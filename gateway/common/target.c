@@ -5,8 +5,13 @@
 #include "chars.h"
 #include "target.h"
 
+/* '.' or '..', also with path parameters (`..;x`, which servlet containers read as `..`). */
 static bool is_dot_segment(const char *segment, size_t len)
 {
+    const char *params = memchr(segment, ';', len);
+
+    if (params != NULL)
+        len = (size_t)(params - segment);
     return (len == 1 && segment[0] == '.') || (len == 2 && segment[0] == '.' && segment[1] == '.');
 }
 

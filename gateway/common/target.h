@@ -6,7 +6,8 @@
  * request is refused (the reason is returned for the 400's body):
  *
  *   path    percent-decoded once, with runs of '/' merged into one, for routing:
- *           /%61pi//x is routed as /api/x. Refused: a '.' or '..' segment (decoded or not),
+ *           /%61pi//x is routed as /api/x. Refused: a '.' or '..' segment (decoded or not,
+ *           and with path parameters: `..;x` is `..` to servlet containers),
  *           an encoded slash (%2F: one segment to some upstreams, two to others), a
  *           backslash, raw or encoded (a separator on some servers), a decoded NUL or other
  *           control character (the path would end there for C code), a '%' not followed by

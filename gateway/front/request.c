@@ -886,7 +886,7 @@ static const char *request_id(struct gw_request *rq, struct MHD_Connection *c)
 /* Appends `name: template` with its ${request.*} filled in. */
 static void append_set_header(struct header_walk *w, struct gw_request *rq,
                               struct MHD_Connection *c, const char *name, const char *template,
-                              const char *peer_text)
+                              const char *client_text)
 {
     static const char *const variables[] = {"${request.client_addr}", "${request.consumer}",
                                             "${request.id}"};
@@ -900,7 +900,7 @@ static void append_set_header(struct header_walk *w, struct gw_request *rq,
         for (size_t v = 0; v < 3 && fill == NULL; v++)
             if (strncmp(at, variables[v], strlen(variables[v])) == 0) {
                 skip = strlen(variables[v]);
-                fill = v == 0   ? peer_text
+                fill = v == 0   ? client_text
                        : v == 1 ? (rq->consumer != NULL ? rq->consumer : "")
                                 : request_id(rq, c);
             }
@@ -942,7 +942,7 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
                             .keep_underscores = rq->runtime->config->server.underscores_in_headers,
                             .consumer_header = rq->runtime->config->server.consumer_header,
                             .route = route};
-    char peer_text[64] = "unknown";
+    char peer_text[64] = "unknown", client_text[64] = "";
     struct curl_slist *nodes;
     const char *at;
 
@@ -950,9 +950,16 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
         inet_ntop(rq->peer.family, rq->peer.bytes, peer_text, sizeof peer_text);
     MHD_get_connection_values(c, MHD_HEADER_KIND, copy_request_field, &w);
     rq->dropped_headers = w.dropped;
+    if (route->n_set_headers > 0 && rq->has_peer) {
+        /* The client as its keys see it: behind trusted proxies, their X-Forwarded-For's. */
+        struct gw_addr client = gw_client_addr(&rq->peer, rq->forwarded_for,
+                                               &rq->runtime->config->server.trusted_proxies);
+
+        inet_ntop(client.family, client.bytes, client_text, sizeof client_text);
+    }
     for (size_t i = 0; i < route->n_set_headers; i++)
         append_set_header(&w, rq, c, route->set_headers[i].name, route->set_headers[i].value,
-                          peer_text);
+                          client_text);
     if (host != NULL)
         append_field(&w, "Host", host);
     if (!removed_by_route(route, "X-Forwarded-For")) {
@@ -965,7 +972,8 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
         append_field(&w, "X-Forwarded-Proto", "http");
     if (rq->host != NULL && !w.has_forwarded_host && !removed_by_route(route, "X-Forwarded-Host"))
         append_field(&w, "X-Forwarded-Host", rq->host);
-    if (w.consumer_header != NULL && rq->consumer != NULL)
+    if (w.consumer_header != NULL && rq->consumer != NULL &&
+        !replaced_by_route(route, w.consumer_header))
         append_field(&w, w.consumer_header, rq->consumer);
     /* Empty values: libcurl leaves out the fields it would add of its own. */
     append_line(&w, "Expect:");
@@ -1189,6 +1197,8 @@ static bool end_attempt(struct gw_request *rq, enum gw_upstream_error error, lon
 
     if (error != GW_UPSTREAM_OK)
         rq->fault = gw_upstream_fault(rq->upstream, &text);
+    if (error != GW_UPSTREAM_OK && gw_proxy_aborting())
+        return false; /* stopping: says nothing of the server, and no attempt follows */
     rq->reported = true;
     if (gw_backend_report(rq->backend, route, rq->fault, status, now, rq->probe)) {
         char pause[32], outcome[32];

@@ -79,6 +79,14 @@ static bool host_accepted(const struct config_route *route, const char *host)
     return len == route_len && strncasecmp(name, route->host, len) == 0;
 }
 
+/* A route that strips its prefix matches whole segments only: /api takes /api and /api/x,
+ * not /apiadmin, whose rest ("admin") would be sent on as a path of its own ("/admin"). */
+static bool segment_ends(const struct config_route *r, const char *path, size_t len)
+{
+    return !r->strip_prefix || len == 0 || r->path_prefix[len - 1] == '/' || path[len] == '\0' ||
+           path[len] == '/';
+}
+
 static int match(const struct config *config, const char *method, const char *path,
                  const char *host, bool any_case)
 {
@@ -92,7 +100,7 @@ static int match(const struct config *config, const char *method, const char *pa
         if ((best < 0 || len > best_len) &&
             (any_case ? strncasecmp(path, r->path_prefix, len)
                       : strncmp(path, r->path_prefix, len)) == 0 &&
-            method_accepted(r, method) && host_accepted(r, host)) {
+            segment_ends(r, path, len) && method_accepted(r, method) && host_accepted(r, host)) {
             best = (int)i;
             best_len = len;
         }

@@ -281,8 +281,6 @@ size_t gw_backend_pick(struct gw_backend_set *set, uint64_t tried, int64_t now_n
     uint64_t untried = all & ~tried;
 
     *probe = false;
-    if (set->n == 1)
-        return 0;
     for (size_t i = 0; i < set->n; i++)
         if (gw_backend_healthy(set->servers[i], now_ns))
             healthy |= UINT64_C(1) << i;
@@ -389,11 +387,12 @@ bool gw_retry_budget_take(struct gw_retry_budget *budget, uint32_t percent, int6
 
     budget_roll(budget, now_ns);
     allowance = atomic_load(&budget->requests) * percent / 100 + (percent > 0 ? GW_RETRY_MIN : 0);
-    taken = atomic_fetch_add(&budget->retries, 1);
-    if (taken < allowance)
-        return true;
-    atomic_fetch_sub(&budget->retries, 1);
-    return false;
+    taken = atomic_load(&budget->retries);
+    do /* taken only while under the allowance: a window's roll never meets a half step */
+        if (taken >= allowance)
+            return false;
+    while (!atomic_compare_exchange_weak(&budget->retries, &taken, taken + 1));
+    return true;
 }
 
 void gw_backend_set_render(const struct gw_backend_set *set, FILE *out,

@@ -29,6 +29,8 @@ struct target {
 struct targets {
     struct target *items;
     size_t n;
+    struct gw_backend **unchecked; /* servers of routes without checks: marked healthy */
+    size_t n_unchecked;
 };
 
 struct gw_health {
@@ -56,8 +58,8 @@ static void targets_free(struct targets *t, CURLM *multi)
         free(x->expect);
     }
     free(t->items);
-    t->items = NULL;
-    t->n = 0;
+    free(t->unchecked);
+    *t = (struct targets){0};
 }
 
 static size_t discard(char *data, size_t size, size_t n, void *cls)
@@ -83,6 +85,7 @@ static void start_check(struct gw_health *h, struct target *x, int64_t now_ns)
     curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, discard);
     curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->error_text);
     curl_easy_setopt(x->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(x->easy, CURLOPT_QUICK_EXIT, 1L); /* a reload never waits on a resolve */
     if (curl_multi_add_handle(h->multi, x->easy) == CURLM_OK)
         x->running = true;
 }
@@ -125,6 +128,9 @@ static void take_next(struct gw_health *h)
         h->current = h->next;
         h->next = (struct targets){0};
         h->has_next = false;
+        /* Only now that no old check can still conclude: one could mark them down again. */
+        for (size_t i = 0; i < h->current.n_unchecked; i++)
+            atomic_store(&h->current.unchecked[i]->healthy, true);
     }
     pthread_mutex_unlock(&h->lock);
 }
@@ -224,16 +230,20 @@ void gw_health_configure(struct gw_health *h, const struct config *config,
                          struct gw_backend_set *const *sets)
 {
     struct targets next = {0};
-    size_t n = 0;
+    size_t n = 0, unchecked = 0;
 
     for (size_t i = 0; i < config->n_routes; i++)
         if (config->routes[i].health_check.enabled)
             n += config->routes[i].n_servers;
         else
-            for (size_t k = 0; k < sets[i]->n; k++)
-                atomic_store(&sets[i]->servers[k]->healthy, true);
+            unchecked += sets[i]->n;
     next.items = calloc(n > 0 ? n : 1, sizeof *next.items);
-    if (next.items == NULL) {
+    next.unchecked = calloc(unchecked > 0 ? unchecked : 1, sizeof *next.unchecked);
+    for (size_t i = 0; next.unchecked != NULL && i < config->n_routes; i++)
+        for (size_t k = 0; !config->routes[i].health_check.enabled && k < sets[i]->n; k++)
+            next.unchecked[next.n_unchecked++] = sets[i]->servers[k];
+    if (next.items == NULL || next.unchecked == NULL) {
+        targets_free(&next, NULL);
         gw_warn("health checks: out of memory; the checks of the last configuration go on");
         return;
     }

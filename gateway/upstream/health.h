@@ -12,8 +12,9 @@
  * its connection is kept between checks.
  *
  * A reload hands over the new routes (gw_health_configure()); checks under way are dropped and
- * the new ones start at once. A server of a route that no longer has checks is marked healthy,
- * so that a check removed from the config cannot leave it down for good.
+ * the new ones start at once. A server of a route that no longer has checks is marked healthy
+ * (once the old checks are dropped), so that a check removed from the config cannot leave it
+ * down for good. The counts in a row start afresh on each reload.
  */
 #ifndef SLUICE_GATEWAY_HEALTH_H
 #define SLUICE_GATEWAY_HEALTH_H

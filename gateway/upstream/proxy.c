@@ -168,6 +168,11 @@ void gw_proxy_abort_all(void)
     atomic_store(&aborting, true);
 }
 
+bool gw_proxy_aborting(void)
+{
+    return atomic_load(&aborting);
+}
+
 /* The pool of `origin` in `set`, made on first use; NULL when memory is short. Under the
  * set's lock. */
 static struct upstream_pool *pool_of(struct pool_set *set, const char *origin)
@@ -738,6 +743,9 @@ static void set_handle_options(struct gw_upstream *u)
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, u);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, u->error_text);
+    /* A transfer dropped while its name is resolved leaves the resolver thread behind rather
+     * than waiting for it (which would hold up a loop, or a client's thread). */
+    curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
 }
 
 /* What differs from one exchange to the next; every such option is set each time, so nothing
@@ -885,8 +893,10 @@ enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_
     u->error_text[0] = '\0';
     u->timeout_ns = fw->timeout_ns;
     u->max_head = fw->max_head;
-    if (curl_multi_add_handle(u->multi, u->easy) != CURLM_OK)
+    if (curl_multi_add_handle(u->multi, u->easy) != CURLM_OK) {
+        fail_with(u, GW_FAULT_OTHER, "the transfer could not be started");
         return GW_UPSTREAM_OTHER;
+    }
     u->attached = true;
     u->wait_deadline_ns = limiter_now_ns() + fw->timeout_ns;
     wake_loop_by(u, u->wait_deadline_ns);

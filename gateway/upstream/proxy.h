@@ -114,6 +114,10 @@ void gw_proxy_cleanup(void);
 /* Makes later and running transfers give up at their next wait (for shutdown). */
 void gw_proxy_abort_all(void);
 
+/* Whether gw_proxy_abort_all() was called: a failure now says nothing of the upstream, and
+ * no new attempt is to be made. */
+bool gw_proxy_aborting(void);
+
 /* server.upstream_idle_timeout and server.upstream_max_idle; at start and each reload. */
 void gw_proxy_configure(int64_t idle_timeout_ns, unsigned max_idle);
 

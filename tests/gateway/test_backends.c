@@ -386,6 +386,33 @@ static void test_failed_probe_skips_again(void)
     free_route();
 }
 
+/* One server alone is skipped and probed like any: after fail_timeout a request is its
+ * probe, and failing it puts the server out again (panic mode still sends it requests). */
+static void test_one_server_is_probed_too(void)
+{
+    static const uint32_t weights[] = {1};
+    int64_t due;
+
+    make_route(CONFIG_BALANCE_ROUND_ROBIN, weights, 1);
+    CU_ASSERT_TRUE(refuse(0, 3, T0, 1));
+    CU_ASSERT_FALSE(gw_backend_healthy(server(0), T0 + 3));
+    CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, T0 + 3, &fx.probe), 0); /* panic mode */
+    CU_ASSERT_FALSE(fx.probe);
+    due = T0 + 2 + fx.route.fail_timeout_ns;
+    CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, due, &fx.probe), 0);
+    CU_ASSERT_TRUE(fx.probe);
+    CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, due, &fx.probe), 0);
+    CU_ASSERT_FALSE(fx.probe); /* one probe only */
+    CU_ASSERT_TRUE(gw_backend_report(server(0), &fx.route, GW_FAULT_REFUSED, 0, due + 1, true));
+    CU_ASSERT_FALSE(gw_backend_healthy(server(0), due + 1));
+    CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, due + 1 + fx.route.fail_timeout_ns, &fx.probe), 0);
+    CU_ASSERT_TRUE(fx.probe);
+    CU_ASSERT_FALSE(gw_backend_report(server(0), &fx.route, GW_FAULT_NONE, 200,
+                                      due + 2 + fx.route.fail_timeout_ns, true));
+    CU_ASSERT_TRUE(gw_backend_healthy(server(0), due + 2 + fx.route.fail_timeout_ns));
+    free_route();
+}
+
 static void test_abandoned_probe_lets_the_next_request_probe(void)
 {
     static const uint32_t weights[] = {1, 1, 1};
@@ -811,6 +838,7 @@ void register_backends_tests(void)
     add_test(s, "a failed probe skips it again", test_failed_probe_skips_again);
     add_test(s, "an abandoned probe lets the next request probe",
              test_abandoned_probe_lets_the_next_request_probe);
+    add_test(s, "one server alone is skipped and probed too", test_one_server_is_probed_too);
     add_test(s, "statuses count when fail_on names them",
              test_statuses_count_when_fail_on_names_them);
     add_test(s, "max_fails 0 never skips", test_max_fails_zero_never_skips);
