@@ -1229,6 +1229,54 @@ static const char forwarded_config[] =
            "    upstream: \"http://127.0.0.1:%1$u\"\n"
            "    remove_headers: [X-Forwarded-For, x-forwarded-proto, X-FORWARDED-HOST]\n";
 
+static const char trusted_config[] =
+    "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\",\n"
+    "         trusted_proxies: [\"127.0.0.0/8\"]}\n"
+    "routes:\n"
+    "  - name: behind\n    match: {path_prefix: /b}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    set_headers: {X-Client: \"${request.client_addr}\"}\n";
+
+/* ${request.client_addr} is the client as its keys see it: behind a trusted proxy, the
+ * address its X-Forwarded-For gives; from anyone else, the peer, whatever it claims. */
+static void test_client_addr_behind_trusted_proxy(void)
+{
+    char *answer = malloc(ANSWER_CAP), *sent, got[1024];
+    size_t sent_len;
+    int status;
+
+    recorders_plain();
+    if (start_sluice(&gw, trusted_config, recs[0].port) != 0) {
+        CU_FAIL("sluice did not start");
+        free(answer);
+        return;
+    }
+    status =
+        exchange(&recs[0], "GET /b/1 HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n",
+                 answer, &sent, &sent_len);
+    check_case(status == 200 && occurrences(sent, "X-Client: 203.0.113.9\r\n") == 1 &&
+                   occurrences(sent, "X-Client:") == 1,
+               "behind a trusted proxy", "status %d; the upstream got \"%s\"", status,
+               sent ? visible_bytes(sent, sent_len, got, sizeof got) : "");
+    free(sent);
+    stop_gateway();
+
+    if (start_sluice(&gw, headers_config, recs[0].port, recs[1].port, recs[2].port) != 0) {
+        CU_FAIL("sluice did not start");
+        free(answer);
+        return;
+    }
+    status =
+        exchange(&recs[0], "GET /s/1 HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n",
+                 answer, &sent, &sent_len);
+    check_case(status == 200 && occurrences(sent, "X-Client: 127.0.0.1\r\n") == 1,
+               "from an untrusted peer", "status %d; the upstream got \"%s\"", status,
+               sent ? visible_bytes(sent, sent_len, got, sizeof got) : "");
+    free(sent);
+    free(answer);
+    stop_gateway();
+}
+
 /* remove_headers may name the X-Forwarded- fields the gateway itself adds: then neither the
  * client's copies nor the gateway's own reach the upstream (keeping the client's address from
  * it, say). */
@@ -1507,6 +1555,8 @@ void register_backends_tests(void)
     add_test(s, "strip_prefix: the rest of the target byte for byte", test_strip_prefix);
     add_test(s, "host: preserve, upstream, a name", test_host_modes);
     add_test(s, "set_headers and remove_headers on the wire", test_set_and_remove_headers);
+    add_test(s, "${request.client_addr} behind a trusted proxy and not",
+             test_client_addr_behind_trusted_proxy);
     add_test(s, "remove_headers of the X-Forwarded- fields removes the gateway's too",
              test_remove_forwarded_fields);
     add_test(s, "each upstream_error: answer, access log, one log line a second",
