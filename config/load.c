@@ -510,13 +510,21 @@ static int parse_choice(struct loader *ld, yaml_node_t *node, const char *key,
 {
     const char *text = scalar(ld, node, key);
 
+    char list[256] = "";
+    size_t len = 0;
+
     for (size_t i = 0; text != NULL && i < n_names; i++)
         if (strcmp(text, names[i]) == 0)
             return (int)i;
-    if (text != NULL)
-        errorf(ld, node, "%s: \"%s\" is not one of %s%s%s%s%s", key, text, names[0],
-               n_names > 2 ? ", " : " or ", names[1], n_names > 2 ? " or " : "",
-               n_names > 2 ? names[2] : "");
+    if (text == NULL)
+        return -1;
+    for (size_t i = 0; i < n_names && len < sizeof list; i++) /* "a, b or c" */
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
+                                i == 0             ? ""
+                                : i + 1 == n_names ? " or "
+                                                   : ", ",
+                                names[i]);
+    errorf(ld, node, "%s: \"%s\" is not one of %s", key, text, list);
     return -1;
 }
 
@@ -536,14 +544,8 @@ static const char *const header_modes[] = {"ietf", "x-ratelimit", "both", "none"
 /* headers: ietf | x-ratelimit | both | none, for the server or a route. */
 static int parse_headers_mode(struct loader *ld, yaml_node_t *node)
 {
-    const char *text = scalar(ld, node, "headers");
-
-    for (size_t i = 0; text != NULL && i < sizeof header_modes / sizeof header_modes[0]; i++)
-        if (strcmp(text, header_modes[i]) == 0)
-            return (int)i;
-    if (text != NULL)
-        errorf(ld, node, "headers: \"%s\" is not one of ietf, x-ratelimit, both or none", text);
-    return -1;
+    return parse_choice(ld, node, "headers", header_modes,
+                        sizeof header_modes / sizeof header_modes[0]);
 }
 
 static void parse_server_headers(struct loader *ld, yaml_node_t *node, void *object)
