@@ -84,7 +84,7 @@ build/asan/sluice: $(call objs,build/asan,$(SLUICE_SRC))
 	@$(CC) $(CFLAGS) $(ASAN) $^ $(GATEWAY_LIBS) $(EXPORT_RECV) -o $@
 build/test_upstream: $(call objs,build/obj,tests/upstream/upstream.c)
 	@echo "  LD  $@"
-	@$(CC) $(CFLAGS) $^ -o $@
+	@$(CC) $(CFLAGS) $^ $(shell pkg-config --libs libsodium) -o $@
 build/test_unit: $(call objs,build/obj,$(UNIT_SRC))
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $^ $(TEST_LIBS) $(EXPORT_RECV) -o $@

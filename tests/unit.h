@@ -25,5 +25,6 @@ void register_consumers_unit_tests(void);
 void register_cost_tests(void);
 void register_backends_tests(void);
 void register_target_after_tests(void);
+void register_body_tests(void);
 
 #endif

@@ -62,8 +62,10 @@ struct gw_request {
 
     bool has_body;
     bool empty_body; /* Content-Length: 0, nothing else: no body to leave unread */
-    char *body;
-    size_t body_len, body_cap;
+    struct gw_body body; /* on its way upstream (body.h) */
+    uint64_t body_read;  /* bytes of body read from the client, forwarded or not */
+    bool body_dropped;   /* the rest of the body is read and let go (answered already) */
+    enum gw_upstream_error upstream_error; /* an attempt failed mid-body: the final answer */
 
     struct gw_loop *loop;          /* the event loop it runs on, or NULL (thread_per_connection) */
     struct gw_offload *offload;    /* with a loop: where the store is asked */
@@ -682,6 +684,8 @@ static void begin(struct gw_request *rq, struct MHD_Connection *c)
                    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding") != NULL;
     rq->empty_body = length != NULL && strcmp(length, "0") == 0 &&
                      MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding") == NULL;
+    /* The strict reader (head.h) let through no Content-Length beside Transfer-Encoding. */
+    rq->body.length = length != NULL ? (int64_t)strtoull(length, NULL, 10) : -1;
     if (refuse_misread(rq, false))
         return;
     read_client(rq, c);
@@ -715,34 +719,6 @@ static void begin(struct gw_request *rq, struct MHD_Connection *c)
         refuse(rq, MHD_HTTP_CONTENT_TOO_LARGE, TOO_LARGE);
     else
         decide(rq, c);
-}
-
-static void take_body(struct gw_request *rq, const char *data, size_t len)
-{
-    size_t max = rq->runtime->config->server.max_body;
-
-    if (rq->refusal != 0)
-        return;
-    if (rq->body_len + len > max) {
-        refuse(rq, MHD_HTTP_CONTENT_TOO_LARGE, TOO_LARGE);
-        return;
-    }
-    if (rq->body_len + len > rq->body_cap) {
-        size_t cap = rq->body_cap ? rq->body_cap : 16 * 1024;
-        char *grown;
-
-        while (cap < rq->body_len + len)
-            cap *= 2;
-        grown = realloc(rq->body, cap);
-        if (grown == NULL) {
-            refuse(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory for the request body");
-            return;
-        }
-        rq->body = grown;
-        rq->body_cap = cap;
-    }
-    memcpy(rq->body + rq->body_len, data, len);
-    rq->body_len += len;
 }
 
 /* --- forwarding ------------------------------------------------------------------------ */
@@ -1122,14 +1098,13 @@ static void close_attempt(struct gw_request *rq)
     rq->backend = NULL;
 }
 
-/* Sends the request upstream to the server the route's balance picks: a new attempt. 0, or
- * -1 when it was answered instead. */
-static int send_upstream(struct gw_request *rq, struct MHD_Connection *c, enum MHD_Result *ret)
+/* Sends the request upstream to the server the route's balance picks: a new attempt, with the
+ * body (if any) from its first byte. GW_UPSTREAM_OK, or the failure, for answer_failure(). */
+static enum gw_upstream_error send_upstream(struct gw_request *rq, struct MHD_Connection *c)
 {
     const struct config_route *route = route_of(rq);
     const struct gw_route_runtime *r = route_runtime_of(rq);
     struct gw_forward fw;
-    enum gw_upstream_error error;
 
     rq->server = gw_backend_pick(backends_of(rq), rq->tried, limiter_now_ns(), &rq->probe);
     rq->tried |= UINT64_C(1) << rq->server;
@@ -1149,28 +1124,41 @@ static int send_upstream(struct gw_request *rq, struct MHD_Connection *c, enum M
                                        r->pools[rq->server]);
     rq->upstream_url = upstream_url(rq, rq->server);
     if (rq->upstream == NULL || rq->upstream_url == NULL || upstream_headers(rq, c) != 0) {
-        *ret = respond_problem(rq, c, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
-        return -1;
+        refuse(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
+        return GW_UPSTREAM_OTHER;
     }
+    gw_body_rewind(&rq->body); /* end_attempt() retries only a body it can send again */
     fw = (struct gw_forward){
         .method = rq->method,
         .url = rq->upstream_url,
         .proxy = route->proxy,
         .max_head = rq->runtime->config->server.max_response_header_size,
         .headers = rq->upstream_headers,
-        .body = rq->has_body ? (rq->body ? rq->body : "") : NULL,
-        .body_len = rq->body_len,
+        .body = rq->has_body ? &rq->body : NULL,
         .timeout_ns = route->timeout_ns,
         .connect_timeout_ns = route->connect_timeout_ns,
         .tls_verify = route->tls_verify,
     };
     rq->client = c;
-    error = gw_upstream_start(rq->upstream, &fw, on_upstream_step, rq);
-    if (error != GW_UPSTREAM_OK) {
-        *ret = upstream_failed(rq, c, error);
-        return -1;
-    }
-    return 0;
+    return gw_upstream_start(rq->upstream, &fw, on_upstream_step, rq);
+}
+
+/* Answers a request whose attempt could not be made (send_upstream()) or failed for good. */
+static enum MHD_Result answer_failure(struct gw_request *rq, struct MHD_Connection *c,
+                                      enum gw_upstream_error error)
+{
+    if (rq->refusal != 0)
+        return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
+    return upstream_failed(rq, c, error);
+}
+
+/* Abandons the exchange in flight, if any: the upstream sees its connection close before the
+ * request's end, so it never acts on a request sluice refused midway. */
+static void drop_upstream(struct gw_request *rq)
+{
+    close_attempt(rq);
+    gw_upstream_release(rq->upstream);
+    rq->upstream = NULL;
 }
 
 /* Methods a retry may send again: RFC 9110's idempotent ones, TRACE aside. */
@@ -1187,8 +1175,7 @@ static bool may_retry(const char *method)
 /* Reports the attempt's outcome (the head came with `status`, or `error`), logs a failure
  * (at most once a second per server and kind), and says whether to try again: on another
  * server when there is one, for an outcome in retries.on, an idempotent method, attempts
- * left, and room in the retry budget. The body is always still in the buffer (request
- * bodies are read whole before forwarding). */
+ * left, a body still whole in its window (body.h), and room in the retry budget. */
 static bool end_attempt(struct gw_request *rq, enum gw_upstream_error error, long status)
 {
     const struct config_route *route = route_of(rq);
@@ -1215,7 +1202,8 @@ static bool end_attempt(struct gw_request *rq, enum gw_upstream_error error, lon
         gw_warn("route %s: server %s: %s: %s", route->name, rq->backend->url,
                 gw_fault_name(rq->fault), text);
     if (!(gw_fault_class(rq->fault, status) & route->retries.on) ||
-        rq->attempts >= route->retries.attempts || !may_retry(rq->method))
+        rq->attempts >= route->retries.attempts || !may_retry(rq->method) ||
+        !gw_body_replayable(&rq->body))
         return false;
     if (!gw_retry_budget_take(route_runtime_of(rq)->budget, route->retries.budget_percent, now)) {
         gw_metrics_count_retry(route_runtime_of(rq)->metrics, false);
@@ -1235,16 +1223,18 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     struct gw_upstream *upstream;
     struct MHD_Response *response;
     enum gw_upstream_error error;
-    enum MHD_Result ret;
     char *connection = NULL;
     const char *name, *value, *body;
     size_t cursor = 0, body_len;
     int64_t length;
 
     do {
-        if (rq->upstream == NULL && send_upstream(rq, c, &ret) != 0)
-            return ret;
-        error = gw_upstream_head(rq->upstream);
+        if (rq->upstream == NULL && (error = send_upstream(rq, c)) != GW_UPSTREAM_OK)
+            return answer_failure(rq, c, error);
+        /* Its body has ended: what is left of it goes, and its last byte (body.h). */
+        error = rq->has_body && !rq->body_dropped ? gw_upstream_feed(rq->upstream) : GW_UPSTREAM_OK;
+        if (error == GW_UPSTREAM_OK || error == GW_UPSTREAM_ANSWERED)
+            error = gw_upstream_head(rq->upstream);
         if (error == GW_UPSTREAM_PENDING) {
             await_upstream(rq);
             return MHD_YES;
@@ -1288,6 +1278,98 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     return queue(rq, c, (unsigned)rq->upstream_status, response);
 }
 
+/* Reads and lets go of the rest of a body that goes nowhere: one refused, or one the upstream
+ * stopped taking. A client that sends more than twice max_body has its connection closed
+ * without an answer, rather than read without end. */
+static enum MHD_Result drop_body(struct gw_request *rq, size_t *size)
+{
+    rq->body_read += *size;
+    *size = 0;
+    return rq->body_read / 2 > rq->runtime->config->server.max_body ? MHD_NO : MHD_YES;
+}
+
+/* A piece of the request body (libmicrohttpd's upload_data): into the body's window and on
+ * upstream (body.h). A body of known length is upstream from its first byte (start_body());
+ * one without (chunked) waits in the window until the window is full, and goes with its
+ * length if it ends before that. Without a loop, a full window waits for the upstream to take
+ * some; on a loop the rest is left in `*size`, and the connection waits, suspended, until the
+ * upstream has taken some (libmicrohttpd then hands the rest over again). A failure is
+ * answered at the final call, the body's end: libmicrohttpd answers nothing before it. */
+static enum MHD_Result take_body(struct gw_request *rq, struct MHD_Connection *c, const char *data,
+                                 size_t *size)
+{
+    enum gw_upstream_error error;
+
+    if (rq->refusal == 0 && rq->body_read + *size > rq->runtime->config->server.max_body) {
+        refuse(rq, MHD_HTTP_CONTENT_TOO_LARGE, TOO_LARGE);
+        drop_upstream(rq);
+    }
+    while (*size > 0 && rq->refusal == 0 && !rq->body_dropped) {
+        size_t n = gw_body_put(&rq->body, data, *size);
+
+        if (n == 0 && gw_body_room(&rq->body) > 0) {
+            refuse(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory for the request body");
+            drop_upstream(rq);
+            break;
+        }
+        data += n;
+        *size -= n;
+        rq->body_read += n;
+        if (rq->upstream == NULL && *size == 0)
+            return MHD_YES; /* a chunked body, still within the window */
+        error = rq->upstream == NULL ? send_upstream(rq, c) : GW_UPSTREAM_OK;
+        if (error == GW_UPSTREAM_OK)
+            error = gw_upstream_feed(rq->upstream);
+        if (error == GW_UPSTREAM_PENDING) {
+            await_upstream(rq);
+            return MHD_YES;
+        }
+        if (error == GW_UPSTREAM_ANSWERED) {
+            rq->body_dropped = true; /* the answer goes out at the final call */
+        } else if (error != GW_UPSTREAM_OK && rq->refusal == 0 && !end_attempt(rq, error, 0)) {
+            rq->upstream_error = error;
+            rq->body_dropped = true;
+        } else if (error != GW_UPSTREAM_OK && rq->refusal == 0) {
+            error = send_upstream(rq, c); /* a retry, from the body's first byte */
+            if (error != GW_UPSTREAM_OK && rq->refusal == 0) {
+                rq->upstream_error = error;
+                rq->body_dropped = true;
+            }
+        }
+    }
+    return drop_body(rq, size);
+}
+
+/* A body of known length goes upstream as it arrives: the exchange starts now, before its
+ * first byte. 0, or -1 when the request was answered instead. */
+static int start_body(struct gw_request *rq, struct MHD_Connection *c, enum MHD_Result *ret)
+{
+    enum gw_upstream_error error = send_upstream(rq, c);
+
+    if (error == GW_UPSTREAM_OK)
+        return 0;
+    *ret = answer_failure(rq, c, error);
+    return -1;
+}
+
+/* The body's end (the final call): the answer to a failure met on the way, or the body's
+ * last bytes sent and the upstream's answer awaited. */
+static enum MHD_Result end_body(struct gw_request *rq, struct MHD_Connection *c)
+{
+    if (rq->refusal != 0 || refuse_misread(rq, true)) {
+        drop_upstream(rq);
+        return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
+    }
+    if (rq->upstream_error != GW_UPSTREAM_OK)
+        return upstream_failed(rq, c, rq->upstream_error);
+    if (rq->has_body && !rq->body.ended) {
+        rq->body.ended = true;
+        if (rq->upstream == NULL)
+            rq->body.length = (int64_t)rq->body.received; /* it fit: it goes with its length */
+    }
+    return forward(rq, c);
+}
+
 /* --- the request's life ---------------------------------------------------------------- */
 
 /* The end of the first call: the headers are in and the request is decided. Answering before
@@ -1296,9 +1378,13 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
  * comes at the final call, where a 429 or 404 keeps the connection open. */
 static enum MHD_Result end_first_call(struct gw_request *rq, struct MHD_Connection *c)
 {
+    enum MHD_Result ret = MHD_YES;
+
     if (rq->refusal != 0 && rq->has_body && !rq->empty_body)
         return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
-    return MHD_YES;
+    if (rq->refusal == 0 && rq->has_body && rq->body.length > 0)
+        start_body(rq, c, &ret);
+    return ret;
 }
 
 enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,
@@ -1326,14 +1412,15 @@ enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *
         decide_shared(rq, rq->store_result);
         return end_first_call(rq, c);
     }
-    if (*upload_data_size > 0) {
-        take_body(rq, upload_data, *upload_data_size);
-        *upload_data_size = 0;
-        return MHD_YES;
-    }
-    if (rq->refusal != 0 || refuse_misread(rq, true))
-        return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
-    return forward(rq, c);
+    if (*upload_data_size > 0)
+        return take_body(rq, c, upload_data, upload_data_size);
+    return end_body(rq, c);
+}
+
+bool gw_request_reading_body(const struct gw_request *rq)
+{
+    return rq->has_body && !rq->empty_body && !rq->body.ended && !rq->suspended &&
+           rq->status == 0 && !rq->store_pending;
 }
 
 void gw_request_done(struct gw_request *rq)
@@ -1372,7 +1459,7 @@ void gw_request_done(struct gw_request *rq)
     free(rq->upstream_headers);
     free(rq->upstream_header_text);
     free(rq->upstream_url);
-    free(rq->body);
+    gw_body_free(&rq->body);
     free(rq->connection);
     free(rq->forwarded_for);
     free(rq->path);

@@ -46,6 +46,10 @@ enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *
                                   const char *method, const char *upload_data,
                                   size_t *upload_data_size);
 
+/* Whether the request's body is still to come from the client (not while the request waits
+ * for the store or the upstream, nor once it is answered). */
+bool gw_request_reading_body(const struct gw_request *rq);
+
 /* The request is over (answered, or the client left): counts it, logs it, frees it. */
 void gw_request_done(struct gw_request *rq);
 

@@ -39,8 +39,7 @@ struct watched {
     int fd;
     struct gw_wire *wire;
     uint32_t requests; /* requests finished on it: the index of the current one */
-    _Atomic int64_t read_deadline_ns; /* 0 while a request is being answered */
-    bool head_seen;                    /* the current request's first call happened */
+    _Atomic int64_t read_deadline_ns;  /* 0 while the gateway, not the client, has the turn */
     bool has_peer;                     /* an IP peer, counted by its address */
     struct gw_addr peer;
     struct watched *prev, *next;
@@ -140,19 +139,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *upload_data, size_t *upload_data_size,
                                   void **req_cls)
 {
+    struct front *f = cls;
     struct watched *w = watched_of(c);
+    bool body_piece = *upload_data_size > 0;
+    enum MHD_Result ret;
 
-    (void)cls, (void)version;
+    (void)version;
+    (void)url; /* libmicrohttpd's decoding of the target; request.c reads it itself */
     if (*req_cls == NULL)
         return MHD_NO; /* no memory for it: drop the connection */
-    /* Read whole (head, then any body, ending with an empty call): no deadline while it is
-     * answered. */
-    if (w != NULL && !w->head_seen)
-        w->head_seen = true;
-    else if (w != NULL && *upload_data_size == 0)
+    /* The head came whole in time. From here the body, if any, must keep coming: no pause
+     * of the client's longer than client_timeout. The gateway's own waits (for the store, or
+     * for the upstream to take more of the body) do not count. */
+    if (w != NULL)
         atomic_store_explicit(&w->read_deadline_ns, 0, memory_order_relaxed);
-    (void)url; /* libmicrohttpd's decoding of the target; request.c reads it itself */
-    return gw_request_handle(*req_cls, c, method, upload_data, upload_data_size);
+    ret = gw_request_handle(*req_cls, c, method, upload_data, upload_data_size);
+    if (w != NULL && gw_request_reading_body(*req_cls))
+        atomic_store_explicit(&w->read_deadline_ns, limiter_now_ns() + f->server->client_timeout_ns,
+                              memory_order_relaxed);
+    /* libmicrohttpd's idle timeout would count a wait of this thread's for the upstream as
+     * the client's silence: setting the timeout afresh restarts it (a loop's resumption
+     * does the same). */
+    if (f->loop == NULL && body_piece && ret == MHD_YES) {
+        unsigned timeout_s =
+            (unsigned)((f->server->fixed.client_timeout_ns + 999999999) / 1000000000);
+
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, timeout_s);
+    }
+    return ret;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
@@ -163,7 +178,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 
     (void)why;
     if (w != NULL) { /* the next request on this connection must come in time, too */
-        w->head_seen = false;
         w->requests++;
         atomic_store_explicit(&w->read_deadline_ns, limiter_now_ns() + s->client_timeout_ns,
                               memory_order_relaxed);
@@ -392,8 +406,9 @@ static enum MHD_Result on_admin(void *cls, struct MHD_Connection *c, const char 
 
 /* libmicrohttpd's timeout is an idle one: a client sending a byte now and then would keep
  * its connection, and its thread, forever. Every connection must deliver a whole request
- * within client_timeout of the connection opening or of the last answer; the reaper shuts
- * down the socket of one that does not, and libmicrohttpd then closes it as broken. */
+ * head within client_timeout of the connection opening or of the last answer, and then its
+ * body without a pause longer than that (on_request()); the reaper shuts down the socket of
+ * one that does not, and libmicrohttpd then closes it as broken. */
 static void reap_slow_clients(struct front *f, int64_t now)
 {
     pthread_mutex_lock(&f->watch_lock);

@@ -44,6 +44,8 @@ struct gw_upstream {
     bool done;
     CURLcode result;
     unsigned sends, max_sends; /* requests sent in this exchange, and how many may be */
+    struct gw_body *request_body; /* the exchange's (gw_forward), or NULL */
+    bool send_paused;             /* libcurl waits for more of it */
 
     enum gw_fault fault;              /* the last exchange's, until the next starts */
     char error_text[CURL_ERROR_SIZE]; /* libcurl's words for it (CURLOPT_ERRORBUFFER) */
@@ -710,6 +712,38 @@ static int before_send(void *cls, char *ip, char *local_ip, int port, int local_
     return ++u->sends <= u->max_sends ? CURL_PREREQFUNC_OK : CURL_PREREQFUNC_ABORT;
 }
 
+/* libcurl asks for more of the request body: what the window has, or a pause until
+ * gw_upstream_feed() says more came, or 0 at its end (a chunked body's last chunk goes). */
+static size_t on_read(char *buf, size_t size, size_t n, void *cls)
+{
+    struct gw_upstream *u = cls;
+    size_t got;
+
+    if (u->request_body == NULL)
+        return 0;
+    got = gw_body_take(u->request_body, buf, size * n);
+    if (got > 0) {
+        u->progress++; /* room in the window: a client side waiting for it goes on */
+        return got;
+    }
+    if (gw_body_done(u->request_body))
+        return 0;
+    u->send_paused = true;
+    return CURL_READFUNC_PAUSE;
+}
+
+/* libcurl sends the request again (a reused connection died before answering): from the
+ * body's start, if the window still holds it. */
+static int on_seek(void *cls, curl_off_t offset, int origin)
+{
+    struct gw_upstream *u = cls;
+
+    if (u->request_body == NULL || offset != 0 || origin != SEEK_SET ||
+        !gw_body_rewind(u->request_body))
+        return CURL_SEEKFUNC_CANTSEEK;
+    return CURL_SEEKFUNC_OK;
+}
+
 /* RFC 9110 section 9.2.2: a request that may be sent twice with the effect of once. */
 static bool is_idempotent(const char *method)
 {
@@ -742,6 +776,10 @@ static void set_handle_options(struct gw_upstream *u)
     curl_easy_setopt(e, CURLOPT_HEADERDATA, u);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, u);
+    curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(e, CURLOPT_READDATA, u);
+    curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_seek);
+    curl_easy_setopt(e, CURLOPT_SEEKDATA, u);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, u->error_text);
     /* A transfer dropped while its name is resolved leaves the resolver thread behind rather
      * than waiting for it (which would hold up a loop, or a client's thread). */
@@ -778,8 +816,10 @@ static void set_request_options(struct gw_upstream *u, const struct gw_forward *
                          ? fw->method
                          : NULL);
     if (fw->body != NULL) {
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, fw->body);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)fw->body_len);
+        /* Read through on_read(); with no length libcurl sends the body chunked. */
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, NULL);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)fw->body->length);
     }
 }
 
@@ -889,6 +929,7 @@ enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_
         u->stale = false;
     }
     set_request_options(u, fw);
+    u->request_body = fw->body;
     u->fault = GW_FAULT_NONE;
     u->error_text[0] = '\0';
     u->timeout_ns = fw->timeout_ns;
@@ -898,8 +939,12 @@ enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_
         return GW_UPSTREAM_OTHER;
     }
     u->attached = true;
-    u->wait_deadline_ns = limiter_now_ns() + fw->timeout_ns;
-    wake_loop_by(u, u->wait_deadline_ns);
+    /* The wait for the head starts once the body has gone; a long upload is not a slow
+     * upstream (gw_upstream_feed() bounds each wait for it to take more). */
+    if (fw->body == NULL || fw->body->ended) {
+        u->wait_deadline_ns = limiter_now_ns() + fw->timeout_ns;
+        wake_loop_by(u, u->wait_deadline_ns);
+    }
     if (u->loop != NULL) {
         u->notify = notify;
         u->notify_cls = cls;
@@ -909,16 +954,12 @@ enum gw_upstream_error gw_upstream_start(struct gw_upstream *u, const struct gw_
     return GW_UPSTREAM_OK;
 }
 
-enum gw_upstream_error gw_upstream_head(struct gw_upstream *u)
+/* Sets the fault of an exchange that ended, or gave up waiting (`waited_for` says for what),
+ * without a response head, and ends it. */
+static enum gw_upstream_error no_head(struct gw_upstream *u, const char *waited_for)
 {
-    if (u->loop == NULL && !u->timed_out && drive(u, head_ready, u->wait_deadline_ns) != 0)
-        u->timed_out = true;
-    if (u->head_done)
-        return GW_UPSTREAM_OK;
     if (u->timed_out)
-        fail_with(u, GW_FAULT_TIMEOUT, "no response head within the route's timeout");
-    else if (!u->done)
-        return GW_UPSTREAM_PENDING;
+        fail_with(u, GW_FAULT_TIMEOUT, waited_for);
     else if (u->head_too_large)
         fail_with(u, GW_FAULT_TOO_LARGE, "the response head is over max_response_header_size");
     else if (u->result == CURLE_OK)
@@ -927,6 +968,71 @@ enum gw_upstream_error gw_upstream_head(struct gw_upstream *u)
         fail_with(u, classify(u->result), NULL);
     gw_upstream_finish(u);
     return error_of(u->fault);
+}
+
+/* The wait that is starting gives up `timeout` from now, unless one is running already. */
+static void arm_wait(struct gw_upstream *u)
+{
+    if (u->wait_deadline_ns == 0)
+        u->wait_deadline_ns = limiter_now_ns() + u->timeout_ns;
+    wake_loop_by(u, u->wait_deadline_ns);
+}
+
+/* Whether the upstream takes no more of the request body: it answered (libcurl stops sending
+ * on a status of 300 or more), or the exchange ended. */
+static bool body_refused(const struct gw_upstream *u)
+{
+    return u->done || u->timed_out || (u->head_done && u->status >= 300);
+}
+
+static bool takes_body(const struct gw_upstream *u)
+{
+    return body_refused(u) || gw_body_room(u->request_body) > 0 || u->request_body->ended;
+}
+
+enum gw_upstream_error gw_upstream_feed(struct gw_upstream *u)
+{
+    int running;
+
+    if (u->send_paused && !u->done) {
+        u->send_paused = false;
+        /* The answer's side stays paused if its buffer is full (gw_upstream_read()). */
+        curl_easy_pause(u->easy, u->paused ? CURLPAUSE_RECV : CURLPAUSE_CONT);
+    }
+    if (u->loop == NULL && !u->done) {
+        curl_multi_perform(u->multi, &running); /* sends what it can now, waits for nothing */
+        collect(u);
+    }
+    for (;;) {
+        if (u->head_done && body_refused(u))
+            return GW_UPSTREAM_ANSWERED;
+        if (u->done || u->timed_out)
+            return no_head(u, "the upstream took no more of the body within the route's timeout");
+        if (takes_body(u))
+            return GW_UPSTREAM_OK;
+        if (u->loop != NULL) {
+            arm_wait(u); /* the loop tells when bytes have gone, or the wait ended */
+            return GW_UPSTREAM_PENDING;
+        }
+        if (drive(u, takes_body, limiter_now_ns() + u->timeout_ns) != 0)
+            u->timed_out = true;
+    }
+}
+
+enum gw_upstream_error gw_upstream_head(struct gw_upstream *u)
+{
+    if (u->loop == NULL && !u->timed_out) {
+        arm_wait(u);
+        if (drive(u, head_ready, u->wait_deadline_ns) != 0)
+            u->timed_out = true;
+    }
+    if (u->head_done)
+        return GW_UPSTREAM_OK;
+    if (!u->done && !u->timed_out) {
+        arm_wait(u);
+        return GW_UPSTREAM_PENDING;
+    }
+    return no_head(u, "no response head within the route's timeout");
 }
 
 long gw_upstream_status(const struct gw_upstream *u)
@@ -971,14 +1077,12 @@ ssize_t gw_upstream_read(struct gw_upstream *u, char *buf, size_t max)
     if (!body_ready(u) && u->paused) {
         u->paused = false;
         u->body_off = u->body_len = 0;
-        curl_easy_pause(u->easy, CURLPAUSE_CONT); /* may deliver into the buffer at once */
+        /* May deliver into the buffer at once; the request body's side stays as it was. */
+        curl_easy_pause(u->easy, u->send_paused ? CURLPAUSE_SEND : CURLPAUSE_CONT);
     }
     if (!body_ready(u) && !u->done && !u->timed_out) {
         if (u->loop != NULL) {
-            /* The loop tells of the next bytes, or of this wait's end. */
-            if (u->wait_deadline_ns == 0)
-                u->wait_deadline_ns = limiter_now_ns() + u->timeout_ns;
-            wake_loop_by(u, u->wait_deadline_ns);
+            arm_wait(u); /* the loop tells of the next bytes, or of this wait's end */
             return GW_UPSTREAM_WOULD_BLOCK;
         }
         if (drive(u, body_ready, limiter_now_ns() + u->timeout_ns) != 0) {
@@ -1011,6 +1115,8 @@ void gw_upstream_finish(struct gw_upstream *u)
         curl_multi_remove_handle(u->multi, u->easy);
     u->attached = false;
     u->notify = NULL;
+    u->request_body = NULL;
+    u->send_paused = false;
     /* timer_ns stays: libcurl announces a timer only when it changes, and the next transfer
      * may start with the one last announced. */
     u->wait_deadline_ns = 0;

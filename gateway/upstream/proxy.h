@@ -44,7 +44,15 @@
  * curl_multi_socket_action() for exactly the handle an event or timer is for. With several
  * loops, an upstream may hold upstream_max_idle idle connections per loop.
  *
- * Timeouts: `timeout` bounds the wait for the response head, and then every wait for more
+ * Request bodies stream (body.h): the transfer starts with the body's first bytes, or none,
+ * in its window, libcurl takes them as the connection can send them and pauses when the
+ * window is empty, and gw_upstream_feed() hands it each new piece. A body of known length
+ * goes with that Content-Length; one without (chunked from the client) goes chunked. When
+ * the upstream answers with a status of 300 or more before the whole body has gone, libcurl
+ * stops sending it (and the connection is closed after the answer).
+ *
+ * Timeouts: `timeout` bounds the wait for the response head (from the body's end), every
+ * wait for the upstream to take more of the request body, and every wait for more response
  * body; `connect_timeout` bounds the TCP (and TLS) connect.
  */
 #ifndef SLUICE_GATEWAY_PROXY_H
@@ -54,6 +62,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "body.h"
 
 struct curl_slist;
 struct gw_upstream;
@@ -65,6 +75,7 @@ enum gw_upstream_error {
     GW_UPSTREAM_TOO_LARGE, /* a response head over `max_head` */
     GW_UPSTREAM_OTHER,     /* a malformed answer, a reset, no memory, a second send refused */
     GW_UPSTREAM_PENDING,   /* on a loop: not yet; `notify` is called at the next step */
+    GW_UPSTREAM_ANSWERED,  /* gw_upstream_feed(): the upstream answered and takes no more */
 };
 
 /* What went wrong with an exchange, finer than gw_upstream_error: the access log's
@@ -100,8 +111,7 @@ struct gw_forward {
     const char *proxy; /* the route's forward proxy URL, or NULL for none */
     uint64_t max_head; /* the longest response head passed on (its fields' bytes) */
     const struct curl_slist *headers; /* sent as given */
-    const char *body; /* NULL when the request has none */
-    size_t body_len;
+    struct gw_body *body; /* NULL when the request has none; sent as it fills (body.h) */
     int64_t timeout_ns;
     int64_t connect_timeout_ns;
     bool tls_verify;
@@ -165,6 +175,14 @@ void gw_upstream_release(struct gw_upstream *upstream);
 enum gw_upstream_error gw_upstream_start(struct gw_upstream *upstream,
                                          const struct gw_forward *forward,
                                          gw_upstream_notify *notify, void *cls);
+
+/* The body given to start() has new bytes, or has ended: libcurl sends them. GW_UPSTREAM_OK
+ * when its window has room again (or the body has ended); GW_UPSTREAM_PENDING on a loop while
+ * it has none (`notify` is called when the upstream has taken some); GW_UPSTREAM_ANSWERED
+ * when the upstream answered and takes no more of it (gw_upstream_head() then has the
+ * answer); or the kind of failure (then nothing is left running). Without a loop it waits
+ * for room. */
+enum gw_upstream_error gw_upstream_feed(struct gw_upstream *upstream);
 
 /* GW_UPSTREAM_OK once the response head is in; GW_UPSTREAM_PENDING on a loop while it is
  * not; or the kind of failure (then nothing is left running). Without a loop it waits. */

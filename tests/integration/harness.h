@@ -182,5 +182,6 @@ void register_consumers_tests(void);
 void register_answers_tests(void);
 void register_costs_tests(void);
 void register_backends_tests(void);
+void register_streams_tests(void);
 
 #endif

@@ -11,7 +11,12 @@
  *   /cut?n=N           promises 2N bytes, sends N, closes the connection
  *   /garbage           answers bytes that are not HTTP, then closes
  *   /hop               answers with hop-by-hop fields that a proxy must drop
- *   /stats             "requests R\nconnections C\n" since start (not counting /stats)
+ *   /sink?ms=N         reads a body of any size as it comes (a Content-Length or chunked),
+ *                      keeping only its SHA-256, and answers "bytes B\nsha256 HEX\n", then
+ *                      closes; with ms, waits N ms before each read (a slow upstream)
+ *   /stats             "requests R\nconnections C\nsinks_done D\nsinks_aborted A\n" since
+ *                      start (not counting /stats); an aborted sink is a connection that
+ *                      ended before its body did
  *   anything else      echoes the request: method, target, every header, then the body
  */
 #include <arpa/inet.h>
@@ -21,6 +26,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -34,7 +40,7 @@
 #define HEAD_MAX (64 * 1024)
 #define BODY_MAX (16 * 1024 * 1024)
 
-static atomic_ulong requests, connections;
+static atomic_ulong requests, connections, sinks_done, sinks_aborted;
 
 static int send_all(FILE *out, const char *data, size_t len)
 {
@@ -147,8 +153,10 @@ static int serve_request(FILE *fd, const char *method, const char *target, const
                       "Proxy-Authenticate: Basic\r\nUpgrade: h2c\r\nX-Kept: yes\r\n",
                       "hop\n", 4);
     if (strcmp(target, "/stats") == 0) {
-        snprintf(text, sizeof text, "requests %lu\nconnections %lu\n", atomic_load(&requests),
-                 atomic_load(&connections));
+        snprintf(text, sizeof text,
+                 "requests %lu\nconnections %lu\nsinks_done %lu\nsinks_aborted %lu\n",
+                 atomic_load(&requests), atomic_load(&connections), atomic_load(&sinks_done),
+                 atomic_load(&sinks_aborted));
         return answer(fd, 200, "", text, strlen(text));
     }
 
@@ -214,6 +222,137 @@ static int fill(int fd, char *buf, size_t *len, size_t want, size_t cap)
     return 0;
 }
 
+/* A body read as it arrives, for /sink. */
+struct stream {
+    int fd;
+    char *buf;
+    size_t off, len, cap;
+    unsigned long delay_ms;
+};
+
+/* At least one byte buffered; -1 when the connection ended. */
+static int stream_fill(struct stream *s)
+{
+    ssize_t n;
+
+    if (s->off < s->len)
+        return 0;
+    if (s->delay_ms > 0) {
+        struct timespec wait = {(time_t)(s->delay_ms / 1000), (long)(s->delay_ms % 1000) * 1000000};
+
+        nanosleep(&wait, NULL);
+    }
+    do
+        n = recv(s->fd, s->buf, s->cap, 0);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        return -1;
+    s->off = 0;
+    s->len = (size_t)n;
+    return 0;
+}
+
+/* Hashes the next `n` bytes into `hash`. */
+static int stream_hash(struct stream *s, crypto_hash_sha256_state *hash, uint64_t n,
+                       uint64_t *total)
+{
+    while (n > 0) {
+        size_t k;
+
+        if (stream_fill(s) != 0)
+            return -1;
+        k = s->len - s->off < n ? s->len - s->off : (size_t)n;
+        crypto_hash_sha256_update(hash, (const unsigned char *)s->buf + s->off, k);
+        s->off += k;
+        n -= k;
+        *total += k;
+    }
+    return 0;
+}
+
+/* The next line, without its CRLF, into `line`. */
+static int stream_line(struct stream *s, char *line, size_t cap)
+{
+    size_t len = 0;
+
+    for (;;) {
+        char c;
+
+        if (stream_fill(s) != 0)
+            return -1;
+        c = s->buf[s->off++];
+        if (c == '\n')
+            break;
+        if (len + 1 < cap)
+            line[len++] = c;
+    }
+    if (len > 0 && line[len - 1] == '\r')
+        len--;
+    line[len] = '\0';
+    return 0;
+}
+
+/* /sink: the body after `head`, of which `have` bytes are in `early`; see the top. */
+static void sink(int fd, const char *target, const char *head, const char *early, size_t have)
+{
+    struct stream s = {.fd = fd, .cap = HEAD_MAX, .delay_ms = query_number(target, "ms", 0)};
+    crypto_hash_sha256_state hash;
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    char hex[2 * crypto_hash_sha256_BYTES + 1], text[512], line[256];
+    uint64_t total = 0, length = 0;
+    bool chunked = false;
+    int rc = 0;
+
+    for (const char *l = head; *l != '\0'; l = strstr(l, "\r\n") + 2) {
+        if (strncasecmp(l, "Content-Length:", 15) == 0)
+            length = strtoull(l + 15, NULL, 10);
+        if (strncasecmp(l, "Transfer-Encoding:", 18) == 0)
+            chunked = strstr(l, "chunked") != NULL;
+    }
+    s.buf = malloc(s.cap);
+    if (s.buf == NULL)
+        return;
+    memcpy(s.buf, early, have);
+    s.len = have;
+    crypto_hash_sha256_init(&hash);
+    if (!chunked) {
+        rc = stream_hash(&s, &hash, length, &total);
+    } else {
+        for (;;) {
+            uint64_t size;
+
+            rc = stream_line(&s, line, sizeof line);
+            if (rc != 0)
+                break;
+            size = strtoull(line, NULL, 16);
+            if (size == 0) {
+                do /* trailer fields, up to the empty line */
+                    rc = stream_line(&s, line, sizeof line);
+                while (rc == 0 && line[0] != '\0');
+                break;
+            }
+            rc = stream_hash(&s, &hash, size, &total);
+            if (rc == 0)
+                rc = stream_line(&s, line, sizeof line);
+            if (rc != 0)
+                break;
+        }
+    }
+    free(s.buf);
+    if (rc != 0) {
+        atomic_fetch_add(&sinks_aborted, 1);
+        return;
+    }
+    atomic_fetch_add(&sinks_done, 1);
+    crypto_hash_sha256_final(&hash, digest);
+    sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
+    snprintf(line, sizeof line, "bytes %llu\nsha256 %s\n", (unsigned long long)total, hex);
+    snprintf(text, sizeof text,
+             "HTTP/1.1 200 Test\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+             strlen(line), line);
+    send(fd, text, strlen(text), MSG_NOSIGNAL);
+}
+
 static void *serve_connection(void *arg)
 {
     int fd = (int)(intptr_t)arg;
@@ -241,6 +380,11 @@ static void *serve_connection(void *arg)
                 body_len = strtoul(line + 15, NULL, 10);
             if (strncasecmp(line, "Connection:", 11) == 0 && strstr(line, "close") != NULL)
                 close_after = true;
+        }
+        if (strncmp(target, "/sink", 5) == 0) {
+            atomic_fetch_add(&requests, 1);
+            sink(fd, target, head, buf + head_len, len - head_len);
+            goto out;
         }
         if (body_len > BODY_MAX || fill(fd, buf, &len, head_len + body_len, HEAD_MAX + BODY_MAX))
             goto out;
@@ -297,6 +441,10 @@ int main(int argc, char **argv)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    if (sodium_init() < 0) {
+        fprintf(stderr, "test_upstream: libsodium did not start\n");
+        return 1;
+    }
     listener = socket(ai->ai_family, SOCK_STREAM, 0);
     setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (listener < 0 || bind(listener, ai->ai_addr, ai->ai_addrlen) != 0 ||
