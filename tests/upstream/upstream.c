@@ -14,6 +14,9 @@
  *   /sink?ms=N         reads a body of any size as it comes (a Content-Length or chunked),
  *                      keeping only its SHA-256, and answers "bytes B\nsha256 HEX\n", then
  *                      closes; with ms, waits N ms before each read (a slow upstream)
+ *   /early             answers 401 at once, before any of the request's body, with
+ *                      Connection: close, then reads and drops the body until the peer
+ *                      closes (as a server that refuses an upload early does)
  *   /stats             "requests R\nconnections C\nsinks_done D\nsinks_aborted A\n" since
  *                      start (not counting /stats); an aborted sink is a connection that
  *                      ended before its body did
@@ -380,6 +383,17 @@ static void *serve_connection(void *arg)
                 body_len = strtoul(line + 15, NULL, 10);
             if (strncasecmp(line, "Connection:", 11) == 0 && strstr(line, "close") != NULL)
                 close_after = true;
+        }
+        if (strcmp(target, "/early") == 0) {
+            static const char early[] = "HTTP/1.1 401 Test\r\nContent-Length: 6\r\n"
+                                        "Connection: close\r\n\r\nearly\n";
+
+            atomic_fetch_add(&requests, 1);
+            send(fd, early, strlen(early), MSG_NOSIGNAL);
+            shutdown(fd, SHUT_WR);
+            while (recv(fd, buf, HEAD_MAX, 0) > 0)
+                ;
+            goto out;
         }
         if (strncmp(target, "/sink", 5) == 0) {
             atomic_fetch_add(&requests, 1);
