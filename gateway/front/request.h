@@ -3,12 +3,14 @@
  * server.c. With the headers in, the route is matched, the client key worked out and the
  * route's limits asked together (limiter_decide_all, or the Redis store); a refused request is
  * answered by sluice itself, without reading a body it does not need or touching the upstream.
- * An allowed one has its body gathered (up to server.max_body), is forwarded with upstream
- * handles taken from the pool for the time of the exchange (proxy.h), and its answer streamed
- * back with the RateLimit fields added. When it ends, it is counted and logged.
+ * An allowed one is forwarded with upstream handles taken from the pool for the time of the
+ * exchange (proxy.h), its body streamed upstream as it arrives (body.h; up to
+ * server.max_body), and its answer streamed back with the RateLimit fields added. When it
+ * ends, it is counted and logged.
  *
  * The life is written once, as steps that may each have to wait: for the store's answer (event
- * mode only), for the response head, for more body. At a wait the request asks whether it can
+ * mode only), for the upstream to take more of the request body, for the response head, for
+ * more response body. At a wait the request asks whether it can
  * go on; in thread_per_connection the answer is always yes, since the connection's thread
  * blocks inside the call (proxy.h without a loop), and in event mode a "not yet" suspends the
  * connection (MHD_suspend_connection) and the loop resumes it at the next step, after which
