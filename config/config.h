@@ -76,6 +76,11 @@
  * retries: {attempts (tries in all: default 2, 1 to 10), on (as fail_on; default
  * [connect_failure, reset]), budget (default 20%, 0 to 100)}; without retries:, one attempt.
  * strip_prefix: true (default false) takes the matched path_prefix off the forwarded path.
+ * upgrades: [TOKEN, ...] (default [websocket]; [] for none; at most CONFIG_MAX_UPGRADES, each a
+ * token of at most 31 bytes, kept in lower case; h2c is refused, since it would carry HTTP/2
+ * requests past the limiter) names the Upgrade protocols a request may switch its connection
+ * to; tunnel_idle_timeout (default 1h, 1s to 1 day) closes a tunnel that passed no byte
+ * that long.
  * host: the Host the upstream sees: preserve (the client's; default), upstream (the server's
  * authority: its host, and :port unless the scheme's own) or NAME[:port] (kept in lower case;
  * not match.host, which chooses requests). set_headers: {NAME: value} (at most 64) sets fields
@@ -226,6 +231,9 @@ enum config_balance {
     CONFIG_BALANCE_RANDOM_TWO,    /* two drawn at random by weight, the fewer in flight */
 };
 
+#define CONFIG_MAX_UPGRADES 8  /* protocols in a route's upgrades: */
+#define CONFIG_UPGRADE_LEN  32 /* a protocol name, with its NUL */
+
 /* Upstream outcomes, as upstream.fail_on and retries.on name them. */
 #define CONFIG_FAIL_CONNECT (1u << 0) /* connect_failure: dns, refused, connect timeout, tls */
 #define CONFIG_FAIL_TIMEOUT (1u << 1) /* timeout: no response head in time */
@@ -289,6 +297,11 @@ struct config_route {
     size_t n_remove_headers;
     int64_t timeout_ns;
     int64_t connect_timeout_ns;
+    /* upgrades: the Upgrade protocols proxied as tunnels (lower case; default websocket), and
+     * how long a tunnel may pass no byte before it is closed. */
+    char upgrades[CONFIG_MAX_UPGRADES][CONFIG_UPGRADE_LEN];
+    size_t n_upgrades;
+    int64_t tunnel_idle_timeout_ns;
     enum config_key_kind key_kind; /* the default for limits that name no key */
     char *key_name;                /* the header or query parameter; NULL for ip */
     uint32_t ipv6_prefix_len;

@@ -1452,6 +1452,59 @@ static void parse_set_headers(struct loader *ld, yaml_node_t *node, void *object
     }
 }
 
+/* upgrades: [TOKEN, ...], the protocols a request may upgrade its connection to. */
+static void parse_upgrades(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    size_t n;
+
+    route->n_upgrades = 0;
+    if (node->type != YAML_SEQUENCE_NODE) {
+        errorf(ld, node, "upgrades: expected a list of protocol names, found %s",
+               kind_name(node));
+        return;
+    }
+    n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+    if (n > CONFIG_MAX_UPGRADES) {
+        errorf(ld, node_at(ld, node->data.sequence.items.start[CONFIG_MAX_UPGRADES]),
+               "upgrades: at most %d protocols; this is protocol %d", CONFIG_MAX_UPGRADES,
+               CONFIG_MAX_UPGRADES + 1);
+        n = CONFIG_MAX_UPGRADES;
+    }
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = node_at(ld, node->data.sequence.items.start[i]);
+        const char *text = scalar(ld, item, "upgrades");
+        char *token;
+        bool valid;
+
+        if (text == NULL)
+            continue;
+        valid = is_token(text) && strlen(text) < CONFIG_UPGRADE_LEN;
+        if (!valid) {
+            errorf(ld, item, "upgrades: \"%s\" is not a protocol name (a token of at most %d bytes)",
+                   text, CONFIG_UPGRADE_LEN - 1);
+            continue;
+        }
+        if (strcasecmp(text, "h2c") == 0) {
+            errorf(ld, item, "upgrades: h2c is refused: it would carry HTTP/2 requests past the "
+                             "limiter");
+            continue;
+        }
+        token = route->upgrades[route->n_upgrades];
+        for (size_t k = 0; text[k] != '\0'; k++)
+            token[k] = (char)tolower((unsigned char)text[k]);
+        token[strlen(text)] = '\0';
+        for (size_t j = 0; j < route->n_upgrades; j++)
+            if (strcmp(route->upgrades[j], token) == 0) {
+                errorf(ld, item, "upgrades: %s appears twice", text);
+                token = NULL;
+                break;
+            }
+        if (token != NULL)
+            route->n_upgrades++;
+    }
+}
+
 /* remove_headers: [NAME, ...], dropped from every request forwarded. */
 static void parse_remove_headers(struct loader *ld, yaml_node_t *node, void *object)
 {
@@ -1970,6 +2023,9 @@ static const struct field route_fields[] = {
     {"timeout", V_DURATION, offsetof(struct config_route, timeout_ns), 1, DAY, NULL},
     {"connect_timeout", V_DURATION, offsetof(struct config_route, connect_timeout_ns), 1, DAY,
      NULL},
+    {"upgrades", V_CUSTOM, 0, 0, 0, parse_upgrades},
+    {"tunnel_idle_timeout", V_DURATION, offsetof(struct config_route, tunnel_idle_timeout_ns),
+     SECOND, DAY, NULL},
     {"key", V_CUSTOM, 0, 0, 0, parse_route_key},
     {"ipv6_prefix", V_U32, offsetof(struct config_route, ipv6_prefix_len), 1, 128, NULL},
     {"limit", V_CUSTOM, 0, 0, 0, parse_limit},
@@ -2010,6 +2066,9 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config_rout
 {
     route->timeout_ns = 30 * (int64_t)1000000000;
     route->connect_timeout_ns = 2 * (int64_t)1000000000;
+    route->n_upgrades = 1;
+    snprintf(route->upgrades[0], sizeof route->upgrades[0], "websocket");
+    route->tunnel_idle_timeout_ns = 3600 * (int64_t)SECOND;
     route->key_kind = CONFIG_KEY_IP;
     route->ipv6_prefix_len = 64;
     route->tls_verify = true;

@@ -9,8 +9,7 @@ static const char *const hop_by_hop[] = {
     "Proxy-Authenticate",
 };
 
-/* True when the comma-separated `list` holds `name` as one of its tokens. */
-static bool list_has_token(const char *list, const char *name)
+bool gw_header_list_has(const char *list, const char *name)
 {
     size_t name_len = strlen(name);
 
@@ -33,5 +32,5 @@ bool gw_header_is_hop_by_hop(const char *name, const char *connection)
     for (size_t i = 0; i < sizeof hop_by_hop / sizeof hop_by_hop[0]; i++)
         if (strcasecmp(name, hop_by_hop[i]) == 0)
             return true;
-    return connection != NULL && list_has_token(connection, name);
+    return connection != NULL && gw_header_list_has(connection, name);
 }

@@ -11,4 +11,7 @@
  * value (all of its Connection fields joined with ","), or NULL. */
 bool gw_header_is_hop_by_hop(const char *name, const char *connection);
 
+/* True when the comma-separated `list` (a field's value) holds `token`, in any case. */
+bool gw_header_list_has(const char *list, const char *token);
+
 #endif

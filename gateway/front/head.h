@@ -65,6 +65,7 @@ struct gw_head {
     uint16_t fault;     /* the status a refused message is answered with; 0 while none */
     bool fault_in_body; /* the fault came after the message's head had been passed on */
     const char *reason; /* what was wrong, for the client and the log; static */
+    uint32_t held;      /* wire.c's: bytes of a head not yet whole, read and kept back */
 
     uint32_t max_head; /* the longest head accepted */
 

@@ -18,6 +18,8 @@
 #include "request.h"
 #include "routes.h"
 #include "target.h"
+#include "tunnel.h"
+#include "upgrade.h"
 
 #define RESPONSE_BLOCK (32 * 1024)
 #define TOO_LARGE      "the request body is larger than this gateway accepts"
@@ -67,6 +69,16 @@ struct gw_request {
     bool body_dropped;   /* the rest of the body is read and let go (answered already) */
     enum gw_upstream_error upstream_error; /* an attempt failed mid-body: the final answer */
 
+    /* An upgrade (upgrade.h): the protocol of the route's upgrades: the client asks for, the
+     * client's Upgrade field, and the upstream's side once made; `upgrade_failed` when that
+     * failed (its fault in `up`). */
+    const char *upgrade;
+    char *upgrade_field;
+    struct gw_upgrade up;
+    bool upgrade_asked, upgrade_failed;
+    struct gw_forward upgrade_fw; /* what gw_upgrade_connect() sends, from the offload thread */
+    struct gw_tunnels *tunnels;
+
     struct gw_loop *loop;          /* the event loop it runs on, or NULL (thread_per_connection) */
     struct gw_offload *offload;    /* with a loop: where the store is asked */
     struct MHD_Connection *client; /* for resuming it */
@@ -109,7 +121,7 @@ static struct gw_backend_set *backends_of(const struct gw_request *rq)
 
 struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
                                   const struct gw_head *head, uint32_t index, struct gw_loop *loop,
-                                  struct gw_offload *offload)
+                                  struct gw_offload *offload, struct gw_tunnels *tunnels)
 {
     struct gw_request *rq = calloc(1, sizeof *rq);
 
@@ -123,6 +135,8 @@ struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_ur
     rq->index = index;
     rq->loop = loop;
     rq->offload = offload;
+    rq->tunnels = tunnels;
+    rq->up.fd = -1;
     rq->route = -1;
     rq->start_ns = limiter_now_ns();
     return rq;
@@ -672,6 +686,27 @@ static void read_client(struct gw_request *rq, struct MHD_Connection *c)
     rq->forwarded_for = joined_header(c, "X-Forwarded-For");
 }
 
+/* Whether the request asks to switch its connection to one of the route's upgrades: an
+ * Upgrade field naming one protocol the route lists, and Connection naming upgrade. Any other
+ * Upgrade (h2c, a protocol not listed) is dropped as the hop-by-hop field it is, and the
+ * request goes as a plain one. */
+static void read_upgrade(struct gw_request *rq, struct MHD_Connection *c)
+{
+    const struct config_route *route = route_of(rq);
+    char *field;
+
+    if (rq->connection == NULL || !gw_header_list_has(rq->connection, "upgrade"))
+        return;
+    field = joined_header(c, "Upgrade");
+    for (size_t i = 0; field != NULL && i < route->n_upgrades && rq->upgrade == NULL; i++)
+        if (strcasecmp(field, route->upgrades[i]) == 0)
+            rq->upgrade = route->upgrades[i];
+    if (rq->upgrade == NULL)
+        free(field);
+    else
+        rq->upgrade_field = field;
+}
+
 /* The first call for a request: its headers are in, its body not yet. Decides whether it
  * will be forwarded or refused. */
 static void begin(struct gw_request *rq, struct MHD_Connection *c)
@@ -713,8 +748,12 @@ static void begin(struct gw_request *rq, struct MHD_Connection *c)
     rq->route = pick_route(rq, c, rq->host);
     if (rq->refusal != 0)
         return;
+    if (rq->route >= 0)
+        read_upgrade(rq, c);
     if (rq->route < 0)
         refuse(rq, MHD_HTTP_NOT_FOUND, "no route matches this request");
+    else if (rq->upgrade != NULL && rq->has_body && !rq->empty_body)
+        refuse(rq, MHD_HTTP_BAD_REQUEST, "an upgrade request carries no body");
     else if (length != NULL && strtoull(length, NULL, 10) > config->server.max_body)
         refuse(rq, MHD_HTTP_CONTENT_TOO_LARGE, TOO_LARGE);
     else
@@ -951,6 +990,10 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
     if (w.consumer_header != NULL && rq->consumer != NULL &&
         !replaced_by_route(route, w.consumer_header))
         append_field(&w, w.consumer_header, rq->consumer);
+    if (rq->upgrade != NULL) { /* hop-by-hop, but what this hop is for */
+        append_field(&w, "Connection", "Upgrade");
+        append_field(&w, "Upgrade", rq->upgrade_field);
+    }
     /* Empty values: libcurl leaves out the fields it would add of its own. */
     append_line(&w, "Expect:");
     if (!w.has_accept)
@@ -1098,13 +1141,12 @@ static void close_attempt(struct gw_request *rq)
     rq->backend = NULL;
 }
 
-/* Sends the request upstream to the server the route's balance picks: a new attempt, with the
- * body (if any) from its first byte. GW_UPSTREAM_OK, or the failure, for answer_failure(). */
-static enum gw_upstream_error send_upstream(struct gw_request *rq, struct MHD_Connection *c)
+/* A new attempt: the server the route's balance picks, and the request for it (URL and
+ * header list) into `fw`. 0, or -1 when memory is short (then refused). */
+static int begin_attempt(struct gw_request *rq, struct MHD_Connection *c, struct gw_forward *fw)
 {
     const struct config_route *route = route_of(rq);
     const struct gw_route_runtime *r = route_runtime_of(rq);
-    struct gw_forward fw;
 
     rq->server = gw_backend_pick(backends_of(rq), rq->tried, limiter_now_ns(), &rq->probe);
     rq->tried |= UINT64_C(1) << rq->server;
@@ -1119,16 +1161,12 @@ static enum gw_upstream_error send_upstream(struct gw_request *rq, struct MHD_Co
     free(rq->upstream_header_text);
     rq->upstream_headers = NULL;
     rq->upstream_header_text = NULL;
-    /* Handles are held only while forwarding, so idle keep-alive clients hold none. */
-    rq->upstream = gw_upstream_acquire(rq->loop != NULL ? gw_loop_upstream(rq->loop) : NULL,
-                                       r->pools[rq->server]);
     rq->upstream_url = upstream_url(rq, rq->server);
-    if (rq->upstream == NULL || rq->upstream_url == NULL || upstream_headers(rq, c) != 0) {
+    if (rq->upstream_url == NULL || upstream_headers(rq, c) != 0) {
         refuse(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
-        return GW_UPSTREAM_OTHER;
+        return -1;
     }
-    gw_body_rewind(&rq->body); /* end_attempt() retries only a body it can send again */
-    fw = (struct gw_forward){
+    *fw = (struct gw_forward){
         .method = rq->method,
         .url = rq->upstream_url,
         .proxy = route->proxy,
@@ -1139,6 +1177,25 @@ static enum gw_upstream_error send_upstream(struct gw_request *rq, struct MHD_Co
         .connect_timeout_ns = route->connect_timeout_ns,
         .tls_verify = route->tls_verify,
     };
+    return 0;
+}
+
+/* Sends the request upstream to the server the route's balance picks: a new attempt, with the
+ * body (if any) from its first byte. GW_UPSTREAM_OK, or the failure, for answer_failure(). */
+static enum gw_upstream_error send_upstream(struct gw_request *rq, struct MHD_Connection *c)
+{
+    struct gw_forward fw;
+
+    if (begin_attempt(rq, c, &fw) != 0)
+        return GW_UPSTREAM_OTHER;
+    /* Handles are held only while forwarding, so idle keep-alive clients hold none. */
+    rq->upstream = gw_upstream_acquire(rq->loop != NULL ? gw_loop_upstream(rq->loop) : NULL,
+                                       route_runtime_of(rq)->pools[rq->server]);
+    if (rq->upstream == NULL) {
+        refuse(rq, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory");
+        return GW_UPSTREAM_OTHER;
+    }
+    gw_body_rewind(&rq->body); /* end_attempt() retries only a body it can send again */
     rq->client = c;
     return gw_upstream_start(rq->upstream, &fw, on_upstream_step, rq);
 }
@@ -1182,8 +1239,10 @@ static bool end_attempt(struct gw_request *rq, enum gw_upstream_error error, lon
     int64_t now = limiter_now_ns();
     const char *text = "";
 
-    if (error != GW_UPSTREAM_OK)
+    if (error != GW_UPSTREAM_OK && rq->upstream != NULL)
         rq->fault = gw_upstream_fault(rq->upstream, &text);
+    else if (error != GW_UPSTREAM_OK) /* an upgrade's (its fault is set already) */
+        text = rq->up.error_text;
     if (error != GW_UPSTREAM_OK && gw_proxy_aborting())
         return false; /* stopping: says nothing of the server, and no attempt follows */
     rq->reported = true;
@@ -1278,6 +1337,194 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     return queue(rq, c, (unsigned)rq->upstream_status, response);
 }
 
+/* --- upgrades ----------------------------------------------------------------------------- */
+
+/* Whether the client sent nothing after its upgrade request: it may speak after the switch
+ * only once it has the 101, and bytes already behind the request would reach the upstream
+ * unread by sluice. */
+static bool quiet_after_upgrade(const struct gw_request *rq)
+{
+    return rq->head->heads == rq->index + 1 && rq->head->held == 0 && rq->head->fault == 0;
+}
+
+struct tunnel_close {
+    struct MHD_UpgradeResponseHandle *urh;
+    struct gw_loop *loop;
+};
+
+/* The tunnel is over: libmicrohttpd closes the client's socket (on a loop, once woken). */
+static void tunnel_closed(void *cls)
+{
+    struct tunnel_close *tc = cls;
+
+    MHD_upgrade_action(tc->urh, MHD_UPGRADE_ACTION_CLOSE);
+    if (tc->loop != NULL)
+        gw_loop_wake(tc->loop);
+    free(tc);
+}
+
+/* libmicrohttpd has sent the 101 and hands over the client's socket: the two connections are
+ * joined (tunnel.h). In thread_per_connection the request ends right after; on a loop it ends
+ * when the tunnel closes. */
+static void on_upgraded(void *cls, struct MHD_Connection *c, void *req_cls, const char *extra_in,
+                        size_t extra_in_size, MHD_socket sock,
+                        struct MHD_UpgradeResponseHandle *urh)
+{
+    struct gw_request *rq = cls;
+    struct tunnel_close *tc = malloc(sizeof *tc);
+    const struct config_route *route = route_of(rq);
+    struct gw_tunnel_spec spec = {
+        .client_fd = sock,
+        .upstream = &rq->up,
+        .upstream_tls = strncmp(route->servers[rq->server].url, "https:", 6) == 0,
+        .client_early = extra_in,
+        .client_early_len = extra_in_size,
+        .idle_timeout_ns = route->tunnel_idle_timeout_ns,
+        .gauge = &route_runtime_of(rq)->metrics->tunnels_open,
+        .closed = tunnel_closed,
+        .closed_cls = tc,
+    };
+
+    (void)c, (void)req_cls;
+    if (tc != NULL)
+        *tc = (struct tunnel_close){urh, rq->loop};
+    if (tc == NULL || !quiet_after_upgrade(rq) || gw_tunnel_open(rq->tunnels, &spec) != 0) {
+        gw_warn("route %s: an upgraded connection was closed at once: %s", route->name,
+                tc == NULL ? "out of memory" : "the client sent bytes before the 101");
+        free(tc);
+        gw_upgrade_free(&rq->up);
+        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+    }
+}
+
+/* The upstream's 101, with its fields (the hop-by-hop ones aside) and the RateLimit fields;
+ * libmicrohttpd then calls on_upgraded(). The upstream must switch to the protocol asked. */
+static enum MHD_Result respond_switch(struct gw_request *rq, struct MHD_Connection *c)
+{
+    struct MHD_Response *response;
+    const char *name, *value, *upgrade = NULL;
+    size_t cursor = 0;
+
+    while (gw_upgrade_next_header(&rq->up, &cursor, &name, &value))
+        if (strcasecmp(name, "Upgrade") == 0)
+            upgrade = value;
+    if (upgrade == NULL || strcasecmp(upgrade, rq->upgrade) != 0) {
+        rq->fault = GW_FAULT_INVALID;
+        gw_upgrade_free(&rq->up);
+        return upstream_failed(rq, c, GW_UPSTREAM_OTHER);
+    }
+    response = MHD_create_response_for_upgrade(on_upgraded, rq);
+    if (response == NULL)
+        return MHD_NO;
+    /* libmicrohttpd wants Connection first, naming upgrade. */
+    MHD_add_response_header(response, "Connection", "Upgrade");
+    MHD_add_response_header(response, "Upgrade", upgrade);
+    cursor = 0;
+    while (gw_upgrade_next_header(&rq->up, &cursor, &name, &value))
+        if (!gw_header_is_hop_by_hop(name, NULL) && strcasecmp(name, "Content-Length") != 0 &&
+            !limit_field(rq, name))
+            MHD_add_response_header(response, name, value);
+    add_limit_headers(rq, response);
+    return queue(rq, c, MHD_HTTP_SWITCHING_PROTOCOLS, response);
+}
+
+/* An answer other than 101 to an upgrade: passed on as any other (read whole: upgrade.h), and
+ * the upstream's connection closed. */
+static enum MHD_Result respond_refused_upgrade(struct gw_request *rq, struct MHD_Connection *c)
+{
+    struct MHD_Response *response = MHD_create_response_from_buffer(
+        rq->up.early_len, rq->up.early, MHD_RESPMEM_MUST_COPY);
+    char *connection = NULL;
+    const char *name, *value;
+    size_t cursor = 0;
+
+    if (response == NULL)
+        return MHD_NO;
+    while (gw_upgrade_next_header(&rq->up, &cursor, &name, &value))
+        if (strcasecmp(name, "Connection") == 0 && append_list(&connection, value) != 0) {
+            MHD_destroy_response(response);
+            free(connection);
+            return MHD_NO;
+        }
+    cursor = 0;
+    while (gw_upgrade_next_header(&rq->up, &cursor, &name, &value))
+        if (!gw_header_is_hop_by_hop(name, connection) && strcasecmp(name, "Content-Length") != 0 &&
+            !limit_field(rq, name))
+            MHD_add_response_header(response, name, value);
+    free(connection);
+    add_limit_headers(rq, response);
+    rq->bytes = rq->up.early_len;
+    gw_upgrade_free(&rq->up);
+    return queue(rq, c, (unsigned)rq->upstream_status, response);
+}
+
+static enum MHD_Result upgrade(struct gw_request *rq, struct MHD_Connection *c);
+
+/* On an offload thread (event mode): the upstream's side of the upgrade, then the request
+ * back to its loop. */
+static void run_upgrade_job(struct gw_offload_job *job)
+{
+    struct gw_request *rq = (struct gw_request *)job; /* the job is its first member */
+
+    rq->upgrade_failed = gw_upgrade_connect(&rq->upgrade_fw, &rq->up) != 0;
+    rq->suspended = false;
+    MHD_resume_connection(rq->client);
+    gw_loop_wake(rq->loop);
+}
+
+/* The upstream's answer to the upgrade is in: a failure is reported and maybe tried again
+ * (retries:, as for any GET), a 101 switches, anything else is passed on. */
+static enum MHD_Result upgrade_answered(struct gw_request *rq, struct MHD_Connection *c)
+{
+    enum gw_upstream_error error = GW_UPSTREAM_OK;
+
+    rq->fault = rq->upgrade_failed ? rq->up.fault : GW_FAULT_NONE;
+    if (rq->upgrade_failed)
+        error = gw_fault_error(rq->fault);
+    if (end_attempt(rq, error, rq->upgrade_failed ? 0 : rq->up.status)) {
+        gw_upgrade_free(&rq->up);
+        rq->upgrade_asked = false;
+        return upgrade(rq, c);
+    }
+    if (rq->upgrade_failed) {
+        gw_upgrade_free(&rq->up);
+        return upstream_failed(rq, c, error);
+    }
+    rq->upstream_head_ns = limiter_now_ns();
+    rq->upstream_status = rq->up.status;
+    gw_metrics_count_response(route_runtime_of(rq)->metrics, (unsigned)rq->upstream_status);
+    if (rq->up.status == MHD_HTTP_SWITCHING_PROTOCOLS)
+        return respond_switch(rq, c);
+    return respond_refused_upgrade(rq, c);
+}
+
+/* An allowed upgrade request (upgrade.h): the upstream's connection made and its answer read,
+ * here on the connection's thread in thread_per_connection, on an offload thread in event mode
+ * with the connection suspended meanwhile (as for the store). */
+static enum MHD_Result upgrade(struct gw_request *rq, struct MHD_Connection *c)
+{
+    if (rq->upgrade_asked)
+        return upgrade_answered(rq, c);
+    rq->upgrade_asked = true;
+    if (!quiet_after_upgrade(rq)) {
+        refuse(rq, MHD_HTTP_BAD_REQUEST, "the client sent bytes after its upgrade request "
+                                         "before the answer");
+        return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
+    }
+    if (begin_attempt(rq, c, &rq->upgrade_fw) != 0)
+        return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
+    if (rq->loop != NULL) {
+        rq->client = c;
+        rq->suspended = true;
+        MHD_suspend_connection(c);
+        rq->store_job.run = run_upgrade_job;
+        gw_offload_queue(rq->offload, &rq->store_job);
+        return MHD_YES;
+    }
+    rq->upgrade_failed = gw_upgrade_connect(&rq->upgrade_fw, &rq->up) != 0;
+    return upgrade_answered(rq, c);
+}
+
 /* Reads and lets go of the rest of a body that goes nowhere: one refused, or one the upstream
  * stopped taking. A client that sends more than twice max_body has its connection closed
  * without an answer, rather than read without end. */
@@ -1362,6 +1609,8 @@ static enum MHD_Result end_body(struct gw_request *rq, struct MHD_Connection *c)
     }
     if (rq->upstream_error != GW_UPSTREAM_OK)
         return upstream_failed(rq, c, rq->upstream_error);
+    if (rq->upgrade != NULL)
+        return upgrade(rq, c);
     if (rq->has_body && !rq->body.ended) {
         rq->body.ended = true;
         if (rq->upstream == NULL)
@@ -1417,6 +1666,11 @@ enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *
     return end_body(rq, c);
 }
 
+bool gw_request_upgraded(const struct gw_request *rq)
+{
+    return rq->status == MHD_HTTP_SWITCHING_PROTOCOLS;
+}
+
 bool gw_request_reading_body(const struct gw_request *rq)
 {
     return rq->has_body && !rq->empty_body && !rq->body.ended && !rq->suspended &&
@@ -1460,6 +1714,8 @@ void gw_request_done(struct gw_request *rq)
     free(rq->upstream_header_text);
     free(rq->upstream_url);
     gw_body_free(&rq->body);
+    gw_upgrade_free(&rq->up); /* unless a tunnel took its connection */
+    free(rq->upgrade_field);
     free(rq->connection);
     free(rq->forwarded_for);
     free(rq->path);

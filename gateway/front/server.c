@@ -19,6 +19,7 @@
 #include "proxy.h"
 #include "request.h"
 #include "server.h"
+#include "tunnel.h"
 #include "wire.h"
 
 /* Connections an event loop's daemon may hold beyond max_connections: those being refused. */
@@ -66,7 +67,8 @@ struct gw_server {
     struct front *fronts;
     size_t n_fronts;
     struct gw_admission *admission; /* event mode's connection caps; NULL otherwise */
-    struct gw_offload *offload;     /* event mode's threads for the store; NULL otherwise */
+    struct gw_offload *offload;     /* event mode's threads for the store and upgrades */
+    struct gw_tunnels *tunnels;     /* upgraded connections, in both modes */
     pthread_t reaper;               /* thread_per_connection: client deadlines and idle upstreams */
     int reaper_stop[2];
     int64_t client_timeout_ns;
@@ -128,7 +130,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     if (w == NULL)
         return NULL; /* not read strictly: on_request drops the connection */
     rq = gw_request_new(front_runtime(f), uri, gw_wire_head(w->wire), w->requests, f->loop,
-                        f->server->offload);
+                        f->server->offload, f->server->tunnels);
     if (rq != NULL)
         gw_metrics_in_flight(f->server->metrics, 1);
     return rq;
@@ -178,8 +180,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 
     (void)why;
     if (w != NULL) { /* the next request on this connection must come in time, too */
+        bool upgraded = *req_cls != NULL && gw_request_upgraded(*req_cls);
+
         w->requests++;
-        atomic_store_explicit(&w->read_deadline_ns, limiter_now_ns() + s->client_timeout_ns,
+        /* An upgraded connection is a tunnel's now, with an idle timeout of its own. */
+        atomic_store_explicit(&w->read_deadline_ns,
+                              upgraded ? 0 : limiter_now_ns() + s->client_timeout_ns,
                               memory_order_relaxed);
     }
     if (*req_cls != NULL) {
@@ -518,6 +524,9 @@ static int copy_endpoint(struct config_endpoint *to, const struct config_endpoin
  * stop with connections suspended; loop.h), then the daemons, then what the loops leave. */
 static void stop_fronts(struct gw_server *s)
 {
+    /* Tunnels first: closing one hands its client's socket back to a running daemon. */
+    gw_tunnels_free(s->tunnels);
+    s->tunnels = NULL;
     for (size_t i = 0; i < s->n_fronts; i++)
         gw_loop_stop(s->fronts[i].loop);
     /* The store's last answers resume their connections, which the daemons then close. */
@@ -587,11 +596,13 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
 
     s->n_fronts = event ? s->fixed.workers : 1;
     s->fronts = calloc(s->n_fronts, sizeof *s->fronts);
+    s->tunnels = gw_tunnels_new();
     if (event) {
         s->admission = gw_admission_new(s->fixed.max_connections, s->fixed.max_connections_per_ip);
         s->offload = gw_offload_new();
     }
-    if (s->fronts == NULL || (event && (s->admission == NULL || s->offload == NULL))) {
+    if (s->fronts == NULL || s->tunnels == NULL ||
+        (event && (s->admission == NULL || s->offload == NULL))) {
         s->n_fronts = 0;
         snprintf(err, GW_ERR_LEN, "out of memory");
         return -1;
@@ -619,9 +630,10 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
                   : (struct MHD_OptionItem){MHD_OPTION_THREAD_STACK_SIZE, 512 * 1024, NULL},
             {MHD_OPTION_END, 0, NULL},
         };
-        unsigned flags = event ? MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG
-                               : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                                     MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+        unsigned flags = MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG |
+                         (event ? MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME
+                                : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                      MHD_USE_POLL | MHD_USE_ITC);
 
         f->server = s;
         pthread_mutex_init(&f->watch_lock, NULL);
@@ -802,12 +814,15 @@ unsigned gw_server_drain(struct gw_server *s)
     for (size_t i = 0; i < s->n_fronts; i++) /* each loop quiesces its own daemon */
         if (s->fronts[i].loop != NULL)
             gw_loop_wake(s->fronts[i].loop);
+    /* Requests in flight and open tunnels have until drain_timeout to end by themselves. */
     for (int64_t waited = 0;; waited += pause.tv_nsec) {
         running = gw_metrics_requests_in_flight(s->metrics);
-        if (running == 0 || waited >= timeout_ns)
-            return running;
+        if ((running == 0 && gw_tunnels_count(s->tunnels) == 0) || waited >= timeout_ns)
+            break;
         nanosleep(&pause, NULL);
     }
+    gw_tunnels_close_all(s->tunnels);
+    return running;
 }
 
 void gw_server_stop(struct gw_server *s)

@@ -132,6 +132,7 @@ static ssize_t feed(struct gw_wire *w, char *in, size_t n, char *buf, size_t len
         memmove(w->held, in + step.keep_from, kept);
     }
     w->held_len = kept;
+    w->head.held = (uint32_t)kept;
     return step.ready > 0 ? (ssize_t)step.ready : again();
 }
 

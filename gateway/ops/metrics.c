@@ -281,6 +281,12 @@ static void render_routes(struct gw_route_metrics *routes, FILE *out)
         fprintf(out, "sluice_upstream_retries_total{route=\"%s\",result=\"over_budget\"} %llu\n",
                 r->route, (unsigned long long)SUM(r, retries, 0));
     }
+    fputs("# HELP sluice_tunnels_open Upgraded connections (WebSocket) joined to the upstream now.\n"
+          "# TYPE sluice_tunnels_open gauge\n",
+          out);
+    for (r = routes; r != NULL; r = r->next)
+        fprintf(out, "sluice_tunnels_open{route=\"%s\"} %lld\n", r->route,
+                (long long)atomic_load(&r->tunnels_open));
     fputs("# HELP sluice_request_duration_seconds Time from request to the end of the answer.\n"
           "# TYPE sluice_request_duration_seconds histogram\n",
           out);

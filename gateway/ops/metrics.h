@@ -19,6 +19,7 @@
  *   sluice_upstream_responses_total{route,code}
  *   sluice_upstream_errors_total{route,kind}     connect | timeout | other
  *   sluice_upstream_retries_total{route,result}  retried | over_budget (retries: budget)
+ *   sluice_tunnels_open{route}                   upgraded connections open now (tunnel.h)
  *   sluice_request_duration_seconds{route}       histogram
  *   sluice_limiter_clients{route}                the most clients any of its limits holds
  *   sluice_limiter_evictions_total{route}        lossy evictions, all of its limits
@@ -80,6 +81,7 @@ struct gw_route_metrics {
     struct gw_labelled *plans, *limits; /* under the registry's lock while added to */
     struct gw_route_shard shards[GW_METRIC_SHARDS];
     _Atomic uint64_t retired_evictions; /* of limiters dropped by reloads */
+    _Atomic int64_t tunnels_open;       /* tunnel.h: counted by the tunnels themselves */
     struct gw_route_metrics *next;
 };
 

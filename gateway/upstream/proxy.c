@@ -832,8 +832,10 @@ const char *gw_fault_name(enum gw_fault fault)
     return fault < GW_N_FAULTS ? names[fault] : "other";
 }
 
-static enum gw_fault classify(CURLcode result)
+enum gw_fault gw_fault_of(int code)
 {
+    CURLcode result = (CURLcode)code;
+
     switch (result) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
@@ -868,7 +870,7 @@ static enum gw_fault classify(CURLcode result)
     }
 }
 
-static enum gw_upstream_error error_of(enum gw_fault fault)
+enum gw_upstream_error gw_fault_error(enum gw_fault fault)
 {
     switch (fault) {
     case GW_FAULT_DNS:
@@ -965,9 +967,9 @@ static enum gw_upstream_error no_head(struct gw_upstream *u, const char *waited_
     else if (u->result == CURLE_OK)
         fail_with(u, GW_FAULT_OTHER, "the transfer ended without a response head");
     else
-        fail_with(u, classify(u->result), NULL);
+        fail_with(u, gw_fault_of(u->result), NULL);
     gw_upstream_finish(u);
-    return error_of(u->fault);
+    return gw_fault_error(u->fault);
 }
 
 /* The wait that is starting gives up `timeout` from now, unless one is running already. */

@@ -99,6 +99,10 @@ enum gw_fault {
  * "timeout", "cut", "too_large", "invalid", "other"; "" for none. */
 const char *gw_fault_name(enum gw_fault fault);
 
+/* The fault a libcurl result code (CURLcode) stands for, and the kind of failure a fault is. */
+enum gw_fault gw_fault_of(int code);
+enum gw_upstream_error gw_fault_error(enum gw_fault fault);
+
 /* gw_upstream_read() on a loop: no bytes yet; `notify` is called at the next step. */
 #define GW_UPSTREAM_WOULD_BLOCK (-2)
 
