@@ -95,7 +95,8 @@ static int read_more(struct reader *r, size_t limit)
 static char *next_line(struct reader *r, size_t limit)
 {
     for (;;) {
-        char *start = r->buf + r->off, *lf = memchr(start, '\n', r->len - r->off);
+        char *start = r->buf + r->off;
+        char *lf = r->len > r->off ? memchr(start, '\n', r->len - r->off) : NULL;
 
         if (lf != NULL) {
             if (lf == start || lf[-1] != '\r') {

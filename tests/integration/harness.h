@@ -183,5 +183,6 @@ void register_answers_tests(void);
 void register_costs_tests(void);
 void register_backends_tests(void);
 void register_streams_tests(void);
+void register_tunnels_tests(void);
 
 #endif

@@ -1,0 +1,252 @@
+/* Upgrades (gateway/upstream/upgrade.h, tunnel.h; README "WebSocket and other upgrades"),
+ * with real WebSocket peers on both sides (ws_peer.py, Debian's python3-websockets): an echo
+ * server upstream, a client that exchanges a text and a 100 KiB binary message and closes
+ * with the closing handshake.
+ *   - messages pass both ways, and the tunnel is counted in sluice_tunnels_open while open;
+ *   - the upgrade is one request to the route's limits: the one past the quota gets 429;
+ *   - an upstream's answer other than 101 is passed on (status, fields, body);
+ *   - a tunnel idle past tunnel_idle_timeout is closed;
+ *   - Upgrade: h2c is not a tunnel: the request goes as a plain one, and upgrades: [h2c] is
+ *     refused at load;
+ *   - a drain closes open tunnels at drain_timeout, and sluice exits 0. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "recorder.h"
+
+#define PEER "/usr/bin/python3 tests/integration/ws_peer.py"
+
+static struct proc gw, ws; /* ws: the WebSocket echo server */
+
+static const char config[] =
+    "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
+    "routes:\n"
+    "  - name: twice\n    match: {path_prefix: /twice/}\n"
+    "    upstream: \"http://127.0.0.1:%2$u\"\n    strip_prefix: true\n"
+    "    limit: {algorithm: fixed_window, requests: 2, per: 1h}\n"
+    "  - name: idle\n    match: {path_prefix: /idle/}\n"
+    "    upstream: \"http://127.0.0.1:%2$u\"\n    strip_prefix: true\n"
+    "    tunnel_idle_timeout: 1s\n"
+    "  - name: plain\n    match: {path_prefix: /plain/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    strip_prefix: true\n"
+    "  - name: ws\n    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:%2$u\"\n";
+
+static int start_ws_server(struct proc *p)
+{
+    int out[2];
+    FILE *f;
+    char line[128];
+
+    memset(p, 0, sizeof *p);
+    if (pipe(out) != 0)
+        return -1;
+    p->pid = fork();
+    if (p->pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        execl("/usr/bin/python3", "python3", "tests/integration/ws_peer.py", "server",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    f = fdopen(out[0], "r");
+    if (f == NULL || fgets(line, sizeof line, f) == NULL ||
+        sscanf(line, "listening on 127.0.0.1:%u", &p->port) != 1) {
+        fprintf(stderr, "ws_peer.py server did not start (python3-websockets missing?)\n");
+        return -1;
+    }
+    return 0; /* the pipe stays open: the server writes nothing more */
+}
+
+static int init(void)
+{
+    if (start_ws_server(&ws) != 0)
+        return -1;
+    return start_sluice(&gw, config, upstream.port, ws.port);
+}
+
+static int clean(void)
+{
+    if (ws.pid > 0) {
+        kill(ws.pid, SIGKILL);
+        waitpid(ws.pid, NULL, 0);
+    }
+    return stop_sluice(&gw, 5000) == 0 ? 0 : -1;
+}
+
+/* Starts the client against `path` on `port` with `options`; read its lines with
+ * client_output(). */
+static FILE *start_client(unsigned port, const char *path, const char *options)
+{
+    char command[512];
+
+    snprintf(command, sizeof command, PEER " client ws://127.0.0.1:%u%s %s 2>&1", port, path,
+             options);
+    return popen(command, "r");
+}
+
+/* Everything the client printed, once it has exited (a static buffer). */
+static const char *client_output(FILE *client)
+{
+    static char out[1024];
+    size_t len = client != NULL ? fread(out, 1, sizeof out - 1, client) : 0;
+
+    out[len] = '\0';
+    if (client != NULL)
+        pclose(client);
+    return out;
+}
+
+static const char *run_client(unsigned port, const char *path, const char *options)
+{
+    return client_output(start_client(port, path, options));
+}
+
+/* Reads the client's lines until one starts with `want` (within 5 s); false if none did. */
+static bool client_says(FILE *client, const char *want)
+{
+    char line[256];
+
+    while (client != NULL && fgets(line, sizeof line, client) != NULL)
+        if (strncmp(line, want, strlen(want)) == 0)
+            return true;
+    return false;
+}
+
+static void test_messages_both_ways(void)
+{
+    const char *out = run_client(gw.port, "/chat", "");
+
+    check_case(strcmp(out, "text ok\nbinary ok\nclosed 1000\n") == 0, "echo through a tunnel",
+               "the client said: %s", out);
+    /* Closed on both sides: the gauge is back to 0. */
+    for (int i = 0; i < 40 && metric_now(&gw, "sluice_tunnels_open{route=\"ws\"}") != 0; i++)
+        sleep_ms(50);
+    CU_ASSERT_EQUAL(metric_now(&gw, "sluice_tunnels_open{route=\"ws\"}"), 0);
+}
+
+static void test_open_tunnel_is_counted(void)
+{
+    FILE *client = start_client(gw.port, "/held", "--hold 1");
+
+    CU_ASSERT_FATAL(client != NULL);
+    CU_ASSERT(client_says(client, "holding"));
+    CU_ASSERT_EQUAL(metric_now(&gw, "sluice_tunnels_open{route=\"ws\"}"), 1);
+    CU_ASSERT(client_says(client, "closed 1000"));
+    pclose(client);
+}
+
+static void test_limit_applies_at_upgrade(void)
+{
+    const char *out;
+
+    for (int i = 0; i < 2; i++) {
+        out = run_client(gw.port, "/twice/x", "");
+        check_case(strstr(out, "closed 1000") != NULL, "within the quota", "upgrade %d: %s",
+                   i + 1, out);
+    }
+    out = run_client(gw.port, "/twice/x", "");
+    check_case(strcmp(out, "status 429\n") == 0, "past the quota", "the client said: %s", out);
+}
+
+static void test_refusal_passed_on(void)
+{
+    static const char request[] = "GET /deny HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\n"
+                                  "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    char answer[4096];
+    bool closed;
+    int status = raw_session(gw.port, request, strlen(request), answer, sizeof answer, 3000,
+                             &closed);
+
+    CU_ASSERT_EQUAL(status, 403);
+    CU_ASSERT_PTR_NOT_NULL(strstr(answer, "\r\nContent-Type: text/plain\r\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(answer, "\r\n\r\ndenied\n"));
+    CU_ASSERT_PTR_NULL(strstr(answer, "Upgrade:"));
+    CU_ASSERT_FALSE(closed); /* an answer like any other: the connection stays */
+}
+
+static void test_idle_tunnel_closed(void)
+{
+    FILE *client = start_client(gw.port, "/idle/x", "--idle 2.5");
+    double open;
+
+    CU_ASSERT_FATAL(client != NULL);
+    sleep_ms(700);
+    open = metric_now(&gw, "sluice_tunnels_open{route=\"idle\"}");
+    check_case(open == 1, "idle tunnel", "sluice_tunnels_open %g while it was open", open);
+    /* After 1 s without a byte the tunnel is closed under the client. */
+    CU_ASSERT_STRING_EQUAL(client_output(client), "dropped\n");
+    CU_ASSERT_EQUAL(metric_now(&gw, "sluice_tunnels_open{route=\"idle\"}"), 0);
+}
+
+static void test_h2c_is_no_tunnel(void)
+{
+    static const char request[] = "GET /plain/echo HTTP/1.1\r\nHost: t\r\n"
+                                  "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+                                  "HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n";
+    static const char h2c_config[] =
+        "server: {listen: \"127.0.0.1:0\"}\nroutes:\n  - name: r\n    match: {path_prefix: /}\n"
+        "    upstream: \"http://127.0.0.1:1\"\n    upgrades: [websocket, h2c]\n";
+    char answer[4096], out[2048], path[] = "/tmp/sluice-h2c-XXXXXX";
+    bool closed;
+    int fd, status = raw_session(gw.port, request, strlen(request), answer, sizeof answer, 3000,
+                                 &closed);
+
+    /* Forwarded as a plain request: the upstream saw neither Upgrade nor HTTP2-Settings. */
+    CU_ASSERT_EQUAL(status, 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(answer, "target /echo\n"));
+    CU_ASSERT_PTR_NULL(strstr(answer, "Upgrade"));
+    CU_ASSERT_PTR_NULL(strstr(answer, "HTTP2-Settings"));
+    /* And no route may list it. */
+    fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(write(fd, h2c_config, strlen(h2c_config)), (ssize_t)strlen(h2c_config));
+    close(fd);
+    snprintf(answer, sizeof answer, "--check -c %s", path);
+    CU_ASSERT_EQUAL(run_sluice(answer, out, sizeof out), 1);
+    check_case(strstr(out, ":6:") != NULL && strstr(out, "h2c is refused") != NULL,
+               "upgrades: [h2c]", "sluice --check said: %s", out);
+    unlink(path);
+}
+
+static void test_drain_closes_tunnels(void)
+{
+    struct proc draining;
+    FILE *client;
+    double started;
+    int status;
+
+    CU_ASSERT_FATAL(start_sluice(&draining,
+                                 "server: {listen: \"127.0.0.1:0\", drain_timeout: 1s}\nroutes:\n"
+                                 "  - name: ws\n    match: {path_prefix: /}\n"
+                                 "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                                 ws.port) == 0);
+    client = start_client(draining.port, "/long", "--hold 20");
+    CU_ASSERT_FATAL(client != NULL);
+    CU_ASSERT(client_says(client, "holding"));
+    started = seconds_now();
+    status = stop_sluice(&draining, 5000);
+    check_case(status == 0, "drain with a tunnel open", "exit status %d after %.1f s", status,
+               seconds_now() - started);
+    CU_ASSERT(seconds_now() - started < 4);
+    CU_ASSERT_STRING_EQUAL(client_output(client), "dropped\n");
+}
+
+void register_tunnels_tests(void)
+{
+    CU_pSuite s = add_suite_with("tunnels", init, clean);
+
+    add_test(s, "messages both ways, and the closing handshake", test_messages_both_ways);
+    add_test(s, "an open tunnel is counted", test_open_tunnel_is_counted);
+    add_test(s, "the limit applies at the upgrade", test_limit_applies_at_upgrade);
+    add_test(s, "an answer other than 101 is passed on", test_refusal_passed_on);
+    add_test(s, "an idle tunnel is closed", test_idle_tunnel_closed);
+    add_test(s, "Upgrade: h2c is no tunnel", test_h2c_is_no_tunnel);
+    add_test(s, "a drain closes tunnels at drain_timeout", test_drain_closes_tunnels);
+}
