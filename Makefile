@@ -12,7 +12,8 @@ TSAN     := -O1 -fsanitize=thread
 # pkg-config names and the Debian packages that provide them
 PKGS := libmicrohttpd libcurl yaml-0.1 cunit libsodium json-c hiredis
 DEBS := pkg-config libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcunit1-dev libsodium-dev \
-        libjson-c-dev libhiredis-dev openssl redis-server clang libclang-rt-14-dev valgrind
+        libjson-c-dev libhiredis-dev openssl redis-server clang libclang-rt-14-dev valgrind \
+        python3-websockets
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Expanded when a recipe runs, after the dependency check has installed what was missing.
@@ -50,7 +51,8 @@ all: build/sluice build/test_upstream build/test_unit build/test_integration bui
 
 build/.deps-ok:
 	@(pkg-config --exists $(PKGS) && command -v openssl && command -v redis-server && \
-		command -v clang && command -v valgrind) >/dev/null 2>&1 || \
+		command -v clang && command -v valgrind && /usr/bin/python3 -c 'import websockets') \
+		>/dev/null 2>&1 || \
 		$(MAKE) --no-print-directory deps
 	@mkdir -p build && touch $@
 
