@@ -5,6 +5,7 @@
  *   - messages pass both ways, and the tunnel is counted in sluice_tunnels_open while open;
  *   - the upgrade is one request to the route's limits: the one past the quota gets 429;
  *   - an upstream's answer other than 101 is passed on (status, fields, body);
+ *   - a client that sends bytes after its upgrade request before the 101 gets 400;
  *   - a tunnel idle past tunnel_idle_timeout is closed;
  *   - Upgrade: h2c is not a tunnel: the request goes as a plain one, and upgrades: [h2c] is
  *     refused at load;
@@ -171,6 +172,23 @@ static void test_refusal_passed_on(void)
     CU_ASSERT_FALSE(closed); /* an answer like any other: the connection stays */
 }
 
+static void test_bytes_before_the_switch(void)
+{
+    /* A client that speaks before it has the 101: its bytes would reach the upstream unread. */
+    static const char request[] = "GET /chat HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\n"
+                                  "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+                                  "GET /admin HTTP/1.1\r\nHost: t\r\n";
+    char answer[4096];
+    bool closed;
+    int status = raw_session(gw.port, request, strlen(request), answer, sizeof answer, 3000,
+                             &closed);
+
+    check_case(status == 400, "bytes before the 101", "the client got %.60s", answer);
+    CU_ASSERT_PTR_NULL(strstr(answer, "101"));
+    CU_ASSERT(closed);
+}
+
 static void test_idle_tunnel_closed(void)
 {
     FILE *client = start_client(gw.port, "/idle/x", "--idle 2.5");
@@ -246,6 +264,7 @@ void register_tunnels_tests(void)
     add_test(s, "an open tunnel is counted", test_open_tunnel_is_counted);
     add_test(s, "the limit applies at the upgrade", test_limit_applies_at_upgrade);
     add_test(s, "an answer other than 101 is passed on", test_refusal_passed_on);
+    add_test(s, "bytes before the 101: 400, closed", test_bytes_before_the_switch);
     add_test(s, "an idle tunnel is closed", test_idle_tunnel_closed);
     add_test(s, "Upgrade: h2c is no tunnel", test_h2c_is_no_tunnel);
     add_test(s, "a drain closes tunnels at drain_timeout", test_drain_closes_tunnels);
