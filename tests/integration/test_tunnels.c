@@ -37,7 +37,8 @@ static const char config[] =
     "    upstream: \"http://127.0.0.1:%1$u\"\n    strip_prefix: true\n"
     "  - name: ws\n    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:%2$u\"\n";
 
-static int start_ws_server(struct proc *p)
+/* The echo server; with `cert` and `key`, speaking TLS. */
+static int start_ws_server(struct proc *p, const char *cert, const char *key)
 {
     int out[2];
     FILE *f;
@@ -50,8 +51,12 @@ static int start_ws_server(struct proc *p)
     if (p->pid == 0) {
         dup2(out[1], STDOUT_FILENO);
         close(out[0]);
-        execl("/usr/bin/python3", "python3", "tests/integration/ws_peer.py", "server",
-              (char *)NULL);
+        if (cert != NULL)
+            execl("/usr/bin/python3", "python3", "tests/integration/ws_peer.py", "server",
+                  "--tls", cert, key, (char *)NULL);
+        else
+            execl("/usr/bin/python3", "python3", "tests/integration/ws_peer.py", "server",
+                  (char *)NULL);
         _exit(127);
     }
     close(out[1]);
@@ -66,17 +71,23 @@ static int start_ws_server(struct proc *p)
 
 static int init(void)
 {
-    if (start_ws_server(&ws) != 0)
+    if (start_ws_server(&ws, NULL, NULL) != 0)
         return -1;
     return start_sluice(&gw, config, upstream.port, ws.port);
 }
 
+static void stop_ws_server(struct proc *p)
+{
+    if (p->pid > 0) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, NULL, 0);
+        p->pid = 0;
+    }
+}
+
 static int clean(void)
 {
-    if (ws.pid > 0) {
-        kill(ws.pid, SIGKILL);
-        waitpid(ws.pid, NULL, 0);
-    }
+    stop_ws_server(&ws);
     return stop_sluice(&gw, 5000) == 0 ? 0 : -1;
 }
 
@@ -256,6 +267,38 @@ static void test_drain_closes_tunnels(void)
     CU_ASSERT_STRING_EQUAL(client_output(client), "dropped\n");
 }
 
+/* A wss upstream: libcurl makes the TLS connection, and the tunnel carries the bytes through
+ * it; with tls_verify on, its self-signed certificate is refused. */
+static void test_tls_upstream(void)
+{
+    struct proc tls, via;
+    const char *out;
+
+    CU_ASSERT_EQUAL_FATAL(system("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
+                                 "/CN=127.0.0.1 -keyout /tmp/sluice-ws-key.pem -out "
+                                 "/tmp/sluice-ws-cert.pem >/dev/null 2>&1"),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(start_ws_server(&tls, "/tmp/sluice-ws-cert.pem", "/tmp/sluice-ws-key.pem"),
+                          0);
+    CU_ASSERT_FATAL(start_sluice(&via,
+                                 "server: {listen: \"127.0.0.1:0\"}\nroutes:\n"
+                                 "  - name: checked\n    match: {path_prefix: /checked/}\n"
+                                 "    upstream: \"https://127.0.0.1:%1$u\"\n"
+                                 "  - name: unchecked\n    match: {path_prefix: /}\n"
+                                 "    upstream: \"https://127.0.0.1:%1$u\"\n    tls_verify: false\n",
+                                 tls.port) == 0);
+    out = run_client(via.port, "/x", "");
+    check_case(strcmp(out, "text ok\nbinary ok\nclosed 1000\n") == 0, "a wss upstream",
+               "the client said: %s", out);
+    out = run_client(via.port, "/checked/x", "");
+    check_case(strcmp(out, "status 502\n") == 0, "an unverified certificate",
+               "the client said: %s", out);
+    CU_ASSERT_EQUAL(stop_sluice(&via, 5000), 0);
+    stop_ws_server(&tls);
+    unlink("/tmp/sluice-ws-key.pem");
+    unlink("/tmp/sluice-ws-cert.pem");
+}
+
 void register_tunnels_tests(void)
 {
     CU_pSuite s = add_suite_with("tunnels", init, clean);
@@ -267,5 +310,6 @@ void register_tunnels_tests(void)
     add_test(s, "bytes before the 101: 400, closed", test_bytes_before_the_switch);
     add_test(s, "an idle tunnel is closed", test_idle_tunnel_closed);
     add_test(s, "Upgrade: h2c is no tunnel", test_h2c_is_no_tunnel);
+    add_test(s, "a wss upstream, verified and not", test_tls_upstream);
     add_test(s, "a drain closes tunnels at drain_timeout", test_drain_closes_tunnels);
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """WebSocket peers for sluice's integration tests, on Debian's python3-websockets.
 
-  ws_peer.py server
+  ws_peer.py server [--tls CERT KEY]
       An echo server on 127.0.0.1, port picked by the kernel; prints "listening on
       127.0.0.1:PORT". Every message comes back as it came (text or binary). A request for
-      /deny is answered 403 with the body "denied\\n" instead of switching.
+      /deny is answered 403 with the body "denied\\n" instead of switching. With --tls, it
+      speaks TLS (wss) with that certificate and key.
 
   ws_peer.py client URL [--idle SECONDS] [--hold SECONDS]
       Connects (waits --idle seconds first once connected), sends a text message and a
@@ -16,6 +17,7 @@
 import asyncio
 import http
 import os
+import ssl
 import sys
 
 import websockets
@@ -36,8 +38,13 @@ async def deny(path, headers):
     return None
 
 
-async def server():
-    async with websockets.serve(echo, "127.0.0.1", 0, process_request=deny, max_size=None) as s:
+async def server(tls):
+    context = None
+    if tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tls[0], tls[1])
+    async with websockets.serve(echo, "127.0.0.1", 0, process_request=deny, max_size=None,
+                                ssl=context) as s:
         port = s.sockets[0].getsockname()[1]
         print(f"listening on 127.0.0.1:{port}", flush=True)
         await asyncio.Future()
@@ -78,7 +85,7 @@ async def client(url, idle, hold):
 
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "server":
-        asyncio.run(server())
+        asyncio.run(server(sys.argv[3:5] if sys.argv[2:3] == ["--tls"] else None))
         return 0
     if len(sys.argv) >= 3 and sys.argv[1] == "client":
         options = dict(zip(sys.argv[3::2], sys.argv[4::2]))
