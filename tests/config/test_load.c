@@ -1532,6 +1532,41 @@ static void test_remove_headers(void)
     free(many);
 }
 
+static void test_upgrades(void)
+{
+    struct config *c = load_valid(ROUTE_HEAD);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_upgrades, 1); /* the default */
+    CU_ASSERT_STRING_EQUAL(c->routes[0].upgrades[0], "websocket");
+    CU_ASSERT_EQUAL(c->routes[0].tunnel_idle_timeout_ns, 3600 * 1000000000LL);
+    loaded_free(c);
+    c = load_valid(ROUTE_HEAD "    upgrades: [WebSocket, my-proto.v2]\n"
+                              "    tunnel_idle_timeout: 90s\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_upgrades, 2);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].upgrades[0], "websocket"); /* in lower case */
+    CU_ASSERT_STRING_EQUAL(c->routes[0].upgrades[1], "my-proto.v2");
+    CU_ASSERT_EQUAL(c->routes[0].tunnel_idle_timeout_ns, 90 * 1000000000LL);
+    loaded_free(c);
+    c = load_valid(ROUTE_HEAD "    upgrades: []\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].n_upgrades, 0);
+    loaded_free(c);
+
+    expect_one_error(ROUTE_HEAD "    upgrades: [websocket, H2C]\n", 5, 27,
+                     "upgrades: h2c is refused: it would carry HTTP/2 requests past the limiter");
+    expect_one_error(ROUTE_HEAD "    upgrades: [\"web socket\"]\n", 5, 16,
+                     "upgrades: \"web socket\" is not a protocol name");
+    expect_one_error(ROUTE_HEAD "    upgrades: [websocket, WEBSOCKET]\n", 5, 27,
+                     "upgrades: WEBSOCKET appears twice");
+    expect_one_error(ROUTE_HEAD "    upgrades: websocket\n", 5, 15,
+                     "upgrades: expected a list of protocol names, found a scalar");
+    expect_one_error(ROUTE_HEAD "    upgrades: [a, b, c, d, e, f, g, h, i]\n", 5, 40,
+                     "upgrades: at most 8 protocols; this is protocol 9");
+    expect_one_error(ROUTE_HEAD "    tunnel_idle_timeout: 500ms\n", 5, 26, "tunnel_idle_timeout");
+}
+
 static void test_missing_file(void)
 {
     char *errors = NULL;
@@ -1586,4 +1621,5 @@ void register_load_tests(void)
     add_test(s, "set_headers keeps ${request.*} and expands ${VAR}", test_set_headers);
     add_test(s, "set_headers problems: names, values, ${request.*}", test_set_headers_errors);
     add_test(s, "remove_headers", test_remove_headers);
+    add_test(s, "upgrades and tunnel_idle_timeout", test_upgrades);
 }
