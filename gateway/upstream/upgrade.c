@@ -66,8 +66,6 @@ static int read_more(struct reader *r, size_t limit)
         size_t got = 0;
         CURLcode rc;
 
-        if (r->len == limit)
-            return fail(r->up, GW_FAULT_TOO_LARGE, "the answer to the upgrade is too large");
         if (r->cap - r->len < READ_PIECE && r->cap < limit) {
             size_t cap = r->cap + READ_PIECE > limit ? limit : r->cap + READ_PIECE;
             char *grown = realloc(r->buf, cap);
@@ -77,6 +75,8 @@ static int read_more(struct reader *r, size_t limit)
             r->buf = grown;
             r->cap = cap;
         }
+        if (r->len >= limit || r->len == r->cap)
+            return fail(r->up, GW_FAULT_TOO_LARGE, "the answer to the upgrade is too large");
         rc = curl_easy_recv(r->up->easy, r->buf + r->len, r->cap - r->len, &got);
         if (rc == CURLE_AGAIN) {
             if (wait_for(r->up, POLLIN, r->deadline_ns) != 0)
@@ -221,15 +221,16 @@ static int read_body(struct reader *r)
         if (te_count > 1 || strcasecmp(te, "chunked") != 0 || cl != NULL)
             return fail(up, GW_FAULT_INVALID, "the answer's body is framed in a way not passed on");
         for (;;) {
-            char *line = next_line(r, limit), *end;
-            unsigned long long size;
+            char *line = next_line(r, limit);
+            uint64_t size = 0;
+            size_t digits = 0;
 
             if (line == NULL)
                 return -1;
-            if (gw_hex_value((unsigned char)line[0]) < 0)
-                return fail(up, GW_FAULT_INVALID, "a chunk of the answer has no size");
-            size = strtoull(line, &end, 16);
-            if (*end != '\0' && *end != ';')
+            /* Hex digits only (no "0x", no sign, no space), then the end or an extension. */
+            while (digits < 16 && gw_hex_value((unsigned char)line[digits]) >= 0)
+                size = size * 16 + (uint64_t)gw_hex_value((unsigned char)line[digits++]);
+            if (digits == 0 || (line[digits] != '\0' && line[digits] != ';'))
                 return fail(up, GW_FAULT_INVALID, "a chunk of the answer has no size");
             if (size > GW_UPGRADE_MAX_BODY || out - start + size > GW_UPGRADE_MAX_BODY)
                 return fail(up, GW_FAULT_TOO_LARGE, "the answer to the upgrade is too large");

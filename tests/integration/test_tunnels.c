@@ -9,11 +9,17 @@
  *   - a tunnel idle past tunnel_idle_timeout is closed;
  *   - Upgrade: h2c is not a tunnel: the request goes as a plain one, and upgrades: [h2c] is
  *     refused at load;
- *   - a drain closes open tunnels at drain_timeout, and sluice exits 0. */
+ *   - a drain closes open tunnels at drain_timeout, and sluice exits 0;
+ *   - hostile or broken answers to an upgrade, from a canned upstream: what the client gets,
+ *     what the upstream received, and whether the client's connection closed. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -299,6 +305,136 @@ static void test_tls_upstream(void)
     unlink("/tmp/sluice-ws-cert.pem");
 }
 
+/* --- canned answers ------------------------------------------------------------------------ */
+
+/* An upstream that takes one connection, reads a request head, writes `answer` and closes
+ * 50 ms later; what it read is kept. */
+struct canned {
+    int listen_fd;
+    unsigned port;
+    const char *answer;
+    char received[4096];
+    pthread_t thread;
+};
+
+static void *serve_canned(void *arg)
+{
+    struct canned *c = arg;
+    size_t len = 0;
+    int fd = accept(c->listen_fd, NULL, NULL);
+
+    if (fd < 0)
+        return NULL;
+    while (len < sizeof c->received - 1 && strstr(c->received, "\r\n\r\n") == NULL) {
+        ssize_t n = recv(fd, c->received + len, sizeof c->received - 1 - len, 0);
+
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        c->received[len] = '\0';
+    }
+    send(fd, c->answer, strlen(c->answer), MSG_NOSIGNAL);
+    sleep_ms(50);
+    close(fd);
+    return NULL;
+}
+
+static int start_canned(struct canned *c, const char *answer)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof addr;
+
+    memset(c, 0, sizeof *c);
+    c->answer = answer;
+    c->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->listen_fd < 0 || bind(c->listen_fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+        listen(c->listen_fd, 4) != 0 ||
+        getsockname(c->listen_fd, (struct sockaddr *)&addr, &len) != 0)
+        return -1;
+    c->port = ntohs(addr.sin_port);
+    return pthread_create(&c->thread, NULL, serve_canned, c);
+}
+
+static void stop_canned(struct canned *c)
+{
+    shutdown(c->listen_fd, SHUT_RDWR); /* ends an accept() still waiting */
+    pthread_join(c->thread, NULL);
+    close(c->listen_fd);
+}
+
+static void test_hostile_answers(void)
+{
+    static const struct {
+        const char *label, *answer;
+        int status;        /* what the client gets */
+        const char *body;  /* in its answer, or NULL */
+        bool closed;       /* its connection closed after */
+    } cases[] = {
+        {"101 to another protocol",
+         "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", 502,
+         "(invalid)", false},
+        {"101 without Upgrade", "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n",
+         502, "(invalid)", false},
+        {"a folded field",
+         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n X-Fold: a\r\n\r\n", 502,
+         "(invalid)", false},
+        {"bare LF", "HTTP/1.1 200 OK\nContent-Length: 2\n\nok", 502, "(invalid)", false},
+        {"space before the colon", "HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nok", 502,
+         "(invalid)", false},
+        {"Content-Length beside chunked",
+         "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5\r\nhello\r\n0\r\n\r\n",
+         502, "(invalid)", false},
+        {"a chunk size 0x5",
+         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n", 502,
+         "(invalid)", false},
+        {"a chunked refusal, passed on",
+         "HTTP/1.1 426 Upgrade Required\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5\r\nhello\r\n0\r\n\r\n",
+         426, "\r\n\r\nhello", false},
+        {"a refusal ended by the close", "HTTP/1.1 403 Forbidden\r\n\r\nno entry", 403,
+         "\r\n\r\nno entry", false},
+        {"101 with early bytes",
+         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+         "EARLY",
+         101, "\r\n\r\nEARLY", true},
+    };
+    static const char request[] = "GET /x HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\n"
+                                  "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct canned up;
+        struct proc via;
+        char answer[4096];
+        bool closed = false;
+        int status;
+
+        CU_ASSERT_FATAL(start_canned(&up, cases[i].answer) == 0);
+        CU_ASSERT_FATAL(start_sluice(&via,
+                                     "server: {listen: \"127.0.0.1:0\"}\nroutes:\n  - name: r\n"
+                                     "    match: {path_prefix: /}\n"
+                                     "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                                     up.port) == 0);
+        status = raw_session(via.port, request, strlen(request), answer, sizeof answer, 3000,
+                             &closed);
+        check_case(status == cases[i].status, cases[i].label, "status %d; the client got %.200s",
+                   status, answer);
+        check_case(strstr(answer, cases[i].body) != NULL, cases[i].label,
+                   "no \"%s\" in what the client got: %.200s", cases[i].body, answer);
+        check_case(closed == cases[i].closed, cases[i].label, "the client's connection %s",
+                   closed ? "closed" : "stayed open");
+        /* The upstream got the upgrade request: the route's fields, and the two of this hop. */
+        check_case(strncmp(up.received, "GET /x HTTP/1.1\r\n", 17) == 0 &&
+                       strstr(up.received, "\r\nConnection: Upgrade\r\n") != NULL &&
+                       strstr(up.received, "\r\nUpgrade: websocket\r\n") != NULL &&
+                       strstr(up.received, "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"),
+                   cases[i].label, "the upstream received %.300s", up.received);
+        CU_ASSERT_EQUAL(stop_sluice(&via, 5000), 0);
+        stop_canned(&up);
+    }
+}
+
 void register_tunnels_tests(void)
 {
     CU_pSuite s = add_suite_with("tunnels", init, clean);
@@ -312,4 +448,5 @@ void register_tunnels_tests(void)
     add_test(s, "Upgrade: h2c is no tunnel", test_h2c_is_no_tunnel);
     add_test(s, "a wss upstream, verified and not", test_tls_upstream);
     add_test(s, "a drain closes tunnels at drain_timeout", test_drain_closes_tunnels);
+    add_test(s, "hostile and broken answers to an upgrade", test_hostile_answers);
 }
