@@ -27,6 +27,18 @@ bool gw_header_list_has(const char *list, const char *name)
     return false;
 }
 
+bool gw_field_next(const char *fields, size_t len, size_t *cursor, const char **name,
+                   const char **value)
+{
+    if (*cursor >= len)
+        return false;
+    *name = fields + *cursor;
+    *cursor += strlen(*name) + 1;
+    *value = fields + *cursor;
+    *cursor += strlen(*value) + 1;
+    return true;
+}
+
 bool gw_header_is_hop_by_hop(const char *name, const char *connection)
 {
     for (size_t i = 0; i < sizeof hop_by_hop / sizeof hop_by_hop[0]; i++)

@@ -529,15 +529,33 @@ static enum gw_store_result ask_store(struct gw_request *rq)
                            rq->decisions);
 }
 
+/* Event mode: a blocking step (`run`: the store, an upgrade's connection) goes to an offload
+ * thread while the connection waits, suspended; the job hands it back with back_to_loop(),
+ * and libmicrohttpd calls the handler again. */
+static void offload(struct gw_request *rq, struct MHD_Connection *c,
+                    void (*run)(struct gw_offload_job *job))
+{
+    rq->client = c;
+    rq->suspended = true;
+    MHD_suspend_connection(c);
+    rq->store_job.run = run;
+    gw_offload_queue(rq->offload, &rq->store_job);
+}
+
+static void back_to_loop(struct gw_request *rq)
+{
+    rq->suspended = false;
+    MHD_resume_connection(rq->client);
+    gw_loop_wake(rq->loop); /* libmicrohttpd tells only its own threads of a resumption */
+}
+
 /* On an offload thread (event mode): asks the store, then hands the request back to its loop. */
 static void run_store_job(struct gw_offload_job *job)
 {
     struct gw_request *rq = (struct gw_request *)job; /* the job is its first member */
 
     rq->store_result = ask_store(rq);
-    rq->suspended = false;
-    MHD_resume_connection(rq->client);
-    gw_loop_wake(rq->loop); /* libmicrohttpd tells only its own threads of a resumption */
+    back_to_loop(rq);
 }
 
 /* Works out the client's keys and asks the route's limits; false when the request is to be
@@ -1275,6 +1293,31 @@ static bool end_attempt(struct gw_request *rq, enum gw_upstream_error error, lon
     return true;
 }
 
+/* The upstream's answer fields on `response`, with the RateLimit fields: not the hop-by-hop
+ * ones (nor any its Connection fields name), Content-Length (libmicrohttpd frames the answer)
+ * or the upstream's own RateLimit fields. 0, or -1 when memory is short. */
+static int add_answer_fields(const struct gw_request *rq, struct MHD_Response *response,
+                             const char *fields, size_t len)
+{
+    char *connection = NULL;
+    const char *name, *value;
+    size_t cursor = 0;
+
+    while (gw_field_next(fields, len, &cursor, &name, &value))
+        if (strcasecmp(name, "Connection") == 0 && append_list(&connection, value) != 0) {
+            free(connection);
+            return -1;
+        }
+    cursor = 0;
+    while (gw_field_next(fields, len, &cursor, &name, &value))
+        if (!gw_header_is_hop_by_hop(name, connection) && strcasecmp(name, "Content-Length") != 0 &&
+            !limit_field(rq, name))
+            MHD_add_response_header(response, name, value);
+    free(connection);
+    add_limit_headers(rq, response);
+    return 0;
+}
+
 /* Forwards the request and answers with the upstream's answer. Called again after each wait
  * on a loop, until the response head is in. */
 static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
@@ -1282,9 +1325,8 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
     struct gw_upstream *upstream;
     struct MHD_Response *response;
     enum gw_upstream_error error;
-    char *connection = NULL;
-    const char *name, *value, *body;
-    size_t cursor = 0, body_len;
+    const char *body, *fields;
+    size_t body_len, fields_len;
     int64_t length;
 
     do {
@@ -1318,22 +1360,12 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
             length >= 0 ? (uint64_t)length : MHD_SIZE_UNKNOWN, RESPONSE_BLOCK,
             read_upstream_body, rq, NULL);
     }
-    if (response == NULL)
-        return MHD_NO;
-    /* The upstream's Connection fields (every one of them) name more fields that stop here. */
-    while (gw_upstream_next_header(upstream, &cursor, &name, &value))
-        if (strcasecmp(name, "Connection") == 0 && append_list(&connection, value) != 0) {
+    fields = gw_upstream_fields(upstream, &fields_len);
+    if (response == NULL || add_answer_fields(rq, response, fields, fields_len) != 0) {
+        if (response != NULL)
             MHD_destroy_response(response);
-            free(connection);
-            return MHD_NO;
-        }
-    cursor = 0;
-    while (gw_upstream_next_header(upstream, &cursor, &name, &value))
-        if (!gw_header_is_hop_by_hop(name, connection) && strcasecmp(name, "Content-Length") != 0 &&
-            !limit_field(rq, name))
-            MHD_add_response_header(response, name, value);
-    free(connection);
-    add_limit_headers(rq, response);
+        return MHD_NO;
+    }
     return queue(rq, c, (unsigned)rq->upstream_status, response);
 }
 
@@ -1405,7 +1437,7 @@ static enum MHD_Result respond_switch(struct gw_request *rq, struct MHD_Connecti
     const char *name, *value, *upgrade = NULL;
     size_t cursor = 0;
 
-    while (gw_upgrade_next_header(&rq->up, &cursor, &name, &value))
+    while (gw_field_next(rq->up.head, rq->up.head_len, &cursor, &name, &value))
         if (strcasecmp(name, "Upgrade") == 0)
             upgrade = value;
     if (upgrade == NULL || strcasecmp(upgrade, rq->upgrade) != 0) {
@@ -1419,12 +1451,10 @@ static enum MHD_Result respond_switch(struct gw_request *rq, struct MHD_Connecti
     /* libmicrohttpd wants Connection first, naming upgrade. */
     MHD_add_response_header(response, "Connection", "Upgrade");
     MHD_add_response_header(response, "Upgrade", upgrade);
-    cursor = 0;
-    while (gw_upgrade_next_header(&rq->up, &cursor, &name, &value))
-        if (!gw_header_is_hop_by_hop(name, NULL) && strcasecmp(name, "Content-Length") != 0 &&
-            !limit_field(rq, name))
-            MHD_add_response_header(response, name, value);
-    add_limit_headers(rq, response);
+    if (add_answer_fields(rq, response, rq->up.head, rq->up.head_len) != 0) {
+        MHD_destroy_response(response);
+        return MHD_NO;
+    }
     return queue(rq, c, MHD_HTTP_SWITCHING_PROTOCOLS, response);
 }
 
@@ -1434,25 +1464,12 @@ static enum MHD_Result respond_refused_upgrade(struct gw_request *rq, struct MHD
 {
     struct MHD_Response *response = MHD_create_response_from_buffer(
         rq->up.early_len, rq->up.early, MHD_RESPMEM_MUST_COPY);
-    char *connection = NULL;
-    const char *name, *value;
-    size_t cursor = 0;
 
-    if (response == NULL)
-        return MHD_NO;
-    while (gw_upgrade_next_header(&rq->up, &cursor, &name, &value))
-        if (strcasecmp(name, "Connection") == 0 && append_list(&connection, value) != 0) {
+    if (response == NULL || add_answer_fields(rq, response, rq->up.head, rq->up.head_len) != 0) {
+        if (response != NULL)
             MHD_destroy_response(response);
-            free(connection);
-            return MHD_NO;
-        }
-    cursor = 0;
-    while (gw_upgrade_next_header(&rq->up, &cursor, &name, &value))
-        if (!gw_header_is_hop_by_hop(name, connection) && strcasecmp(name, "Content-Length") != 0 &&
-            !limit_field(rq, name))
-            MHD_add_response_header(response, name, value);
-    free(connection);
-    add_limit_headers(rq, response);
+        return MHD_NO;
+    }
     rq->bytes = rq->up.early_len;
     gw_upgrade_free(&rq->up);
     return queue(rq, c, (unsigned)rq->upstream_status, response);
@@ -1467,9 +1484,7 @@ static void run_upgrade_job(struct gw_offload_job *job)
     struct gw_request *rq = (struct gw_request *)job; /* the job is its first member */
 
     rq->upgrade_failed = gw_upgrade_connect(&rq->upgrade_fw, &rq->up) != 0;
-    rq->suspended = false;
-    MHD_resume_connection(rq->client);
-    gw_loop_wake(rq->loop);
+    back_to_loop(rq);
 }
 
 /* The upstream's answer to the upgrade is in: a failure is reported and maybe tried again
@@ -1514,11 +1529,7 @@ static enum MHD_Result upgrade(struct gw_request *rq, struct MHD_Connection *c)
     if (begin_attempt(rq, c, &rq->upgrade_fw) != 0)
         return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
     if (rq->loop != NULL) {
-        rq->client = c;
-        rq->suspended = true;
-        MHD_suspend_connection(c);
-        rq->store_job.run = run_upgrade_job;
-        gw_offload_queue(rq->offload, &rq->store_job);
+        offload(rq, c, run_upgrade_job);
         return MHD_YES;
     }
     rq->upgrade_failed = gw_upgrade_connect(&rq->upgrade_fw, &rq->up) != 0;
@@ -1645,11 +1656,7 @@ enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *
         rq->method = method;
         begin(rq, c);
         if (rq->store_pending) { /* run_store_job() resumes it */
-            rq->client = c;
-            rq->suspended = true;
-            MHD_suspend_connection(c);
-            rq->store_job.run = run_store_job;
-            gw_offload_queue(rq->offload, &rq->store_job);
+            offload(rq, c, run_store_job);
             return MHD_YES;
         }
         return end_first_call(rq, c);

@@ -1051,16 +1051,10 @@ int64_t gw_upstream_content_length(const struct gw_upstream *u)
     return length;
 }
 
-bool gw_upstream_next_header(const struct gw_upstream *u, size_t *cursor, const char **name,
-                             const char **value)
+const char *gw_upstream_fields(const struct gw_upstream *u, size_t *len)
 {
-    if (*cursor >= u->head_len)
-        return false;
-    *name = u->head + *cursor;
-    *cursor += strlen(*name) + 1;
-    *value = u->head + *cursor;
-    *cursor += strlen(*value) + 1;
-    return true;
+    *len = u->head_len;
+    return u->head;
 }
 
 bool gw_upstream_whole_body(const struct gw_upstream *u, const char **body, size_t *len)

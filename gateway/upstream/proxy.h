@@ -201,10 +201,9 @@ enum gw_fault gw_upstream_fault(const struct gw_upstream *upstream, const char *
 /* The response's Content-Length, or -1 when it has none. */
 int64_t gw_upstream_content_length(const struct gw_upstream *upstream);
 
-/* Walks the response's header fields: start with *cursor = 0; returns false after the last.
- * `name` and `value` stay valid until gw_upstream_finish(). */
-bool gw_upstream_next_header(const struct gw_upstream *upstream, size_t *cursor,
-                             const char **name, const char **value);
+/* The response's header fields, as "name\0value\0" pairs in `*len` bytes (walked with
+ * gw_field_next(), headers.h); valid until gw_upstream_finish(). */
+const char *gw_upstream_fields(const struct gw_upstream *upstream, size_t *len);
 
 /* True when the transfer has ended and its whole body is buffered: `*body` then points at it
  * (valid until gw_upstream_finish()). Small answers usually arrive whole with their head,

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "chars.h"
+#include "headers.h"
 #include "limiter.h"
 #include "upgrade.h"
 
@@ -184,7 +185,7 @@ static const char *field(const struct gw_upgrade *up, const char *name, int *cou
     size_t cursor = 0;
 
     *count = 0;
-    while (gw_upgrade_next_header(up, &cursor, &n, &v))
+    while (gw_field_next(up->head, up->head_len, &cursor, &n, &v))
         if (strcasecmp(n, name) == 0) {
             found = v;
             ++*count;
@@ -379,18 +380,6 @@ out:
     free(text);
     free(r.buf);
     return rc;
-}
-
-bool gw_upgrade_next_header(const struct gw_upgrade *up, size_t *cursor, const char **name,
-                            const char **value)
-{
-    if (*cursor >= up->head_len)
-        return false;
-    *name = up->head + *cursor;
-    *cursor += strlen(*name) + 1;
-    *value = up->head + *cursor;
-    *cursor += strlen(*value) + 1;
-    return true;
 }
 
 void gw_upgrade_free(struct gw_upgrade *up)

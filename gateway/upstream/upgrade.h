@@ -33,7 +33,7 @@ struct gw_upgrade {
     CURL *easy; /* the connection, until it goes to a tunnel or gw_upgrade_free() */
     curl_socket_t fd;
     long status;
-    char *head; /* "name\0value\0" pairs of the final answer's fields */
+    char *head; /* "name\0value\0" pairs of the final answer's fields (gw_field_next()) */
     size_t head_len;
     char *early; /* after the head: the body of an answer other than 101, or the upstream's */
     size_t early_len; /* first tunnel bytes after a 101 */
@@ -46,10 +46,6 @@ struct gw_upgrade {
  * or -1 with up->fault and up->error_text saying what failed. Either way the caller frees
  * `up` with gw_upgrade_free() unless a tunnel took its connection. */
 int gw_upgrade_connect(const struct gw_forward *fw, struct gw_upgrade *up);
-
-/* Walks the answer's fields as gw_upstream_next_header() does. */
-bool gw_upgrade_next_header(const struct gw_upgrade *up, size_t *cursor, const char **name,
-                            const char **value);
 
 /* Closes the connection (if still held) and frees what `up` holds. */
 void gw_upgrade_free(struct gw_upgrade *up);
