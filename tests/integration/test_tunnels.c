@@ -6,7 +6,8 @@
  *   - the upgrade is one request to the route's limits: the one past the quota gets 429;
  *   - an upstream's answer other than 101 is passed on (status, fields, body);
  *   - a client that sends bytes after its upgrade request before the 101 gets 400;
- *   - a tunnel idle past tunnel_idle_timeout is closed;
+ *   - a tunnel idle past tunnel_idle_timeout is closed; open tunnels count toward
+ *     max_connections;
  *   - Upgrade: h2c is not a tunnel: the request goes as a plain one, and upgrades: [h2c] is
  *     refused at load;
  *   - a drain closes open tunnels at drain_timeout, and sluice exits 0;
@@ -250,6 +251,32 @@ static void test_h2c_is_no_tunnel(void)
     unlink(path);
 }
 
+/* Open tunnels are connections: at max_connections the next client is turned away. */
+static void test_tunnels_count_as_connections(void)
+{
+    struct proc capped;
+    FILE *held[2];
+    const char *out;
+
+    CU_ASSERT_FATAL(start_sluice(&capped,
+                                 "server: {listen: \"127.0.0.1:0\", max_connections: 2}\n"
+                                 "routes:\n  - name: ws\n    match: {path_prefix: /}\n"
+                                 "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                                 ws.port) == 0);
+    for (int i = 0; i < 2; i++) {
+        held[i] = start_client(capped.port, "/held", "--hold 2");
+        CU_ASSERT_FATAL(held[i] != NULL);
+        CU_ASSERT(client_says(held[i], "holding"));
+    }
+    out = run_client(capped.port, "/third", "");
+    check_case(strcmp(out, "dropped\n") == 0, "a third connection", "the client said: %s", out);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT(client_says(held[i], "closed 1000"));
+        pclose(held[i]);
+    }
+    CU_ASSERT_EQUAL(stop_sluice(&capped, 5000), 0);
+}
+
 static void test_drain_closes_tunnels(void)
 {
     struct proc draining;
@@ -447,6 +474,7 @@ void register_tunnels_tests(void)
     add_test(s, "an idle tunnel is closed", test_idle_tunnel_closed);
     add_test(s, "Upgrade: h2c is no tunnel", test_h2c_is_no_tunnel);
     add_test(s, "a wss upstream, verified and not", test_tls_upstream);
+    add_test(s, "open tunnels count toward max_connections", test_tunnels_count_as_connections);
     add_test(s, "a drain closes tunnels at drain_timeout", test_drain_closes_tunnels);
     add_test(s, "hostile and broken answers to an upgrade", test_hostile_answers);
 }

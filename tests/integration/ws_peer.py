@@ -77,8 +77,8 @@ async def client(url, idle, hold):
     except websockets.exceptions.InvalidStatusCode as e:
         print(f"status {e.status_code}", flush=True)
         return 0
-    except (websockets.exceptions.ConnectionClosed, ConnectionError, asyncio.TimeoutError,
-            OSError):
+    except (websockets.exceptions.ConnectionClosed, websockets.exceptions.InvalidHandshake,
+            ConnectionError, asyncio.TimeoutError, OSError):
         print("dropped", flush=True)
         return 0
 
