@@ -76,6 +76,7 @@ struct gw_request {
     char *upgrade_field;
     struct gw_upgrade up;
     bool upgrade_asked, upgrade_failed;
+    bool http11;                  /* HTTP/1.1: an upgrade is possible (not in 1.0) */
     struct gw_forward upgrade_fw; /* what gw_upgrade_connect() sends, from the offload thread */
     struct gw_tunnels *tunnels;
 
@@ -705,15 +706,15 @@ static void read_client(struct gw_request *rq, struct MHD_Connection *c)
 }
 
 /* Whether the request asks to switch its connection to one of the route's upgrades: an
- * Upgrade field naming one protocol the route lists, and Connection naming upgrade. Any other
- * Upgrade (h2c, a protocol not listed) is dropped as the hop-by-hop field it is, and the
- * request goes as a plain one. */
+ * HTTP/1.1 request, an Upgrade field naming one protocol the route lists, and Connection naming
+ * upgrade. Any other Upgrade (h2c, a protocol not listed, an HTTP/1.0 request's) is dropped as
+ * the hop-by-hop field it is, and the request goes as a plain one. */
 static void read_upgrade(struct gw_request *rq, struct MHD_Connection *c)
 {
     const struct config_route *route = route_of(rq);
     char *field;
 
-    if (rq->connection == NULL || !gw_header_list_has(rq->connection, "upgrade"))
+    if (!rq->http11 || rq->connection == NULL || !gw_header_list_has(rq->connection, "upgrade"))
         return;
     field = joined_header(c, "Upgrade");
     for (size_t i = 0; field != NULL && i < route->n_upgrades && rq->upgrade == NULL; i++)
@@ -1250,7 +1251,8 @@ static bool may_retry(const char *method)
 /* Reports the attempt's outcome (the head came with `status`, or `error`), logs a failure
  * (at most once a second per server and kind), and says whether to try again: on another
  * server when there is one, for an outcome in retries.on, an idempotent method, attempts
- * left, a body still whole in its window (body.h), and room in the retry budget. */
+ * left, a body still whole in its window (body.h; and not cut short after an early answer),
+ * and room in the retry budget. */
 static bool end_attempt(struct gw_request *rq, enum gw_upstream_error error, long status)
 {
     const struct config_route *route = route_of(rq);
@@ -1280,7 +1282,7 @@ static bool end_attempt(struct gw_request *rq, enum gw_upstream_error error, lon
                 gw_fault_name(rq->fault), text);
     if (!(gw_fault_class(rq->fault, status) & route->retries.on) ||
         rq->attempts >= route->retries.attempts || !may_retry(rq->method) ||
-        !gw_body_replayable(&rq->body))
+        !gw_body_replayable(&rq->body) || rq->body_dropped)
         return false;
     if (!gw_retry_budget_take(route_runtime_of(rq)->budget, route->retries.budget_percent, now)) {
         gw_metrics_count_retry(route_runtime_of(rq)->metrics, false);
@@ -1333,7 +1335,8 @@ static enum MHD_Result forward(struct gw_request *rq, struct MHD_Connection *c)
         if (rq->upstream == NULL && (error = send_upstream(rq, c)) != GW_UPSTREAM_OK)
             return answer_failure(rq, c, error);
         /* Its body has ended: what is left of it goes, and its last byte (body.h). */
-        error = rq->has_body && !rq->body_dropped ? gw_upstream_feed(rq->upstream) : GW_UPSTREAM_OK;
+        error = rq->has_body && !rq->body_dropped ? gw_upstream_feed(rq->upstream, false)
+                                                  : GW_UPSTREAM_OK;
         if (error == GW_UPSTREAM_OK || error == GW_UPSTREAM_ANSWERED)
             error = gw_upstream_head(rq->upstream);
         if (error == GW_UPSTREAM_PENDING) {
@@ -1436,11 +1439,16 @@ static enum MHD_Result respond_switch(struct gw_request *rq, struct MHD_Connecti
     struct MHD_Response *response;
     const char *name, *value, *upgrade = NULL;
     size_t cursor = 0;
+    int upgrades = 0;
+    bool connection_upgrade = false;
 
+    /* One Upgrade, naming the protocol asked, and Connection naming upgrade (RFC 9110 7.8). */
     while (gw_field_next(rq->up.head, rq->up.head_len, &cursor, &name, &value))
-        if (strcasecmp(name, "Upgrade") == 0)
+        if (strcasecmp(name, "Upgrade") == 0 && ++upgrades == 1)
             upgrade = value;
-    if (upgrade == NULL || strcasecmp(upgrade, rq->upgrade) != 0) {
+        else if (strcasecmp(name, "Connection") == 0)
+            connection_upgrade |= gw_header_list_has(value, "upgrade");
+    if (upgrades != 1 || !connection_upgrade || strcasecmp(upgrade, rq->upgrade) != 0) {
         rq->fault = GW_FAULT_INVALID;
         gw_upgrade_free(&rq->up);
         return upstream_failed(rq, c, GW_UPSTREAM_OTHER);
@@ -1577,7 +1585,7 @@ static enum MHD_Result take_body(struct gw_request *rq, struct MHD_Connection *c
             return MHD_YES; /* a chunked body, still within the window */
         error = rq->upstream == NULL ? send_upstream(rq, c) : GW_UPSTREAM_OK;
         if (error == GW_UPSTREAM_OK)
-            error = gw_upstream_feed(rq->upstream);
+            error = gw_upstream_feed(rq->upstream, *size > 0);
         if (error == GW_UPSTREAM_PENDING) {
             await_upstream(rq);
             return MHD_YES;
@@ -1648,12 +1656,13 @@ static enum MHD_Result end_first_call(struct gw_request *rq, struct MHD_Connecti
 }
 
 enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,
-                                  const char *method, const char *upload_data,
+                                  const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size)
 {
     if (!rq->started) {
         rq->started = true;
         rq->method = method;
+        rq->http11 = strcmp(version, "HTTP/1.1") == 0;
         begin(rq, c);
         if (rq->store_pending) { /* run_store_job() resumes it */
             offload(rq, c, run_store_job);

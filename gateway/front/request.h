@@ -46,7 +46,7 @@ struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_ur
 
 /* One call of libmicrohttpd's access handler for this request. */
 enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,
-                                  const char *method, const char *upload_data,
+                                  const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size);
 
 /* Whether the request was answered 101: its connection went to a tunnel (tunnel.h). */

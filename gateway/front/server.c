@@ -146,7 +146,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     bool body_piece = *upload_data_size > 0;
     enum MHD_Result ret;
 
-    (void)version;
     (void)url; /* libmicrohttpd's decoding of the target; request.c reads it itself */
     if (*req_cls == NULL)
         return MHD_NO; /* no memory for it: drop the connection */
@@ -155,7 +154,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
      * for the upstream to take more of the body) do not count. */
     if (w != NULL)
         atomic_store_explicit(&w->read_deadline_ns, 0, memory_order_relaxed);
-    ret = gw_request_handle(*req_cls, c, method, upload_data, upload_data_size);
+    ret = gw_request_handle(*req_cls, c, method, version, upload_data, upload_data_size);
     if (w != NULL && gw_request_reading_body(*req_cls))
         atomic_store_explicit(&w->read_deadline_ns, limiter_now_ns() + f->server->client_timeout_ns,
                               memory_order_relaxed);
@@ -525,8 +524,7 @@ static int copy_endpoint(struct config_endpoint *to, const struct config_endpoin
 static void stop_fronts(struct gw_server *s)
 {
     /* Tunnels first: closing one hands its client's socket back to a running daemon. */
-    gw_tunnels_free(s->tunnels);
-    s->tunnels = NULL;
+    gw_tunnels_stop(s->tunnels);
     for (size_t i = 0; i < s->n_fronts; i++)
         gw_loop_stop(s->fronts[i].loop);
     /* The store's last answers resume their connections, which the daemons then close. */
@@ -544,6 +542,8 @@ static void stop_fronts(struct gw_server *s)
     free(s->fronts);
     s->fronts = NULL;
     s->n_fronts = 0;
+    gw_tunnels_free(s->tunnels);
+    s->tunnels = NULL;
     gw_admission_free(s->admission);
     s->admission = NULL;
 }

@@ -992,7 +992,7 @@ static bool takes_body(const struct gw_upstream *u)
     return body_refused(u) || gw_body_room(u->request_body) > 0 || u->request_body->ended;
 }
 
-enum gw_upstream_error gw_upstream_feed(struct gw_upstream *u)
+enum gw_upstream_error gw_upstream_feed(struct gw_upstream *u, bool more)
 {
     int running;
 
@@ -1010,7 +1010,7 @@ enum gw_upstream_error gw_upstream_feed(struct gw_upstream *u)
             return GW_UPSTREAM_ANSWERED;
         if (u->done || u->timed_out)
             return no_head(u, "the upstream took no more of the body within the route's timeout");
-        if (takes_body(u))
+        if (!more || takes_body(u))
             return GW_UPSTREAM_OK;
         if (u->loop != NULL) {
             arm_wait(u); /* the loop tells when bytes have gone, or the wait ended */

@@ -180,13 +180,14 @@ enum gw_upstream_error gw_upstream_start(struct gw_upstream *upstream,
                                          const struct gw_forward *forward,
                                          gw_upstream_notify *notify, void *cls);
 
-/* The body given to start() has new bytes, or has ended: libcurl sends them. GW_UPSTREAM_OK
- * when its window has room again (or the body has ended); GW_UPSTREAM_PENDING on a loop while
- * it has none (`notify` is called when the upstream has taken some); GW_UPSTREAM_ANSWERED
- * when the upstream answered and takes no more of it (gw_upstream_head() then has the
- * answer); or the kind of failure (then nothing is left running). Without a loop it waits
- * for room. */
-enum gw_upstream_error gw_upstream_feed(struct gw_upstream *upstream);
+/* The body given to start() has new bytes, or has ended: libcurl sends them. With `more` (the
+ * caller has more bytes to put in), GW_UPSTREAM_OK once its window has room again, or the
+ * body has ended; GW_UPSTREAM_PENDING on a loop while it has none (`notify` is called when the
+ * upstream has taken some); without a loop it waits for room. Without `more`, GW_UPSTREAM_OK
+ * at once. Either way GW_UPSTREAM_ANSWERED when the upstream answered and takes no more of it
+ * (gw_upstream_head() then has the answer), or the kind of failure (then nothing is left
+ * running). */
+enum gw_upstream_error gw_upstream_feed(struct gw_upstream *upstream, bool more);
 
 /* GW_UPSTREAM_OK once the response head is in; GW_UPSTREAM_PENDING on a loop while it is
  * not; or the kind of failure (then nothing is left running). Without a loop it waits. */

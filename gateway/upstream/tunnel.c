@@ -342,16 +342,25 @@ int gw_tunnel_open(struct gw_tunnels *ts, const struct gw_tunnel_spec *spec)
             tunnel_free(t);
         return -1;
     }
+    /* Checked and queued under one lock: gw_tunnels_stop() takes the queue after it sets `stop`,
+     * so a tunnel is either refused here or closed there. */
+    pthread_mutex_lock(&ts->lock);
+    if (ts->stop) {
+        pthread_mutex_unlock(&ts->lock);
+        tunnel_free(t);
+        return -1;
+    }
     t->spec = *spec;
     t->spec.upstream = NULL;
     t->easy = spec->upstream->easy;
+    /* Its error buffer was the upgrade's, which may be freed before the tunnel ends. */
+    curl_easy_setopt(t->easy, CURLOPT_ERRORBUFFER, NULL);
     t->fd[CLIENT] = spec->client_fd;
     t->fd[UPSTREAM] = spec->upstream->fd;
     spec->upstream->easy = NULL; /* the tunnel's now */
     fcntl(t->fd[CLIENT], F_SETFL, fcntl(t->fd[CLIENT], F_GETFL) | O_NONBLOCK);
     atomic_fetch_add(spec->gauge, 1);
     atomic_fetch_add(&ts->count, 1);
-    pthread_mutex_lock(&ts->lock);
     t->next = ts->incoming;
     ts->incoming = t;
     pthread_mutex_unlock(&ts->lock);
@@ -372,18 +381,30 @@ void gw_tunnels_close_all(struct gw_tunnels *ts)
     wake(ts);
 }
 
-void gw_tunnels_free(struct gw_tunnels *ts)
+void gw_tunnels_stop(struct gw_tunnels *ts)
 {
+    bool running;
+
     if (ts == NULL)
         return;
     pthread_mutex_lock(&ts->lock);
+    running = !ts->stop;
     ts->stop = true;
     pthread_mutex_unlock(&ts->lock);
+    if (!running)
+        return;
     wake(ts);
     pthread_join(ts->thread, NULL);
     take_incoming(ts, limiter_now_ns()); /* any that came while it stopped */
     close_idle(ts, 0, true);
     free_closed(ts);
+}
+
+void gw_tunnels_free(struct gw_tunnels *ts)
+{
+    if (ts == NULL)
+        return;
+    gw_tunnels_stop(ts);
     close(ts->epoll_fd);
     close(ts->wake_fd);
     pthread_mutex_destroy(&ts->lock);

@@ -58,7 +58,11 @@ size_t gw_tunnels_count(struct gw_tunnels *tunnels);
 /* Closes every tunnel (the end of a drain); returns at once, the closing follows. */
 void gw_tunnels_close_all(struct gw_tunnels *tunnels);
 
-/* Closes every tunnel, stops the thread and frees. */
+/* Closes every tunnel and stops the thread; gw_tunnel_open() refuses from then on (its caller
+ * closes the connections), so upgrades still finishing as the gateway stops are safe. */
+void gw_tunnels_stop(struct gw_tunnels *tunnels);
+
+/* gw_tunnels_stop(), then frees; once nothing can call gw_tunnel_open() any more. */
 void gw_tunnels_free(struct gw_tunnels *tunnels);
 
 #endif

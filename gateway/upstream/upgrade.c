@@ -9,9 +9,11 @@
 #include "chars.h"
 #include "headers.h"
 #include "limiter.h"
+#include "proxy.h"
 #include "upgrade.h"
 
 #define READ_PIECE 16384
+#define MAX_INTERIM 8 /* 1xx answers before the final one; more is a broken upstream */
 
 /* The answer as it is read: bytes in `buf`, of which [0, off) are taken. */
 struct reader {
@@ -34,7 +36,7 @@ static int wait_for(struct gw_upgrade *up, short events, int64_t deadline_ns)
     struct pollfd p = {.fd = up->fd, .events = events};
     int64_t left_ms = (deadline_ns - limiter_now_ns()) / 1000000;
 
-    if (left_ms <= 0)
+    if (left_ms <= 0 || gw_proxy_aborting())
         return -1;
     poll(&p, 1, left_ms > 1000 ? 1000 : (int)left_ms); /* on a signal the caller tries again */
     return 0;
@@ -104,6 +106,10 @@ static char *next_line(struct reader *r, size_t limit)
                 fail(r->up, GW_FAULT_INVALID, "a line of the answer ends without CRLF");
                 return NULL;
             }
+            if (memchr(start, '\0', (size_t)(lf - start)) != NULL) {
+                fail(r->up, GW_FAULT_INVALID, "a line of the answer holds a NUL byte");
+                return NULL;
+            }
             lf[-1] = '\0';
             r->off = (size_t)(lf + 1 - r->buf);
             return start;
@@ -169,6 +175,12 @@ static int read_head(struct reader *r, size_t max_head)
     r->up->status = strtol(line + 9, &end, 10);
     if (r->up->status < 100)
         return fail(r->up, GW_FAULT_INVALID, "the answer's status is out of range");
+    if (r->up->status == 101 && line[7] != '1')
+        return fail(r->up, GW_FAULT_INVALID, "an HTTP/1.0 answer cannot switch protocols");
+    for (const char *p = line + 12; *p != '\0'; p++)
+        if (gw_is_control((unsigned char)*p) && *p != '\t')
+            return fail(r->up, GW_FAULT_INVALID,
+                        "the answer's reason phrase holds a control character");
     r->up->head_len = 0;
     while ((line = next_line(r, limit)) != NULL && line[0] != '\0')
         if (line[0] == ' ' || line[0] == '\t')
@@ -322,6 +334,8 @@ static int connect_upstream(const struct gw_forward *fw, struct gw_upgrade *up)
     curl_easy_setopt(up->easy, CURLOPT_CONNECT_ONLY, 1L);
     curl_easy_setopt(up->easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(up->easy, CURLOPT_TCP_NODELAY, 1L);
+    /* The request is HTTP/1.1, written here: TLS must not agree on h2 (ALPN) under it. */
+    curl_easy_setopt(up->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(up->easy, CURLOPT_ERRORBUFFER, up->error_text);
     curl_easy_setopt(up->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)(fw->connect_timeout_ns / 1000000));
     curl_easy_setopt(up->easy, CURLOPT_SSL_VERIFYPEER, fw->tls_verify ? 1L : 0L);
@@ -360,10 +374,16 @@ int gw_upgrade_connect(const struct gw_forward *fw, struct gw_upgrade *up)
         return fail(up, GW_FAULT_OTHER, "out of memory");
     if (send_all(up, text, len, r.deadline_ns) != 0)
         goto out;
-    do /* 1xx answers other than 101 come before the one that counts */
+    for (int interim = 0;; interim++) { /* 1xx answers other than 101 come first */
+        if (interim > MAX_INTERIM) {
+            fail(up, GW_FAULT_INVALID, "the upstream sent too many 1xx answers");
+            goto out;
+        }
         if (read_head(&r, fw->max_head) != 0)
             goto out;
-    while (up->status < 200 && up->status != 101);
+        if (up->status >= 200 || up->status == 101)
+            break;
+    }
     if (up->status != 101) {
         rc = read_body(&r);
         goto out;

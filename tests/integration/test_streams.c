@@ -182,6 +182,24 @@ static void test_gigabyte_in_flat_memory(void)
     fprintf(stderr, "(%.1f s, peak RSS %+ld KiB) ", seconds_now() - started, after - before);
 }
 
+/* Every small size, and either side of the window's edge, by length and chunked: a body's
+ * last byte waits for its end, and must never wait for room that cannot come. */
+static void test_sizes_at_the_edges(void)
+{
+    static const uint64_t sizes[] = {1, 2, 3, 100, 65535, 65536, 65537, 131072, 131073};
+    struct upload up;
+    char expect[128];
+
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (int chunked = 0; chunked < 2; chunked++) {
+            long status = upload(gw.port, "/sink", sizes[i], chunked, &up, expect);
+
+            check_case(status == 200 && strcmp(up.answer, expect) == 0, "a body at an edge",
+                       "%llu bytes%s: status %ld, the upstream hashed %s",
+                       (unsigned long long)sizes[i], chunked ? " chunked" : "", status, up.answer);
+        }
+}
+
 static void test_chunked_past_a_slow_upstream(void)
 {
     struct upload up;
@@ -362,6 +380,7 @@ void register_streams_tests(void)
     CU_pSuite s = add_suite_with("streams", init, clean);
 
     add_test(s, "1 GiB uploaded in flat memory, hashed upstream", test_gigabyte_in_flat_memory);
+    add_test(s, "bodies of small sizes and at the window's edge", test_sizes_at_the_edges);
     add_test(s, "chunked past a slow upstream, and within the window",
              test_chunked_past_a_slow_upstream);
     add_test(s, "max_body passed midway: 413, upstream cut off", test_max_body_passed_midway);

@@ -190,6 +190,22 @@ static void test_refusal_passed_on(void)
     CU_ASSERT_FALSE(closed); /* an answer like any other: the connection stays */
 }
 
+/* HTTP/1.0 has no upgrade: the request goes as a plain one, its Upgrade dropped, and the
+ * WebSocket server answers that it wants one (426). */
+static void test_http10_is_no_upgrade(void)
+{
+    static const char request[] = "GET /chat HTTP/1.0\r\nHost: t\r\nConnection: Upgrade\r\n"
+                                  "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    char answer[4096];
+    bool closed;
+    int status =
+        raw_session(gw.port, request, strlen(request), answer, sizeof answer, 3000, &closed);
+
+    check_case(status == 426, "an HTTP/1.0 upgrade", "the client got %.80s", answer);
+    CU_ASSERT_PTR_NULL(strstr(answer, " 101 "));
+}
+
 static void test_bytes_before_the_switch(void)
 {
     /* A client that speaks before it has the 101: its bytes would reach the upstream unread. */
@@ -421,6 +437,24 @@ static void test_hostile_answers(void)
          426, "\r\n\r\nhello", false},
         {"a refusal ended by the close", "HTTP/1.1 403 Forbidden\r\n\r\nno entry", 403,
          "\r\n\r\nno entry", false},
+        {"101 without Connection: upgrade",
+         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", 502, "(invalid)", false},
+        {"101 with two Upgrade fields",
+         "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+         "Upgrade: h2c\r\n\r\n",
+         502, "(invalid)", false},
+        {"101 from HTTP/1.0",
+         "HTTP/1.0 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+         502, "(invalid)", false},
+        {"a control character in the reason",
+         "HTTP/1.1 101 Switching\x01\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 502,
+         "(invalid)", false},
+        {"1xx without end",
+         "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n"
+         "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n"
+         "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n"
+         "HTTP/1.1 100 Continue\r\n\r\n",
+         502, "(invalid)", false},
         {"101 with early bytes",
          "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
          "EARLY",
@@ -471,6 +505,7 @@ void register_tunnels_tests(void)
     add_test(s, "the limit applies at the upgrade", test_limit_applies_at_upgrade);
     add_test(s, "an answer other than 101 is passed on", test_refusal_passed_on);
     add_test(s, "bytes before the 101: 400, closed", test_bytes_before_the_switch);
+    add_test(s, "HTTP/1.0 has no upgrade", test_http10_is_no_upgrade);
     add_test(s, "an idle tunnel is closed", test_idle_tunnel_closed);
     add_test(s, "Upgrade: h2c is no tunnel", test_h2c_is_no_tunnel);
     add_test(s, "a wss upstream, verified and not", test_tls_upstream);

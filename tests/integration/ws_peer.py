@@ -5,7 +5,7 @@
       An echo server on 127.0.0.1, port picked by the kernel; prints "listening on
       127.0.0.1:PORT". Every message comes back as it came (text or binary). A request for
       /deny is answered 403 with the body "denied\\n" instead of switching. With --tls, it
-      speaks TLS (wss) with that certificate and key.
+      speaks TLS (wss) with that certificate and key, and prefers h2 when ALPN offers it.
 
   ws_peer.py client URL [--idle SECONDS] [--hold SECONDS]
       Connects (waits --idle seconds first once connected), sends a text message and a
@@ -43,6 +43,8 @@ async def server(tls):
     if tls:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(tls[0], tls[1])
+        # As many servers do, it would rather speak h2: a client must not offer it for this.
+        context.set_alpn_protocols(["h2", "http/1.1"])
     async with websockets.serve(echo, "127.0.0.1", 0, process_request=deny, max_size=None,
                                 ssl=context) as s:
         port = s.sockets[0].getsockname()[1]
