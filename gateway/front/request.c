@@ -1430,6 +1430,7 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *req_cls, cons
         gw_upgrade_free(&rq->up);
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
     }
+    close_attempt(rq); /* the exchange with the server is over: a tunnel is no request in flight */
 }
 
 /* The upstream's 101, with its fields (the hop-by-hop ones aside) and the RateLimit fields;
