@@ -157,11 +157,12 @@ container-test:
 	tests/container-test.sh
 
 # The limiter on its own, then sluice against nginx side by side (tests/bench/compare.sh).
-bench: build/limiter_bench build/sluice
+bench: build/limiter_bench build/sluice build/test_upstream
 	build/limiter_bench
 	tests/bench/compare.sh
 	tests/bench/consumers.sh
 	tests/bench/servers.sh
+	tests/bench/uploads.sh
 
 format:
 	clang-format -i $(sort $(SLUICE_SRC) $(UNIT_SRC) $(INTEG_SRC) $(BENCH_SRC) \
