@@ -1088,31 +1088,6 @@ static bool carries_body(const char *method, long status)
     return strcmp(method, "HEAD") != 0 && status >= 200 && status != 204 && status != 304;
 }
 
-/* What the client is told of a failed attempt: the kind, never the server's address. */
-static const char *fault_detail(enum gw_fault fault)
-{
-    switch (fault) {
-    case GW_FAULT_DNS:
-        return "the upstream's name could not be resolved (dns)";
-    case GW_FAULT_REFUSED:
-        return "the upstream refused the connection or could not be reached (refused)";
-    case GW_FAULT_CONNECT_TIMEOUT:
-        return "the upstream did not accept the connection in time (connect_timeout)";
-    case GW_FAULT_TLS:
-        return "the TLS handshake with the upstream failed (tls)";
-    case GW_FAULT_RESET:
-        return "the upstream closed the connection without answering (reset)";
-    case GW_FAULT_TIMEOUT:
-        return "the upstream did not answer in time (timeout)";
-    case GW_FAULT_TOO_LARGE:
-        return "the upstream's response head is larger than this gateway passes on (too_large)";
-    case GW_FAULT_INVALID:
-        return "the upstream's answer was not HTTP/1.1 (invalid)";
-    default:
-        return "the upstream's answer could not be read (other)";
-    }
-}
-
 static enum MHD_Result upstream_failed(struct gw_request *rq, struct MHD_Connection *c,
                                        enum gw_upstream_error error)
 {
@@ -1123,7 +1098,7 @@ static enum MHD_Result upstream_failed(struct gw_request *rq, struct MHD_Connect
                                                                    : GW_ERR_OTHER);
     return respond_problem(
         rq, c, error == GW_UPSTREAM_TIMEOUT ? MHD_HTTP_GATEWAY_TIMEOUT : MHD_HTTP_BAD_GATEWAY,
-        fault_detail(rq->fault));
+        gw_fault_detail(rq->fault));
 }
 
 /* The upstream URL for server `k`: its origin and base path, then the target as the client

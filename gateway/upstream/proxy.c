@@ -823,13 +823,36 @@ static void set_request_options(struct gw_upstream *u, const struct gw_forward *
     }
 }
 
+#define OTHER_DETAIL "the upstream's answer could not be read (other)"
+
+/* Each fault's name, and what a client answered for it is told (never the server's address). */
+static const struct {
+    const char *name, *detail;
+} faults[GW_N_FAULTS] = {
+    [GW_FAULT_NONE] = {"", OTHER_DETAIL},
+    [GW_FAULT_DNS] = {"dns", "the upstream's name could not be resolved (dns)"},
+    [GW_FAULT_REFUSED] = {"refused",
+                          "the upstream refused the connection or could not be reached (refused)"},
+    [GW_FAULT_CONNECT_TIMEOUT] = {"connect_timeout", "the upstream did not accept the connection "
+                                                     "in time (connect_timeout)"},
+    [GW_FAULT_TLS] = {"tls", "the TLS handshake with the upstream failed (tls)"},
+    [GW_FAULT_RESET] = {"reset", "the upstream closed the connection without answering (reset)"},
+    [GW_FAULT_TIMEOUT] = {"timeout", "the upstream did not answer in time (timeout)"},
+    [GW_FAULT_CUT] = {"cut", OTHER_DETAIL},
+    [GW_FAULT_TOO_LARGE] = {"too_large", "the upstream's response head is larger than this "
+                                         "gateway passes on (too_large)"},
+    [GW_FAULT_INVALID] = {"invalid", "the upstream's answer was not HTTP/1.1 (invalid)"},
+    [GW_FAULT_OTHER] = {"other", OTHER_DETAIL},
+};
+
 const char *gw_fault_name(enum gw_fault fault)
 {
-    static const char *const names[GW_N_FAULTS] = {
-        "",        "dns", "refused",   "connect_timeout", "tls",  "reset",
-        "timeout", "cut", "too_large", "invalid",         "other"};
+    return fault < GW_N_FAULTS ? faults[fault].name : "other";
+}
 
-    return fault < GW_N_FAULTS ? names[fault] : "other";
+const char *gw_fault_detail(enum gw_fault fault)
+{
+    return fault < GW_N_FAULTS ? faults[fault].detail : OTHER_DETAIL;
 }
 
 enum gw_fault gw_fault_of(int code)

@@ -99,6 +99,9 @@ enum gw_fault {
  * "timeout", "cut", "too_large", "invalid", "other"; "" for none. */
 const char *gw_fault_name(enum gw_fault fault);
 
+/* What a client answered 502 or 504 for `fault` is told: the kind, never the server. */
+const char *gw_fault_detail(enum gw_fault fault);
+
 /* The fault a libcurl result code (CURLcode) stands for, and the kind of failure a fault is. */
 enum gw_fault gw_fault_of(int code);
 enum gw_upstream_error gw_fault_error(enum gw_fault fault);
