@@ -1043,6 +1043,19 @@ static const char host_config[] =
 
 static void test_host_modes(void)
 {
+    static const struct {
+        const char *label, *request, *sent; /* what the recorder must receive */
+    } modes[] = {
+        {"host: preserve (default)", "GET /hp HTTP/1.1\r\nHost: Client.Example:8080\r\n\r\n",
+         "GET /hp HTTP/1.1\r\nHost: Client.Example:8080\r\n" FORWARDED_BY(
+             "Client.Example:8080") "\r\n"},
+        {"host: preserve", "GET /hs HTTP/1.1\r\nHost: client.example\r\n\r\n",
+         "GET /hs HTTP/1.1\r\nHost: client.example\r\n" FORWARDED_BY("client.example") "\r\n"},
+        {"host: upstream", "GET /hu/x HTTP/1.1\r\nHost: client.example\r\n\r\n",
+         "GET /base/hu/x HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n" FORWARDED_BY("client.example") "\r\n"},
+        {"host: a name", "GET /hn HTTP/1.1\r\nHost: client.example\r\n\r\n",
+         "GET /hn HTTP/1.1\r\nHost: api.internal:8443\r\n" FORWARDED_BY("client.example") "\r\n"},
+    };
     char *answer = malloc(ANSWER_CAP), want[512], *sent, got[1024];
     size_t sent_len;
     int status;
@@ -1053,36 +1066,14 @@ static void test_host_modes(void)
         free(answer);
         return;
     }
-    status = exchange(&recs[0], "GET /hp HTTP/1.1\r\nHost: Client.Example:8080\r\n\r\n", answer,
-                      &sent, &sent_len);
-    check_case(status == 200, "host: preserve (default)", "status %d", status);
-    expect_sent("host: preserve (default)", sent, sent_len,
-                "GET /hp HTTP/1.1\r\nHost: Client.Example:8080\r\n" FORWARDED_BY(
-                    "Client.Example:8080") "\r\n");
-    free(sent);
-    status = exchange(&recs[0], "GET /hs HTTP/1.1\r\nHost: client.example\r\n\r\n", answer, &sent,
-                      &sent_len);
-    check_case(status == 200, "host: preserve", "status %d", status);
-    expect_sent(
-        "host: preserve", sent, sent_len,
-        "GET /hs HTTP/1.1\r\nHost: client.example\r\n" FORWARDED_BY("client.example") "\r\n");
-    free(sent);
-    status = exchange(&recs[0], "GET /hu/x HTTP/1.1\r\nHost: client.example\r\n\r\n", answer, &sent,
-                      &sent_len);
-    check_case(status == 200, "host: upstream", "status %d", status);
-    snprintf(
-        want, sizeof want,
-        "GET /base/hu/x HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n" FORWARDED_BY("client.example") "\r\n",
-        recs[0].port);
-    expect_sent("host: upstream", sent, sent_len, want);
-    free(sent);
-    status = exchange(&recs[0], "GET /hn HTTP/1.1\r\nHost: client.example\r\n\r\n", answer, &sent,
-                      &sent_len);
-    check_case(status == 200, "host: a name", "status %d", status);
-    expect_sent(
-        "host: a name", sent, sent_len,
-        "GET /hn HTTP/1.1\r\nHost: api.internal:8443\r\n" FORWARDED_BY("client.example") "\r\n");
-    free(sent);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        status = exchange(&recs[0], modes[i].request, answer, &sent, &sent_len);
+        check_case(status == 200, modes[i].label, "status %d", status);
+        /* The host: upstream expectation names the recorder's port ("%u"). */
+        snprintf(want, sizeof want, modes[i].sent, recs[0].port);
+        expect_sent(modes[i].label, sent, sent_len, want);
+        free(sent);
+    }
     /* http://backend.example:80 through a forward proxy (b), which gets the request in
      * absolute form and does the resolving: the Host field leaves out the scheme's port. */
     status = exchange(&recs[1], "GET /hd HTTP/1.1\r\nHost: client.example\r\n\r\n", answer, &sent,
