@@ -11,7 +11,8 @@
  *             client_timeout, max_body, max_header_size, max_response_header_size,
  *             drain_timeout, watch_config,
  *             access_log, underscores_in_headers, upstream_idle_timeout, upstream_max_idle,
- *             mode, workers, consumer_header, deny, headers, ready_needs_upstreams
+ *             mode, workers, consumer_header, deny, headers, ready_needs_upstreams,
+ *             proxy_protocol, proxy_protocol_from
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
  *             on_store_error
  *   routes:   name, match {path_prefix, methods, host}, upstream (a URL, or {servers,
@@ -55,6 +56,11 @@
  *
  * server.mode: thread_per_connection (default) or event; server.workers: the event loops in
  * event mode (default: one per online core, 1 to 256). See gateway/front/server.h.
+ *
+ * server.proxy_protocol: off (default), v1, v2 or any. When on, every connection to the
+ * listener must open with a PROXY protocol header of that version (any: either), sent by a
+ * peer in server.proxy_protocol_from (CIDRs; required then); the address it carries is the
+ * client's from then on. See gateway/front/listener.h.
  *
  * Any scalar value may use ${VAR} or ${VAR:-default} (the default also when VAR is empty);
  * a variable that is unset and has no default is an error at its position. ${request.NAME} is
@@ -157,6 +163,14 @@ enum config_store { CONFIG_STORE_MEMORY, CONFIG_STORE_REDIS };
 enum config_mode {
     CONFIG_MODE_THREAD_PER_CONNECTION, /* a thread per client connection (default) */
     CONFIG_MODE_EVENT,                 /* server.workers event loops */
+};
+
+/* server.proxy_protocol: which PROXY protocol header versions the listener reads. */
+enum config_proxy_protocol {
+    CONFIG_PROXY_PROTOCOL_OFF, /* none: connections start with HTTP (default) */
+    CONFIG_PROXY_PROTOCOL_V1,  /* the text header, "PROXY TCP4 ..." */
+    CONFIG_PROXY_PROTOCOL_V2,  /* the binary header */
+    CONFIG_PROXY_PROTOCOL_ANY, /* either */
 };
 
 enum config_store_error {
@@ -362,6 +376,10 @@ struct config {
         /* /readyz answers 503 while some route has no server believed healthy (default
          * true); false: upstream health does not change readiness. */
         bool ready_needs_upstreams;
+        /* The PROXY protocol header every connection must open with (off: none); only peers
+         * in proxy_protocol_from may connect then. Needs a restart to change. */
+        enum config_proxy_protocol proxy_protocol;
+        struct config_cidrs proxy_protocol_from;
     } server;
     uint32_t max_clients;
     enum config_store store;

@@ -537,6 +537,15 @@ static void parse_mode(struct loader *ld, yaml_node_t *node, void *object)
         ((struct config *)object)->server.mode = (enum config_mode)choice;
 }
 
+static void parse_proxy_protocol(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const char *const names[] = {"off", "v1", "v2", "any"};
+    int choice = parse_choice(ld, node, "proxy_protocol", names, 4);
+
+    if (choice >= 0)
+        ((struct config *)object)->server.proxy_protocol = (enum config_proxy_protocol)choice;
+}
+
 static bool is_token(const char *s);
 
 static const char *const header_modes[] = {"ietf", "x-ratelimit", "both", "none"};
@@ -639,6 +648,9 @@ static const struct field server_fields[] = {
     {"consumer_header", V_CUSTOM, 0, 0, 0, parse_consumer_header},
     {"headers", V_CUSTOM, 0, 0, 0, parse_server_headers},
     {"ready_needs_upstreams", V_BOOL, offsetof(struct config, server.ready_needs_upstreams), 0, 0,
+     NULL},
+    {"proxy_protocol", V_CUSTOM, 0, 0, 0, parse_proxy_protocol},
+    {"proxy_protocol_from", V_CIDRS, offsetof(struct config, server.proxy_protocol_from), 0, 0,
      NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
@@ -2658,7 +2670,19 @@ static void parse_consumers_file(struct loader *ld, yaml_node_t *node, void *obj
 
 static void parse_server(struct loader *ld, yaml_node_t *node, void *object)
 {
+    struct config *config = object;
+    yaml_node_t *from;
+
     walk_mapping(ld, node, server_fields, object, "server");
+    /* Anyone who may send the header may say they are anyone: it takes a list of peers (one
+     * with a bad item is reported as such). */
+    from = find_value(ld, node, "proxy_protocol_from");
+    if (config->server.proxy_protocol != CONFIG_PROXY_PROTOCOL_OFF &&
+        (from == NULL || (from->type == YAML_SEQUENCE_NODE &&
+                          from->data.sequence.items.start == from->data.sequence.items.top)))
+        errorf(ld, find_value(ld, node, "proxy_protocol"),
+               "proxy_protocol: needs server.proxy_protocol_from, the addresses of the proxies "
+               "that send it");
 }
 
 static void parse_limiter(struct loader *ld, yaml_node_t *node, void *object)
@@ -2994,6 +3018,7 @@ void config_free(struct config *config)
     free(config->server.listen.host);
     free(config->server.admin_listen.host);
     free(config->server.trusted_proxies.items);
+    free(config->server.proxy_protocol_from.items);
     free(config->server.deny.items);
     free(config->server.access_log);
     free(config->redis.address.host);

@@ -181,11 +181,10 @@ static void reload(struct gw_server *server, const char *path, struct consumers_
  * SIGHUP too, so every reload runs here, one at a time. */
 static int serve(struct config *config, const char *path, const sigset_t *signals)
 {
-    char err[GW_ERR_LEN], where[300];
+    char err[GW_ERR_LEN];
     struct gw_server *server;
     struct gw_watch *watch = NULL;
     struct consumers_watch consumers = {NULL, NULL};
-    bool v6 = strchr(config->server.listen.host, ':') != NULL;
     bool watching = config->server.watch_config;
     unsigned left;
     int sig = 0, rc = 1;
@@ -200,8 +199,6 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
         goto out;
     }
     warn_about(config);
-    snprintf(where, sizeof where, "%s%s%s", v6 ? "[" : "", config->server.listen.host,
-             v6 ? "]" : "");
     if (watching)
         watch_consumers(&consumers, config->consumers_file);
     server = gw_server_start(config, err); /* takes the config */
@@ -213,10 +210,10 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     }
     if (watching && (watch = gw_watch_start(path)) == NULL)
         gw_warn("cannot watch %s for changes (%s); reload with SIGHUP", path, strerror(errno));
-    if (gw_server_admin_port(server) != 0)
-        gw_info("admin endpoints (/metrics, /healthz, /readyz) on port %u",
-                gw_server_admin_port(server));
-    gw_info("sluice %s listening on %s:%u", SLUICE_VERSION, where, gw_server_port(server));
+    if (gw_server_admin_address(server) != NULL)
+        gw_info("admin endpoints (/metrics, /healthz, /readyz) on http://%s",
+                gw_server_admin_address(server));
+    gw_info("sluice %s listening on %s", SLUICE_VERSION, gw_server_address(server));
 
     while (sig != SIGTERM && sig != SIGINT) {
         if (sigwait(signals, &sig) != 0)

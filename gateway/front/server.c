@@ -13,6 +13,7 @@
 
 #include "admission.h"
 #include "health.h"
+#include "listener.h"
 #include "log.h"
 #include "loop.h"
 #include "offload.h"
@@ -33,6 +34,16 @@ struct fixed_settings {
     bool watch_config;
     enum config_mode mode;
     uint32_t workers;
+    enum config_proxy_protocol proxy_protocol;
+    struct config_cidrs proxy_protocol_from; /* the acceptor's */
+};
+
+/* A connection the PROXY protocol acceptor handed to an event loop. */
+struct handoff {
+    int fd;
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    struct handoff *next;
 };
 
 /* A client connection: its strict reader, and a watch for reading its request too slowly. */
@@ -59,6 +70,10 @@ struct front {
     struct gw_runtime *runtime;
     unsigned generation;
     bool quiesced;
+    /* Event mode with the PROXY protocol: connections handed over by the acceptor, which the
+     * loop adds to its daemon itself (libmicrohttpd's external mode is not thread-safe). */
+    pthread_mutex_t handoff_lock;
+    struct handoff *handoffs; /* newest first */
 };
 
 struct gw_server {
@@ -79,8 +94,11 @@ struct gw_server {
     struct gw_store *store;
     struct fixed_settings fixed;
     struct MHD_Daemon *admin;
+    struct gw_acceptor *acceptor; /* with server.proxy_protocol on; NULL otherwise */
+    unsigned next_front;          /* the acceptor's round robin over event loops */
     atomic_bool draining;
     uint16_t port, admin_port;
+    char address[GW_ADDRESS_LEN], admin_address[GW_ADDRESS_LEN];
 };
 
 static struct gw_runtime *acquire_runtime(struct gw_server *s)
@@ -442,12 +460,71 @@ static void *reaper(void *arg)
     return NULL;
 }
 
+/* --- the PROXY protocol acceptor's connections ------------------------------------------ */
+
+/* On the acceptor's thread: a connection whose header was read goes to a daemon, with the
+ * address the header gave. libmicrohttpd closes `fd` when it cannot take it. */
+static void hand_connection(void *cls, int fd, const struct sockaddr *addr, socklen_t len)
+{
+    struct gw_server *s = cls;
+    struct front *f;
+    struct handoff *h;
+
+    if (s->fronts[0].loop == NULL) { /* thread_per_connection: safe from any thread */
+        MHD_add_connection(s->fronts[0].daemon, fd, addr, len);
+        return;
+    }
+    f = &s->fronts[s->next_front++ % s->n_fronts];
+    h = malloc(sizeof *h);
+    if (h == NULL) {
+        close(fd);
+        return;
+    }
+    h->fd = fd;
+    memcpy(&h->addr, addr, len);
+    h->addr_len = len;
+    pthread_mutex_lock(&f->handoff_lock);
+    h->next = f->handoffs;
+    f->handoffs = h;
+    pthread_mutex_unlock(&f->handoff_lock);
+    gw_loop_wake(f->loop);
+}
+
+static void count_proxy_refusal(void *cls)
+{
+    gw_metrics_count_proxy_refused(((struct gw_server *)cls)->metrics);
+}
+
+/* The handed-over connections waiting for `f`, oldest first, taken off its list. */
+static struct handoff *take_handoffs(struct front *f)
+{
+    struct handoff *newest_first, *oldest_first = NULL;
+
+    pthread_mutex_lock(&f->handoff_lock);
+    newest_first = f->handoffs;
+    f->handoffs = NULL;
+    pthread_mutex_unlock(&f->handoff_lock);
+    while (newest_first != NULL) {
+        struct handoff *h = newest_first;
+
+        newest_first = h->next;
+        h->next = oldest_first;
+        oldest_first = h;
+    }
+    return oldest_first;
+}
+
 /* An event loop's housekeeping, on its own thread (loop.h). */
 static void loop_tick(void *cls, int64_t now)
 {
     struct front *f = cls;
     struct gw_server *s = f->server;
 
+    for (struct handoff *h = take_handoffs(f), *next; h != NULL; h = next) {
+        next = h->next;
+        MHD_add_connection(f->daemon, h->fd, (const struct sockaddr *)&h->addr, h->addr_len);
+        free(h);
+    }
     gw_upstream_loop_prune(gw_loop_upstream(f->loop), now);
     /* The first tick comes before the loop's first request. Shard 0 is other threads'. */
     gw_metrics_use_shard((unsigned)(f - s->fronts) + 1);
@@ -478,38 +555,25 @@ static size_t connection_memory(uint32_t max_header_size, uint32_t max_response_
     return 2 * (size_t)max_header_size + max_response_header_size + 4096;
 }
 
-/* Starts a daemon on `where`; NULL with `err` filled. */
-static struct MHD_Daemon *listen_on(const struct config_endpoint *where, uint16_t port,
-                                    unsigned flags, MHD_AccessHandlerCallback handler,
-                                    void *handler_cls, struct gw_server *s,
-                                    const struct MHD_OptionItem *options, char err[GW_ERR_LEN])
+/* Starts a daemon on the listening socket `fd` (handed over), or on none (-1: connections
+ * come by MHD_add_connection). NULL with `err` filled. */
+static struct MHD_Daemon *start_daemon(int fd, unsigned flags, MHD_AccessHandlerCallback handler,
+                                       void *handler_cls, struct gw_server *s,
+                                       const struct MHD_OptionItem *options, char err[GW_ERR_LEN])
 {
-    struct addrinfo hints = {.ai_flags = AI_PASSIVE, .ai_socktype = SOCK_STREAM}, *addr = NULL;
-    char service[8];
-    struct MHD_Daemon *d = NULL;
+    struct MHD_Daemon *d;
 
-    snprintf(service, sizeof service, "%u", port);
-    if (getaddrinfo(where->host, service, &hints, &addr) != 0 || addr == NULL) {
-        snprintf(err, GW_ERR_LEN, "cannot resolve listen address %.200s", where->host);
-        return NULL;
-    }
-    if (addr->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    d = MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls, MHD_OPTION_EXTERNAL_LOGGER,
-                         on_mhd_log, s, MHD_OPTION_SOCK_ADDR, addr->ai_addr, MHD_OPTION_ARRAY,
-                         options, MHD_OPTION_END);
-    freeaddrinfo(addr);
+    if (fd < 0)
+        d = MHD_start_daemon(flags | MHD_USE_NO_LISTEN_SOCKET, 0, NULL, NULL, handler, handler_cls,
+                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_ARRAY, options,
+                             MHD_OPTION_END);
+    else
+        d = MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls, MHD_OPTION_EXTERNAL_LOGGER,
+                             on_mhd_log, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                             MHD_OPTION_ARRAY, options, MHD_OPTION_END);
     if (d == NULL)
-        snprintf(err, GW_ERR_LEN, "cannot listen on %.200s:%u (in use, or not an address here)",
-                 where->host, where->port);
+        snprintf(err, GW_ERR_LEN, "cannot start the HTTP daemon (out of memory or threads)");
     return d;
-}
-
-static uint16_t bound_port(struct MHD_Daemon *d, uint16_t asked)
-{
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-
-    return info ? info->port : asked;
 }
 
 static int copy_endpoint(struct config_endpoint *to, const struct config_endpoint *from)
@@ -523,7 +587,10 @@ static int copy_endpoint(struct config_endpoint *to, const struct config_endpoin
  * stop with connections suspended; loop.h), then the daemons, then what the loops leave. */
 static void stop_fronts(struct gw_server *s)
 {
-    /* Tunnels first: closing one hands its client's socket back to a running daemon. */
+    /* No new connections; then tunnels: closing one hands its client's socket back to a
+     * running daemon. */
+    gw_acceptor_free(s->acceptor);
+    s->acceptor = NULL;
     gw_tunnels_stop(s->tunnels);
     for (size_t i = 0; i < s->n_fronts; i++)
         gw_loop_stop(s->fronts[i].loop);
@@ -537,7 +604,13 @@ static void stop_fronts(struct gw_server *s)
             MHD_stop_daemon(f->daemon);
         gw_loop_free(f->loop);
         gw_runtime_release(f->runtime);
+        for (struct handoff *h = take_handoffs(f), *next; h != NULL; h = next) {
+            next = h->next;
+            close(h->fd);
+            free(h);
+        }
         pthread_mutex_destroy(&f->watch_lock);
+        pthread_mutex_destroy(&f->handoff_lock);
     }
     free(s->fronts);
     s->fronts = NULL;
@@ -566,6 +639,7 @@ static void free_server(struct gw_server *s)
     free(s->fixed.listen.host);
     free(s->fixed.admin_listen.host);
     free(s->fixed.redis.host);
+    free(s->fixed.proxy_protocol_from.items);
     pthread_mutex_destroy(&s->swap);
     free(s);
 }
@@ -585,12 +659,32 @@ static int start_reaper(struct gw_server *s)
     return 0;
 }
 
+/* The PROXY protocol acceptor, on a listening socket of its own. 0, or -1 with `err` filled. */
+static int start_acceptor(struct gw_server *s, char err[GW_ERR_LEN])
+{
+    int fd = gw_listen_socket(&s->fixed.listen, s->fixed.listen.port, 0, err);
+
+    if (fd < 0)
+        return -1;
+    gw_socket_address(fd, s->address, &s->port);
+    s->acceptor = gw_acceptor_start(fd, s->fixed.proxy_protocol, &s->fixed.proxy_protocol_from,
+                                    s->fixed.client_timeout_ns, s->fixed.max_connections,
+                                    hand_connection, count_proxy_refusal, s);
+    if (s->acceptor == NULL) {
+        snprintf(err, GW_ERR_LEN, "cannot start the PROXY protocol acceptor");
+        return -1;
+    }
+    return 0;
+}
+
 /* The client fronts: one thread-per-connection daemon, or server.workers event loops, each
  * with a daemon of its own on the same port (SO_REUSEPORT: the kernel spreads connections
- * over them). 0, or -1 with `err` filled. */
+ * over them). With the PROXY protocol the daemons listen on nothing, and the acceptor, started
+ * once they run, hands them the connections. 0, or -1 with `err` filled. */
 static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
 {
     bool event = s->fixed.mode == CONFIG_MODE_EVENT;
+    bool proxy_protocol = s->fixed.proxy_protocol != CONFIG_PROXY_PROTOCOL_OFF;
     unsigned timeout_s = (unsigned)((s->fixed.client_timeout_ns + 999999999) / 1000000000);
     uint16_t port = s->fixed.listen.port;
 
@@ -626,8 +720,7 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
             {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, f},
             {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, f},
             {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, f},
-            event ? (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL}
-                  : (struct MHD_OptionItem){MHD_OPTION_THREAD_STACK_SIZE, 512 * 1024, NULL},
+            {MHD_OPTION_THREAD_STACK_SIZE, 512 * 1024, NULL}, /* thread_per_connection's */
             {MHD_OPTION_END, 0, NULL},
         };
         unsigned flags = MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG |
@@ -635,22 +728,33 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
                                 : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                                       MHD_USE_POLL | MHD_USE_ITC);
 
+        int fd = -1;
+
         f->server = s;
         pthread_mutex_init(&f->watch_lock, NULL);
+        pthread_mutex_init(&f->handoff_lock, NULL);
         if (event && (f->loop = gw_loop_new()) == NULL) {
             snprintf(err, GW_ERR_LEN, "cannot make an event loop (out of memory or files)");
             return -1;
         }
-        f->daemon = listen_on(&s->fixed.listen, port, flags, on_request, f, s, options, err);
+        if (!proxy_protocol) {
+            fd = gw_listen_socket(&s->fixed.listen, port, event, err);
+            if (fd < 0)
+                return -1;
+            /* The first socket's port, when the config says 0, is the one the others share. */
+            gw_socket_address(fd, s->address, &s->port);
+            port = s->port;
+        }
+        f->daemon = start_daemon(fd, flags, on_request, f, s, options, err);
         if (f->daemon == NULL)
             return -1;
-        /* The first daemon's port, when the config says 0, is the one the others share. */
-        port = s->port = bound_port(f->daemon, port);
         if (event && gw_loop_start(f->loop, f->daemon, loop_tick, f) != 0) {
             snprintf(err, GW_ERR_LEN, "cannot start an event loop");
             return -1;
         }
     }
+    if (proxy_protocol)
+        return start_acceptor(s, err);
     return 0;
 }
 
@@ -680,11 +784,20 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
     s->fixed.max_connections_per_ip = config->server.max_connections_per_ip;
     s->fixed.client_timeout_ns = config->server.client_timeout_ns;
     s->fixed.watch_config = config->server.watch_config;
+    s->fixed.proxy_protocol = config->server.proxy_protocol;
+    s->fixed.proxy_protocol_from = config->server.proxy_protocol_from;
+    s->fixed.proxy_protocol_from.items =
+        malloc((s->fixed.proxy_protocol_from.n + 1) * sizeof *s->fixed.proxy_protocol_from.items);
+    if (s->fixed.proxy_protocol_from.items != NULL)
+        memcpy(s->fixed.proxy_protocol_from.items, config->server.proxy_protocol_from.items,
+               config->server.proxy_protocol_from.n *
+                   sizeof *config->server.proxy_protocol_from.items);
     s->metrics = gw_metrics_new();
     s->backends = gw_backends_new();
     s->health = gw_health_start();
     s->store = gw_store_new(config);
     if (s->metrics == NULL || s->backends == NULL || s->health == NULL || s->store == NULL ||
+        s->fixed.proxy_protocol_from.items == NULL ||
         copy_endpoint(&s->fixed.listen, &config->server.listen) != 0 ||
         copy_endpoint(&s->fixed.admin_listen, &config->server.admin_listen) != 0 ||
         copy_endpoint(&s->fixed.redis, &config->redis.address) != 0) {
@@ -706,12 +819,16 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
             {MHD_OPTION_END, 0, NULL},
         };
 
-        s->admin = listen_on(&s->fixed.admin_listen, s->fixed.admin_listen.port,
-                             MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG,
-                             on_admin, s, s, options, err);
+        int fd = gw_listen_socket(&s->fixed.admin_listen, s->fixed.admin_listen.port, 0, err);
+
+        if (fd < 0)
+            goto fail;
+        gw_socket_address(fd, s->admin_address, &s->admin_port);
+        s->admin =
+            start_daemon(fd, MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG,
+                         on_admin, s, s, options, err);
         if (s->admin == NULL)
             goto fail;
-        s->admin_port = bound_port(s->admin, s->fixed.admin_listen.port);
     }
     return s;
 
@@ -728,6 +845,16 @@ uint16_t gw_server_port(const struct gw_server *s)
 uint16_t gw_server_admin_port(const struct gw_server *s)
 {
     return s->admin_port;
+}
+
+const char *gw_server_address(const struct gw_server *s)
+{
+    return s->address;
+}
+
+const char *gw_server_admin_address(const struct gw_server *s)
+{
+    return s->admin_port != 0 ? s->admin_address : NULL;
 }
 
 static bool same_endpoint(const struct config_endpoint *a, const struct config_endpoint *b)
@@ -761,6 +888,11 @@ static void warn_restart_needed(const struct fixed_settings *fixed, const struct
     if (fixed->mode != next->server.mode ||
         (fixed->mode == CONFIG_MODE_EVENT && fixed->workers != next->server.workers))
         gw_warn("reload: server.mode or server.workers changed; it takes effect on restart");
+    if (fixed->proxy_protocol != next->server.proxy_protocol ||
+        fixed->proxy_protocol_from.n != next->server.proxy_protocol_from.n ||
+        memcmp(fixed->proxy_protocol_from.items, next->server.proxy_protocol_from.items,
+               fixed->proxy_protocol_from.n * sizeof *fixed->proxy_protocol_from.items) != 0)
+        gw_warn("reload: server.proxy_protocol(_from) changed; it takes effect on restart");
 }
 
 int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR_LEN])
@@ -806,6 +938,7 @@ unsigned gw_server_drain(struct gw_server *s)
 
     gw_runtime_release(rt);
     atomic_store(&s->draining, true);
+    gw_acceptor_stop(s->acceptor);
     if (s->fronts[0].loop == NULL) {
         listener = MHD_quiesce_daemon(s->fronts[0].daemon);
         if (listener != MHD_INVALID_SOCKET)

@@ -43,6 +43,11 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN]);
 uint16_t gw_server_port(const struct gw_server *server);
 uint16_t gw_server_admin_port(const struct gw_server *server);
 
+/* The addresses bound, "127.0.0.1:8080" or "[::1]:8080", owned by the server; the admin one
+ * is NULL when off. */
+const char *gw_server_address(const struct gw_server *server);
+const char *gw_server_admin_address(const struct gw_server *server);
+
 /* Runs `config` (taken over) from now on: requests already started finish on the old one.
  * Settings that need a restart are logged and keep their running values. 0, or -1 with
  * `err` filled (then nothing changed). Counted in sluice_config_reloads_total. Call from

@@ -15,7 +15,7 @@ struct gw_metrics {
     _Atomic uint64_t reloads_ok, reloads_failed;
     _Atomic int64_t connections;
     _Atomic int64_t in_flight;
-    _Atomic uint64_t connections_rejected, accept_errors;
+    _Atomic uint64_t connections_rejected, accept_errors, proxy_protocol_refused;
 };
 
 struct gw_metrics *gw_metrics_new(void)
@@ -192,6 +192,11 @@ void gw_metrics_count_rejected(struct gw_metrics *m)
     add(&m->connections_rejected, 1);
 }
 
+void gw_metrics_count_proxy_refused(struct gw_metrics *m)
+{
+    add(&m->proxy_protocol_refused, 1);
+}
+
 void gw_metrics_count_accept_error(struct gw_metrics *m)
 {
     add(&m->accept_errors, 1);
@@ -333,6 +338,10 @@ void gw_metrics_render(struct gw_metrics *m, FILE *out,
             "say); accepting pauses after each.\n"
             "# TYPE sluice_accept_errors_total counter\n"
             "sluice_accept_errors_total %llu\n"
+            "# HELP sluice_proxy_protocol_refused_total Connections closed before HTTP: not from "
+            "server.proxy_protocol_from, or no valid PROXY protocol header in time.\n"
+            "# TYPE sluice_proxy_protocol_refused_total counter\n"
+            "sluice_proxy_protocol_refused_total %llu\n"
             "# HELP sluice_log_dropped_total Log lines lost: the log's queue was full (its reader "
             "too slow) or the write failed.\n"
             "# TYPE sluice_log_dropped_total counter\n"
@@ -343,6 +352,7 @@ void gw_metrics_render(struct gw_metrics *m, FILE *out,
             (long long)atomic_load_explicit(&m->in_flight, memory_order_relaxed),
             (unsigned long long)get(&m->connections_rejected),
             (unsigned long long)get(&m->accept_errors),
+            (unsigned long long)get(&m->proxy_protocol_refused),
             (unsigned long long)gw_log_dropped(GW_LOG_ACCESS),
             (unsigned long long)gw_log_dropped(GW_LOG_ERROR));
 }

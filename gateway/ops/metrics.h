@@ -28,6 +28,7 @@
  *   sluice_requests_in_flight                    requests read and not yet fully answered
  *   sluice_connections_rejected_total            refused at max_connections(_per_ip)
  *   sluice_accept_errors_total                   accept() failures (out of fds, say)
+ *   sluice_proxy_protocol_refused_total          closed for want of a valid PROXY header
  *   sluice_log_dropped_total{log}                access | error: lines lost (log.h)
  */
 #ifndef SLUICE_GATEWAY_METRICS_H
@@ -122,6 +123,8 @@ void gw_metrics_in_flight(struct gw_metrics *metrics, int delta);
 unsigned gw_metrics_requests_in_flight(struct gw_metrics *metrics);
 /* A connection closed at once for max_connections or max_connections_per_ip. */
 void gw_metrics_count_rejected(struct gw_metrics *metrics);
+/* A connection closed for want of a valid PROXY protocol header (listener.h). */
+void gw_metrics_count_proxy_refused(struct gw_metrics *metrics);
 /* An accept() that failed, on either port. */
 void gw_metrics_count_accept_error(struct gw_metrics *metrics);
 

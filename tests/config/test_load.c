@@ -519,6 +519,50 @@ static void test_upstream_connection_settings(void)
                  "upstream_max_idle: \"65537\" is not a whole number from 1 to 65536");
 }
 
+/* server.proxy_protocol and proxy_protocol_from: off by default; each version; a list of
+ * peers required once on; other values refused where they are. */
+static void test_proxy_protocol(void)
+{
+    static const struct {
+        const char *yaml;
+        enum config_proxy_protocol mode;
+        size_t n_from;
+    } accepted[] = {
+        {ROUTE_HEAD, CONFIG_PROXY_PROTOCOL_OFF, 0},
+        {"server: {proxy_protocol: off}\n" ROUTE_HEAD, CONFIG_PROXY_PROTOCOL_OFF, 0},
+        {"server: {proxy_protocol: v1, proxy_protocol_from: [10.0.0.0/8]}\n" ROUTE_HEAD,
+         CONFIG_PROXY_PROTOCOL_V1, 1},
+        {"server: {proxy_protocol: v2, proxy_protocol_from: [10.0.0.0/8, \"::1\"]}\n" ROUTE_HEAD,
+         CONFIG_PROXY_PROTOCOL_V2, 2},
+        {"server:\n  proxy_protocol_from: [192.0.2.7]\n  proxy_protocol: any\n" ROUTE_HEAD,
+         CONFIG_PROXY_PROTOCOL_ANY, 1},
+        {"server: {proxy_protocol_from: [192.0.2.7]}\n" ROUTE_HEAD, CONFIG_PROXY_PROTOCOL_OFF, 1},
+    };
+    char *errors = NULL;
+
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+        struct config *c = load_text(accepted[i].yaml, &errors);
+
+        if (c == NULL)
+            fprintf(stderr, "\n%s", errors);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        CU_ASSERT_EQUAL(c->server.proxy_protocol, accepted[i].mode);
+        CU_ASSERT_EQUAL(c->server.proxy_protocol_from.n, accepted[i].n_from);
+        config_free(c);
+        unlink(path);
+    }
+    expect_error("server:\n  proxy_protocol: v1\n" ROUTE_HEAD, 2, 19,
+                 "proxy_protocol: needs server.proxy_protocol_from");
+    expect_error("server: {proxy_protocol: any, proxy_protocol_from: []}\n" ROUTE_HEAD, 1, 26,
+                 "proxy_protocol: needs server.proxy_protocol_from");
+    expect_error("server: {proxy_protocol: v3}\n" ROUTE_HEAD, 1, 26,
+                 "proxy_protocol: \"v3\" is not one of off, v1, v2 or any");
+    expect_error("server: {proxy_protocol: true}\n" ROUTE_HEAD, 1, 26,
+                 "proxy_protocol: \"true\" is not one of off, v1, v2 or any");
+    expect_error("server: {proxy_protocol: v1, proxy_protocol_from: [10.0.0.0/33]}\n" ROUTE_HEAD, 1,
+                 52, "proxy_protocol_from: \"10.0.0.0/33\" is not an address");
+}
+
 /* server.mode and server.workers: the two modes, by default thread_per_connection with a
  * loop per online core; any other mode, and workers outside 1..256, refused where they are. */
 static void test_serving_mode(void)
@@ -1594,6 +1638,7 @@ void register_load_tests(void)
     add_test(s, "max_header_size, upstream_idle_timeout, upstream_max_idle",
              test_upstream_connection_settings);
     add_test(s, "server.mode and server.workers", test_serving_mode);
+    add_test(s, "server.proxy_protocol", test_proxy_protocol);
     add_test(s, "a route's forward proxy", test_route_proxy);
     add_test(s, "40,000 keys are refused at the bound, unwalked",
              test_many_keys_refused_at_the_bound);

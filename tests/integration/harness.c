@@ -613,10 +613,16 @@ static int start(struct proc *p, bool under_valgrind, const char *yaml, va_list 
             if (*c == ':')
                 colon = c;
         if (colon != NULL && sscanf(colon + 1, "%u", &p->port) == 1) {
-            char *admin = strstr(log, "/readyz) on port ");
+            static const char admin_line[] = "/readyz) on http://";
+            const char *admin = strstr(log, admin_line), *host, *colon = NULL;
 
-            if (admin != NULL)
-                sscanf(admin, "/readyz) on port %u", &p->admin_port);
+            /* "... on http://127.0.0.1:PORT" or "... on http://[::1]:PORT" */
+            if (admin != NULL) {
+                host = admin + sizeof admin_line - 1;
+                colon = strchr(*host == '[' ? strchr(host, ']') : host, ':');
+            }
+            if (colon != NULL)
+                sscanf(colon + 1, "%u", &p->admin_port);
             free(log);
             return 0;
         }
