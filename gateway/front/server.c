@@ -788,7 +788,7 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
     s->fixed.proxy_protocol_from = config->server.proxy_protocol_from;
     s->fixed.proxy_protocol_from.items =
         malloc((s->fixed.proxy_protocol_from.n + 1) * sizeof *s->fixed.proxy_protocol_from.items);
-    if (s->fixed.proxy_protocol_from.items != NULL)
+    if (s->fixed.proxy_protocol_from.items != NULL && s->fixed.proxy_protocol_from.n > 0)
         memcpy(s->fixed.proxy_protocol_from.items, config->server.proxy_protocol_from.items,
                config->server.proxy_protocol_from.n *
                    sizeof *config->server.proxy_protocol_from.items);
@@ -890,8 +890,9 @@ static void warn_restart_needed(const struct fixed_settings *fixed, const struct
         gw_warn("reload: server.mode or server.workers changed; it takes effect on restart");
     if (fixed->proxy_protocol != next->server.proxy_protocol ||
         fixed->proxy_protocol_from.n != next->server.proxy_protocol_from.n ||
-        memcmp(fixed->proxy_protocol_from.items, next->server.proxy_protocol_from.items,
-               fixed->proxy_protocol_from.n * sizeof *fixed->proxy_protocol_from.items) != 0)
+        (fixed->proxy_protocol_from.n > 0 &&
+         memcmp(fixed->proxy_protocol_from.items, next->server.proxy_protocol_from.items,
+                fixed->proxy_protocol_from.n * sizeof *fixed->proxy_protocol_from.items) != 0))
         gw_warn("reload: server.proxy_protocol(_from) changed; it takes effect on restart");
 }
 
