@@ -374,6 +374,23 @@ static size_t discard(char *data, size_t size, size_t n, void *cls)
     return size * n;
 }
 
+/* A reload keeps the running proxy_protocol and says so: v2 still served after one asking
+ * for v1 only. */
+static void test_reload_keeps_it(void)
+{
+    unsigned char body[64];
+    char v2[128], answer[4096];
+    size_t v2_len =
+        v2_header(v2, 0x21, 0x11, body, v2_addresses(body, AF_INET, "203.0.113.60", 1, NULL, 0));
+    bool closed;
+
+    rewrite_config(&gw, false, config, rec.port, "v1", "127.0.0.0/8");
+    CU_ASSERT(wait_for_log(&gw, "server.proxy_protocol(_from) changed; it takes effect on restart",
+                           1, 3000));
+    CU_ASSERT(wait_for_log(&gw, "reloaded", 1, 3000));
+    CU_ASSERT_EQUAL(send_with_header(v2, v2_len, "/reloaded", answer, sizeof answer, &closed), 200);
+}
+
 /* GET `path` through 127.0.0.1:`port` from the source address 127.0.0.2; the status. */
 static long get_from_127_0_0_2(unsigned port, const char *path)
 {
@@ -522,6 +539,7 @@ void register_proxy_protocol_tests(void)
     CU_add_test(s, "malformed headers close the connection, nothing forwarded", test_refused);
     CU_add_test(s, "a header in pieces; one never finished", test_pieces_and_timeout);
     CU_add_test(s, "v1 only, v2 only, and peers not allowed", test_versions_and_peers);
+    CU_add_test(s, "a reload keeps the running proxy_protocol", test_reload_keeps_it);
     CU_add_test(s, "HAProxy send-proxy and send-proxy-v2 in front", test_haproxy);
     CU_add_test(s, "listen addresses and bind errors", test_listen_messages);
 }
