@@ -580,6 +580,27 @@ char *recorder_bytes(struct recorder *r, size_t *len)
     return copy;
 }
 
+int recorder_strip_request_ids(char *bytes, size_t *len)
+{
+    static const char field[] = "\r\nX-Request-Id: ";
+    const size_t line = sizeof field - 1 + 32; /* from the CRLF before it to the id's end */
+    int removed = 0;
+    char *at = bytes;
+
+    while (bytes != NULL && (at = strstr(at, field)) != NULL) {
+        const char *id = at + sizeof field - 1;
+
+        if (strspn(id, "0123456789abcdef") == 32 && strncmp(id + 32, "\r\n", 2) == 0) {
+            memmove(at, at + line, *len - (size_t)(at + line - bytes) + 1);
+            *len -= line;
+            removed++;
+        } else {
+            at += 2;
+        }
+    }
+    return removed;
+}
+
 char *recorder_last_answer(struct recorder *r, size_t *len)
 {
     char *copy = NULL;

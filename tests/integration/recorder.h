@@ -137,6 +137,13 @@ void recorder_set_path_status(struct recorder *r, const char *path, int status);
  * NUL is not counted in *len). The caller frees it. */
 char *recorder_bytes(struct recorder *r, size_t *len);
 
+/* Takes out of `bytes` (`*len` of them, NUL-terminated, as recorder_bytes() gives) every
+ * field line "X-Request-Id: " followed by 32 lower-case hex digits and CRLF: the id the
+ * gateway makes for a request that brings none it believes (gateway/common/trace.h), random
+ * each time, so that a test comparing the rest byte for byte need not know it. `*len` is
+ * updated; returns how many lines went. The trace suite checks the id itself. */
+int recorder_strip_request_ids(char *bytes, size_t *len);
+
 /* A copy of the last answer sent (NUL-terminated, the NUL not counted in *len), or NULL when
  * none has been. The caller frees it. */
 char *recorder_last_answer(struct recorder *r, size_t *len);
