@@ -157,6 +157,23 @@ unsigned long recorder_connections(struct recorder *r);
 /* Connections open now (the peer has not closed them, nor the recorder). */
 unsigned long recorder_open_connections(struct recorder *r);
 
+/* A canned upstream: takes one connection on 127.0.0.1:`port` (picked by the kernel), reads a
+ * request head into `received`, writes `answer` and closes 50 ms later. For answers the
+ * recorder does not give (a 101, a malformed head). */
+struct canned {
+    int listen_fd;
+    unsigned port;
+    const char *answer;
+    char received[4096];
+    pthread_t thread;
+};
+
+/* 0, or -1 when it could not listen. */
+int start_canned(struct canned *c, const char *answer);
+
+/* Stops it, whether it took its connection or not. */
+void stop_canned(struct canned *c);
+
 /* Sends `len` bytes on a new connection to 127.0.0.1:`port`, then reads into `answer` (`cap`
  * bytes, NUL-terminated) until the server closes the connection or `timeout_ms` passes. To
  * keep keep-alive exchanges short it also stops once a whole first response has come and
