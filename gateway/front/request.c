@@ -1,7 +1,6 @@
 /* One request's life; design in request.h. */
 #include <arpa/inet.h>
 #include <curl/curl.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

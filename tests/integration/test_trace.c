@@ -10,6 +10,7 @@
  *     tracestate untouched; an invalid one (and its tracestate) is not forwarded;
  *   - tracing.sample 1 starts a trace for every request, 0 for none, and a reload changes it. */
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #define ANSWER_CAP (64 * 1024)
 #define TIMEOUT_MS 5000
 #define TRUSTED    ", trusted_proxies: [\"127.0.0.0/8\"]"
+#define NO_WATCH   ", watch_config: false"
 #define TRACE_ID   "4bf92f3577b34da6a3ce929d0e0e4736"
 #define PARENT_ID  "00f067aa0ba902b7"
 #define TRACESTATE "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
@@ -45,7 +47,11 @@ static const char config[] =
     "max_fails: 0}\n"
     "    retries: {attempts: 2, on: [reset]}\n"
     "  - name: ws\n    match: {path_prefix: /ws}\n    upstream: \"http://127.0.0.1:%6$u\"\n"
-    "  - name: down\n    match: {path_prefix: /down}\n    upstream: \"http://127.0.0.1:%7$u\"\n";
+    "  - name: down\n    match: {path_prefix: /down}\n    upstream: \"http://127.0.0.1:%7$u\"\n"
+    "  - name: own\n    match: {path_prefix: /own}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    set_headers: {x-request-id: \"sluice-${request.id}\"}\n"
+    "  - name: none\n    match: {path_prefix: /none}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    remove_headers: [X-Request-Id, Traceparent]\n";
 
 static int init(void)
 {
@@ -296,6 +302,36 @@ static void test_made_ids(void)
     expect_made_id(x, false);
     expect_problem(x, 400);
     expect_logged(x->label, x->answer_id, 400, "");
+    exchange_free(x);
+    stop_gateway();
+out:
+    free(x);
+}
+
+/* A route's set_headers or remove_headers naming X-Request-Id or traceparent decides those
+ * fields upstream; the client still gets the id. */
+static void test_route_decides(void)
+{
+    struct exchange *x = malloc(sizeof *x);
+    char want[300];
+
+    if (!start_gateway("", "tracing: {sample: 1}\n"))
+        goto out;
+    exchange(x, "set_headers", &recs[0], "GET /own HTTP/1.1\r\nHost: h\r\n\r\n");
+    snprintf(want, sizeof want, "sluice-%s", x->answer_id);
+    check_case(x->status == 200 && x->answer_ids == 1 && is_hex(x->answer_id, 32) &&
+                   x->sent_ids == 1 && strcmp(x->sent_id, want) == 0 && x->traceparents == 1,
+               x->label, "the client got \"%s\", the upstream %d X-Request-Id, the first \"%s\"",
+               x->answer_id, x->sent_ids, x->sent_id);
+    exchange_free(x);
+    exchange(x, "remove_headers", &recs[0],
+             "GET /none HTTP/1.1\r\nHost: h\r\nX-Request-Id: wrong\r\ntraceparent: 00-" TRACE_ID
+             "-" PARENT_ID "-01\r\n\r\n");
+    check_case(x->status == 200 && x->answer_ids == 1 && is_hex(x->answer_id, 32) &&
+                   x->sent_ids == 0 && x->traceparents == 0,
+               x->label, "the client got \"%s\", the upstream %d X-Request-Id, %d traceparent",
+               x->answer_id, x->sent_ids, x->traceparents);
+    expect_logged(x->label, x->answer_id, 200, TRACE_ID);
     exchange_free(x);
     stop_gateway();
 out:
@@ -593,7 +629,8 @@ static void test_sampling(void)
     struct exchange *x = malloc(sizeof *x);
     char trace_ids[5][33];
 
-    if (!start_gateway("", "tracing: {sample: 1}\n"))
+    /* Reloads by SIGHUP alone, so that each is counted once. */
+    if (!start_gateway(NO_WATCH, "tracing: {sample: 1}\n"))
         goto out;
     for (int i = 0; i < 5; i++) {
         exchange(x, "sample 1", &recs[0], "GET /api/x HTTP/1.1\r\nHost: h\r\n\r\n");
@@ -604,9 +641,10 @@ static void test_sampling(void)
         exchange_free(x);
     }
     /* A reload to sample 0 starts none from the next request on. */
-    rewrite_config(&gw, false, config, recs[0].port, recs[1].port, recs[2].port, "",
+    rewrite_config(&gw, false, config, recs[0].port, recs[1].port, recs[2].port, NO_WATCH,
                    "tracing: {sample: 0}\n", recs[0].port, free_port());
-    CU_ASSERT_TRUE(wait_for_log(&gw, "reloaded", 1, 3000));
+    kill(gw.pid, SIGHUP);
+    CU_ASSERT_TRUE(wait_for_log(&gw, "reloaded", 1, 5000));
     for (int i = 0; i < 5; i++) {
         exchange(x, "sample 0 after a reload", &recs[0], "GET /api/x HTTP/1.1\r\nHost: h\r\n\r\n");
         check_case(x->status == 200 && x->traceparents == 0, x->label, "status %d, %d traceparent",
@@ -615,9 +653,10 @@ static void test_sampling(void)
         exchange_free(x);
     }
     /* And back to 1. */
-    rewrite_config(&gw, false, config, recs[0].port, recs[1].port, recs[2].port, "",
+    rewrite_config(&gw, false, config, recs[0].port, recs[1].port, recs[2].port, NO_WATCH,
                    "tracing: {sample: 1}\n", recs[0].port, free_port());
-    CU_ASSERT_TRUE(wait_for_log(&gw, "reloaded", 2, 3000));
+    kill(gw.pid, SIGHUP);
+    CU_ASSERT_TRUE(wait_for_log(&gw, "reloaded", 2, 5000));
     exchange(x, "sample 1 after a reload", &recs[0], "GET /api/x HTTP/1.1\r\nHost: h\r\n\r\n");
     expect_started(x, trace_ids[0]);
     exchange_free(x);
@@ -633,6 +672,8 @@ void register_trace_tests(void)
     add_test(s, "made ids: answer, upstream, ${request.id}, access log, problem+json",
              test_made_ids);
     add_test(s, "a client's X-Request-Id: kept from a trusted peer when sane", test_client_ids);
+    add_test(s, "a route's set_headers or remove_headers decide the fields upstream",
+             test_route_decides);
     add_test(s, "a retried attempt: the same id and traceparent", test_retry_keeps_id);
     add_test(s, "an upgrade: the id both ways, the trace upstream", test_upgrade_ids);
     add_test(s, "a valid traceparent is continued, tracestate untouched",
