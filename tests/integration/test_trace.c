@@ -3,7 +3,8 @@
  * got, what the upstream received and what the access log says are compared exactly.
  *   - an id is made per request (32 hex digits): the same in the client's X-Request-Id, the
  *     upstream's, ${request.id}, the access log's request_id and problem+json bodies (429,
- *     404, 413, 502, and a head the strict reader refused);
+ *     403, 404, 413, 502, 504, and heads the strict reader refused: 400, 431);
+ *   - a route's set_headers or remove_headers naming X-Request-Id or traceparent decide them;
  *   - a client's X-Request-Id is kept only from a trusted peer, sent once and sane; the same
  *     id goes on a retried attempt and on an upgrade (and comes back on the 101);
  *   - a valid traceparent goes on with its trace-id and flags and sluice's own parent-id,
@@ -51,7 +52,11 @@ static const char config[] =
     "  - name: own\n    match: {path_prefix: /own}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
     "    set_headers: {x-request-id: \"sluice-${request.id}\"}\n"
     "  - name: none\n    match: {path_prefix: /none}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
-    "    remove_headers: [X-Request-Id, Traceparent]\n";
+    "    remove_headers: [X-Request-Id, Traceparent]\n"
+    "  - name: walled\n    match: {path_prefix: /walled}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    deny: [\"127.0.0.0/8\"]\n"
+    "  - name: slow\n    match: {path_prefix: /slow}\n    upstream: \"http://127.0.0.1:%3$u\"\n"
+    "    timeout: 200ms\n";
 
 static int init(void)
 {
@@ -294,6 +299,31 @@ static void test_made_ids(void)
     expect_problem(x, 502);
     expect_logged(x->label, x->answer_id, 502, "");
     exchange_free(x);
+
+    exchange(x, "403", &recs[0], "GET /walled HTTP/1.1\r\nHost: h\r\n\r\n");
+    expect_made_id(x, false);
+    expect_problem(x, 403);
+    exchange_free(x);
+
+    recorder_set_delay(&recs[2], 1000);
+    exchange(x, "504", &recs[0], "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n");
+    recorder_set_delay(&recs[2], 0);
+    expect_made_id(x, false);
+    expect_problem(x, 504);
+    exchange_free(x);
+
+    /* A head over max_header_size (16 KiB), refused by the strict reader: 431. */
+    {
+        char *big = malloc(24 * 1024);
+
+        snprintf(big, 24 * 1024, "GET /api/x HTTP/1.1\r\nHost: h\r\nX-Big: %0*d\r\n\r\n", 20 * 1024,
+                 0);
+        exchange(x, "431", &recs[0], big);
+        free(big);
+        expect_made_id(x, false);
+        expect_problem(x, 431);
+        exchange_free(x);
+    }
 
     /* Refused by the strict reader: libmicrohttpd sees a stand-in head (wire.h), so the
      * client's own X-Request-Id is never read, but the answer has an id of its own. */
