@@ -28,6 +28,12 @@
  *   consumers_file: a YAML file holding `consumers:` and such a list, and nothing else: up to
  *             CONFIG_MAX_CONSUMERS of them in CONFIG_MAX_CONSUMERS_FILE bytes, read as a
  *             stream (no ${VAR} there: give keys as sha256:), watched like the config itself
+ *   tracing:  sample
+ *
+ * Request ids and tracing (gateway/common/trace.h). tracing.sample (a number from 0 to 1,
+ * default 0) is the chance that a request arriving without a valid W3C traceparent starts a
+ * new trace (sent upstream as traceparent, sampled); 0 starts none, 1 one per request. A valid
+ * traceparent is always continued. It takes effect on reload like everything else.
  *
  * Consumers and plans. A plan is a named set of limits; a route takes one as its limits with
  * `plan: NAME` instead of `limit:`, and may give its own version of any plan (`plans: {gold:
@@ -399,6 +405,9 @@ struct config {
     struct config_consumer *consumers; /* consumers:, then those of consumers_file */
     size_t n_consumers;
     char *consumers_file; /* consumers_file:, relative to the config's directory; or NULL */
+    struct {
+        double sample; /* the chance a request without a trace starts one: 0 (default) to 1 */
+    } tracing;
 };
 
 /* Loads and validates `path`. Returns the config, freed with config_free(); or NULL with

@@ -2668,6 +2668,37 @@ static void parse_consumers_file(struct loader *ld, yaml_node_t *node, void *obj
     config_relative_path(ld, node, "consumers_file", &((struct config *)object)->consumers_file);
 }
 
+/* tracing.sample: a plain decimal number from 0 to 1 ("0.01", "1", "1e-3"); not "nan", "inf",
+ * hex or a percentage, all of which strtod would take or half-take. */
+static void parse_trace_sample(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config *config = object;
+    const char *text = scalar(ld, node, "sample");
+    char *end = NULL;
+    double sample;
+
+    if (text == NULL)
+        return;
+    errno = 0;
+    sample = strtod(text, &end);
+    if (text[0] == '\0' || strspn(text, "0123456789.eE+-") != strlen(text) || *end != '\0' ||
+        errno != 0 || !(sample >= 0 && sample <= 1)) {
+        errorf(ld, node, "sample: \"%s\" is not a number from 0 to 1 (like 0.01)", text);
+        return;
+    }
+    config->tracing.sample = sample;
+}
+
+static const struct field tracing_fields[] = {
+    {"sample", V_CUSTOM, 0, 0, 0, parse_trace_sample},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static void parse_tracing(struct loader *ld, yaml_node_t *node, void *object)
+{
+    walk_mapping(ld, node, tracing_fields, object, "tracing");
+}
+
 static void parse_server(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
@@ -2697,6 +2728,7 @@ static const struct field top_fields[] = {
     {"plans", V_CUSTOM, 0, 0, 0, parse_plans},
     {"consumers", V_CUSTOM, 0, 0, 0, parse_consumers},
     {"consumers_file", V_CUSTOM, 0, 0, 0, parse_consumers_file},
+    {"tracing", V_CUSTOM, 0, 0, 0, parse_tracing},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -2719,6 +2751,7 @@ static void set_defaults(struct config *config)
     config->redis.db = 0;
     config->redis.timeout_ns = 50 * (int64_t)1000000;
     config->replicas = 1;
+    config->tracing.sample = 0;
 }
 
 static void syntax_error(struct loader *ld, const yaml_parser_t *parser)

@@ -26,5 +26,6 @@ void register_cost_tests(void);
 void register_backends_tests(void);
 void register_target_after_tests(void);
 void register_body_tests(void);
+void register_trace_tests(void);
 
 #endif

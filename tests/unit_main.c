@@ -36,6 +36,7 @@ int main(int argc, char **argv)
     register_backends_tests();
     register_target_after_tests();
     register_body_tests();
+    register_trace_tests();
 
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)

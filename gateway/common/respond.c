@@ -5,8 +5,8 @@
 
 #include "respond.h"
 
-#define PROBLEM_FORMAT \
-    "{\"type\":\"about:blank\",\"title\":\"%s\",\"status\":%u,\"detail\":\"%s\"%s%s%s}\n"
+#define PROBLEM_FORMAT                                                                             \
+    "{\"type\":\"about:blank\",\"title\":\"%s\",\"status\":%u,\"detail\":\"%s\"%s%s}\n"
 
 static int64_t ceil_seconds(int64_t ms)
 {
@@ -128,19 +128,28 @@ size_t gw_json_escape(char *out, size_t cap, const char *text, size_t text_len)
     return len;
 }
 
-char *gw_problem_json(unsigned status, const char *detail, const char *route)
+char *gw_problem_json(unsigned status, const char *detail, const char *route,
+                      const char *request_id)
 {
-    char detail_json[512], route_json[256];
+    char detail_json[512], json[256], route_part[288] = "", id_part[288] = "";
     char *body = NULL;
     size_t len;
 
     gw_json_escape(detail_json, sizeof detail_json, detail, SIZE_MAX);
-    gw_json_escape(route_json, sizeof route_json, route ? route : "", SIZE_MAX);
+    if (route != NULL) {
+        gw_json_escape(json, sizeof json, route, SIZE_MAX);
+        snprintf(route_part, sizeof route_part, ",\"route\":\"%s\"", json);
+    }
+    if (request_id != NULL) {
+        gw_json_escape(json, sizeof json, request_id, SIZE_MAX);
+        snprintf(id_part, sizeof id_part, ",\"request_id\":\"%s\"", json);
+    }
     len = (size_t)snprintf(NULL, 0, PROBLEM_FORMAT, gw_status_title(status), status, detail_json,
-                           route ? ",\"route\":\"" : "", route_json, route ? "\"" : "") + 1;
+                           route_part, id_part) +
+          1;
     body = malloc(len);
     if (body != NULL)
         snprintf(body, len, PROBLEM_FORMAT, gw_status_title(status), status, detail_json,
-                 route ? ",\"route\":\"" : "", route_json, route ? "\"" : "");
+                 route_part, id_part);
     return body;
 }

@@ -47,9 +47,11 @@ int64_t gw_reset_seconds(const struct limiter_params *params,
 /* Seconds to send as Retry-After: enough to wait, at least 1. */
 int64_t gw_retry_after_seconds(int64_t retry_after_ms);
 
-/* A problem+json body for `status`, with `detail` and, when not NULL, the route. Returns a
- * string the caller frees, or NULL when memory is short. */
-char *gw_problem_json(unsigned status, const char *detail, const char *route);
+/* A problem+json body for `status`, with `detail` and, when not NULL, the route and the
+ * request's id ("request_id"). Returns a string the caller frees, or NULL when memory is
+ * short. */
+char *gw_problem_json(unsigned status, const char *detail, const char *route,
+                      const char *request_id);
 
 /* Writes the first `len` bytes of `text` (or up to its NUL), escaped for the inside of a
  * JSON string, into `out` (cut short rather than overflow); returns the length written. */

@@ -1,7 +1,6 @@
 /* One request's life; design in request.h. */
 #include <arpa/inet.h>
 #include <curl/curl.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +17,12 @@
 #include "request.h"
 #include "routes.h"
 #include "target.h"
+#include "trace.h"
 #include "tunnel.h"
 #include "upgrade.h"
 
 #define RESPONSE_BLOCK (32 * 1024)
 #define TOO_LARGE      "the request body is larger than this gateway accepts"
-
-#define GW_REQUEST_ID_LEN 129 /* a client's X-Request-Id of up to 128 bytes, or 32 hex digits */
 
 struct gw_request {
     struct gw_offload_job store_job; /* event mode: the Redis store asked off the loop */
@@ -94,7 +92,8 @@ struct gw_request {
     uint64_t tried;
     unsigned attempts;
     enum gw_fault fault;
-    char request_id[GW_REQUEST_ID_LEN];  /* ${request.id}, made when first needed */
+    char request_id[GW_REQUEST_ID_LEN];  /* made as it starts (name_request()); ${request.id} */
+    struct gw_trace trace;               /* its trace context (trace.h) */
     struct curl_slist *upstream_headers; /* one array of nodes (upstream_headers()) */
     char *upstream_header_text;
     char *upstream_url;
@@ -191,11 +190,14 @@ static void add_limit_headers(const struct gw_request *rq, struct MHD_Response *
     }
 }
 
+/* Every answer, the gateway's own or the upstream's, carries the request's id. */
 static enum MHD_Result queue(struct gw_request *rq, struct MHD_Connection *c, unsigned status,
                              struct MHD_Response *response)
 {
-    enum MHD_Result ret = MHD_queue_response(c, status, response);
+    enum MHD_Result ret;
 
+    MHD_add_response_header(response, "X-Request-Id", rq->request_id);
+    ret = MHD_queue_response(c, status, response);
     rq->status = status;
     MHD_destroy_response(response);
     return ret;
@@ -227,18 +229,16 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
     char *body;
     size_t len;
 
-    if (denied) {
-        /* The route's denial never changes: made once per config (on_limit), and it lives as
-         * long as this request holds the runtime. */
-        const struct gw_route_runtime *r = route_runtime_of(rq);
-
-        status = route->on_limit.status;
-        type = r->denied_type;
-        len = r->denied_len;
+    if (denied && route->on_limit.body != NULL) {
+        /* on_limit's body never changes: read once per config, and it lives as long as this
+         * request holds the runtime. */
+        type = route->on_limit.content_type;
+        len = route->on_limit.body_len;
         response =
-            MHD_create_response_from_buffer(len, (void *)r->denied_body, MHD_RESPMEM_PERSISTENT);
+            MHD_create_response_from_buffer(len, route->on_limit.body, MHD_RESPMEM_PERSISTENT);
     } else {
-        body = gw_problem_json(status, detail, route ? route->name : NULL);
+        /* Made per request, for its id; a denial's says 429 whatever on_limit.status is. */
+        body = gw_problem_json(status, detail, route ? route->name : NULL, rq->request_id);
         if (body == NULL)
             return MHD_NO;
         len = strlen(body);
@@ -248,6 +248,8 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
     }
     if (response == NULL)
         return MHD_NO;
+    if (denied)
+        status = route->on_limit.status;
     MHD_add_response_header(response, "Content-Type", type);
     if (closes_connection(rq))
         MHD_add_response_header(response, "Connection", "close");
@@ -705,6 +707,23 @@ static void read_client(struct gw_request *rq, struct MHD_Connection *c)
     rq->forwarded_for = joined_header(c, "X-Forwarded-For");
 }
 
+/* The request's id and trace context (trace.h), made once as it starts: a client's
+ * X-Request-Id is believed only from a trusted peer, sent once and sane. A head the strict
+ * reader refused reaches here as its stand-in (wire.h), and gets an id of its own. */
+static void name_request(struct gw_request *rq, struct MHD_Connection *c)
+{
+    struct field_count id = {"X-Request-Id", 0, NULL}, parent = {"traceparent", 0, NULL};
+
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_field, &id);
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_field, &parent);
+    if (rq->trusted_peer && id.n == 1 && id.first != NULL && gw_request_id_is_sane(id.first))
+        snprintf(rq->request_id, sizeof rq->request_id, "%s", id.first);
+    else
+        gw_request_id_new(rq->request_id);
+    gw_trace_begin(&rq->trace, parent.n == 1 ? parent.first : NULL,
+                   rq->runtime->config->tracing.sample);
+}
+
 /* Whether the request asks to switch its connection to one of the route's upgrades: an
  * HTTP/1.1 request, an Upgrade field naming one protocol the route lists, and Connection naming
  * upgrade. Any other Upgrade (h2c, a protocol not listed, an HTTP/1.0 request's) is dropped as
@@ -740,9 +759,10 @@ static void begin(struct gw_request *rq, struct MHD_Connection *c)
                      MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding") == NULL;
     /* The strict reader (head.h) let through no Content-Length beside Transfer-Encoding. */
     rq->body.length = length != NULL ? (int64_t)strtoull(length, NULL, 10) : -1;
+    read_client(rq, c);
+    name_request(rq, c);
     if (refuse_misread(rq, false))
         return;
-    read_client(rq, c);
     if (rq->raw_uri[0] != '/') { /* absolute-form, CONNECT's authority-form, OPTIONS * */
         refuse(rq, MHD_HTTP_BAD_REQUEST, "the request target must be a path (origin-form)");
         return;
@@ -790,6 +810,7 @@ struct header_walk {
     bool trusted_peer;       /* its X-Forwarded-Proto and -Host are passed on */
     bool keep_underscores;   /* server.underscores_in_headers */
     const char *consumer_header; /* server.consumer_header: only the gateway sets it */
+    bool keep_tracestate;        /* the client's traceparent was valid (trace.h) */
     const struct config_route *route; /* its set_headers and remove_headers */
     unsigned dropped;        /* names with '_' left out */
     bool failed, has_accept, has_content_type, has_proto, has_forwarded_host;
@@ -856,6 +877,14 @@ static bool replaced_by_gateway(const char *name, bool trusted_peer)
                              strcasecmp(name, "X-Forwarded-Host") == 0);
 }
 
+/* The fields of the request's id and trace, which the gateway sends itself; the client's
+ * tracestate goes on as it came, but only beside a valid traceparent (trace.h). */
+static bool replaced_by_trace(const char *name, bool keep_tracestate)
+{
+    return strcasecmp(name, "X-Request-Id") == 0 || strcasecmp(name, "traceparent") == 0 ||
+           (!keep_tracestate && strcasecmp(name, "tracestate") == 0);
+}
+
 /* Whether the route's remove_headers names the field: neither the client's copy nor the
  * gateway's own (X-Forwarded-*) is forwarded. */
 static bool removed_by_route(const struct config_route *route, const char *name)
@@ -884,6 +913,7 @@ static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, co
     (void)kind;
     if (value == NULL || gw_header_is_hop_by_hop(name, w->connection) ||
         replaced_by_gateway(name, w->trusted_peer) || replaced_by_route(w->route, name) ||
+        replaced_by_trace(name, w->keep_tracestate) ||
         (w->consumer_header != NULL && strcasecmp(name, w->consumer_header) == 0))
         return MHD_YES;
     /* CGI-style upstreams read X_API_Key as X-API-Key: a second spelling of a field that
@@ -896,31 +926,9 @@ static enum MHD_Result copy_request_field(void *cls, enum MHD_ValueKind kind, co
     return w->failed ? MHD_NO : MHD_YES;
 }
 
-/* ${request.id}: the client's X-Request-Id when it sent one of printable ASCII that fits,
- * else 128 random bits in hex; the same for every attempt of the request. */
-static const char *request_id(struct gw_request *rq, struct MHD_Connection *c)
-{
-    const char *given = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
-    bool usable = given != NULL && given[0] != '\0' && strlen(given) < sizeof rq->request_id;
-    unsigned char random[16];
-
-    if (rq->request_id[0] != '\0')
-        return rq->request_id;
-    for (const char *p = given; usable && *p != '\0'; p++)
-        usable = *p > ' ' && *p < 0x7f;
-    if (usable) {
-        snprintf(rq->request_id, sizeof rq->request_id, "%s", given);
-    } else {
-        randombytes_buf(random, sizeof random);
-        sodium_bin2hex(rq->request_id, sizeof rq->request_id, random, sizeof random);
-    }
-    return rq->request_id;
-}
-
 /* Appends `name: template` with its ${request.*} filled in. */
-static void append_set_header(struct header_walk *w, struct gw_request *rq,
-                              struct MHD_Connection *c, const char *name, const char *template,
-                              const char *client_text)
+static void append_set_header(struct header_walk *w, const struct gw_request *rq, const char *name,
+                              const char *template, const char *client_text)
 {
     static const char *const variables[] = {"${request.client_addr}", "${request.consumer}",
                                             "${request.id}"};
@@ -936,7 +944,7 @@ static void append_set_header(struct header_walk *w, struct gw_request *rq,
                 skip = strlen(variables[v]);
                 fill = v == 0   ? client_text
                        : v == 1 ? (rq->consumer != NULL ? rq->consumer : "")
-                                : request_id(rq, c);
+                                : rq->request_id;
             }
         if (fill == NULL) {
             value[len++] = *at++;
@@ -975,6 +983,7 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
                             .trusted_peer = rq->trusted_peer,
                             .keep_underscores = rq->runtime->config->server.underscores_in_headers,
                             .consumer_header = rq->runtime->config->server.consumer_header,
+                            .keep_tracestate = rq->trace.continued,
                             .route = route};
     char peer_text[64] = "unknown", client_text[64] = "";
     struct curl_slist *nodes;
@@ -992,7 +1001,7 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
         inet_ntop(client.family, client.bytes, client_text, sizeof client_text);
     }
     for (size_t i = 0; i < route->n_set_headers; i++)
-        append_set_header(&w, rq, c, route->set_headers[i].name, route->set_headers[i].value,
+        append_set_header(&w, rq, route->set_headers[i].name, route->set_headers[i].value,
                           client_text);
     if (host != NULL)
         append_field(&w, "Host", host);
@@ -1006,6 +1015,14 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
         append_field(&w, "X-Forwarded-Proto", "http");
     if (rq->host != NULL && !w.has_forwarded_host && !removed_by_route(route, "X-Forwarded-Host"))
         append_field(&w, "X-Forwarded-Host", rq->host);
+    if (!replaced_by_route(route, "X-Request-Id"))
+        append_field(&w, "X-Request-Id", rq->request_id);
+    if (rq->trace.trace_id[0] != '\0' && !replaced_by_route(route, "traceparent")) {
+        char traceparent[GW_TRACEPARENT_LEN];
+
+        gw_traceparent_format(&rq->trace, traceparent);
+        append_field(&w, "traceparent", traceparent);
+    }
     if (w.consumer_header != NULL && rq->consumer != NULL &&
         !replaced_by_route(route, w.consumer_header))
         append_field(&w, w.consumer_header, rq->consumer);
@@ -1271,8 +1288,9 @@ static bool end_attempt(struct gw_request *rq, enum gw_upstream_error error, lon
 }
 
 /* The upstream's answer fields on `response`, with the RateLimit fields: not the hop-by-hop
- * ones (nor any its Connection fields name), Content-Length (libmicrohttpd frames the answer)
- * or the upstream's own RateLimit fields. 0, or -1 when memory is short. */
+ * ones (nor any its Connection fields name), Content-Length (libmicrohttpd frames the answer),
+ * X-Request-Id (queue() sends the request's own) or the upstream's own RateLimit fields. 0, or
+ * -1 when memory is short. */
 static int add_answer_fields(const struct gw_request *rq, struct MHD_Response *response,
                              const char *fields, size_t len)
 {
@@ -1288,7 +1306,7 @@ static int add_answer_fields(const struct gw_request *rq, struct MHD_Response *r
     cursor = 0;
     while (gw_field_next(fields, len, &cursor, &name, &value))
         if (!gw_header_is_hop_by_hop(name, connection) && strcasecmp(name, "Content-Length") != 0 &&
-            !limit_field(rq, name))
+            strcasecmp(name, "X-Request-Id") != 0 && !limit_field(rq, name))
             MHD_add_response_header(response, name, value);
     free(connection);
     add_limit_headers(rq, response);
@@ -1692,6 +1710,8 @@ void gw_request_done(struct gw_request *rq)
         .dropped_headers = rq->dropped_headers,
         .upstream_error = gw_fault_name(rq->fault),
         .upstream_server = rq->attempts > 0 ? route->servers[rq->server].url : "",
+        .request_id = rq->request_id,
+        .trace_id = rq->trace.trace_id,
     };
 
     close_attempt(rq);

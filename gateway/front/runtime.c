@@ -239,13 +239,6 @@ static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime 
                           cr->plans[p].n_limits, previous, metrics, err, err_len) != 0)
                 return -1;
     }
-    r->problem_body = gw_problem_json(429, GW_DENIED_DETAIL, cr->name);
-    r->denied_body = cr->on_limit.body != NULL ? cr->on_limit.body : r->problem_body;
-    r->denied_len = cr->on_limit.body != NULL ? cr->on_limit.body_len
-                    : r->problem_body != NULL ? strlen(r->problem_body)
-                                              : 0;
-    r->denied_type =
-        cr->on_limit.body != NULL ? cr->on_limit.content_type : "application/problem+json";
     if (cr->identifies_consumers) {
         r->unknown_key_detail =
             join3("an API key issued for this API is required in the ", cr->key_name,
@@ -255,7 +248,7 @@ static int build_route(struct gw_runtime *rt, size_t i, const struct gw_runtime 
             return -1;
         }
     }
-    if (r->problem_body == NULL || build_upstream(cr, r, backends) != 0) {
+    if (build_upstream(cr, r, backends) != 0) {
         snprintf(err, err_len, "out of memory");
         return -1;
     }
@@ -284,7 +277,6 @@ static void runtime_free(struct gw_runtime *rt)
             free(set->policy);
         }
         free(rt->routes[i].plans);
-        free(rt->routes[i].problem_body);
         free(rt->routes[i].unknown_key_detail);
         for (size_t k = 0; rt->routes[i].pools != NULL && k < rt->config->routes[i].n_servers; k++)
             free(rt->routes[i].pools[k]);

@@ -67,11 +67,6 @@ struct gw_route_runtime {
     struct gw_limit_set own;    /* the route's limit: or plan: */
     struct gw_limit_set *plans; /* one per config plan, as config_route.plans; or NULL */
     bool shared;                /* in the shared store */
-    /* What a denied request gets: on_limit's body, or the problem+json one made here. */
-    const char *denied_body;
-    size_t denied_len;
-    const char *denied_type;
-    char *problem_body;       /* the problem+json body, owned */
     char *unknown_key_detail; /* the 401's detail where a key names a consumer, or NULL */
     struct gw_backend_set backends; /* its upstream's servers */
     char **pools; /* per server, its connection pool's name (gw_upstream_acquire) */

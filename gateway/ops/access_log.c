@@ -6,6 +6,7 @@
 #include "access_log.h"
 #include "log.h"
 #include "respond.h"
+#include "trace.h"
 
 /* The time as "2026-11-30T10:00:00", formatted once a second per thread. */
 static const char *utc_seconds(time_t now)
@@ -83,12 +84,16 @@ void gw_access_log_write(int fd, const struct gw_access_entry *e)
         sodium_bin2hex(client, sizeof client, digest, sizeof digest);
     }
     /* Each escaped field is bounded (path 1 KiB, route 160, method 48, consumer and plan 64, server
-     * 512), so the line fits. */
+     * 512, request id 128, trace id 32), so the line fits. */
     put_text(&l, "{\"time\":\"");
     put_text(&l, utc_seconds(now.tv_sec));
     put(&l, ".", 1);
     put_number(&l, (unsigned long long)(now.tv_nsec / 1000000), 3);
-    put_text(&l, "Z\",\"route\":\"");
+    put_text(&l, "Z\",\"request_id\":\"");
+    put_escaped(&l, e->request_id, SIZE_MAX, GW_REQUEST_ID_LEN);
+    put_text(&l, "\",\"trace_id\":\"");
+    put_text(&l, e->trace_id);
+    put_text(&l, "\",\"route\":\"");
     put_escaped(&l, e->route ? e->route : "", SIZE_MAX, 160);
     put_text(&l, "\",\"method\":\"");
     put_escaped(&l, e->method, SIZE_MAX, 48);

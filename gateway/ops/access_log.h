@@ -5,7 +5,8 @@
  * never a request. The query string is left out of the path and the client key appears only
  * as a short hash, so no API key ever reaches the log.
  *
- * {"time":"2026-11-30T10:00:00.123Z","route":"api","method":"GET","path":"/api/items",
+ * {"time":"2026-11-30T10:00:00.123Z","request_id":"5f0c6d3e9a1b4c7d8e2f0a1b2c3d4e5f",
+ *  "trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","route":"api","method":"GET","path":"/api/items",
  *  "status":200,"decision":"allowed","upstream_status":200,"upstream_ms":1.8,
  *  "duration_ms":2.1,"bytes":512,"client":"3f9a0c1d2b4e5f60","consumer":"acme","plan":"gold",
  *  "dropped_headers":0,"upstream_error":"","upstream_server":"http://10.0.0.5:8080"}
@@ -14,7 +15,8 @@
  * "reset", "timeout", "cut", "too_large", "invalid", "other"), "" when it had none;
  * upstream_server the server of that attempt, "" when the request was not forwarded.
  * consumer and plan are "" unless the route's key named a consumer (config.h); "plan" is then
- * the consumer's.
+ * the consumer's. request_id is the id the client and the upstream saw in X-Request-Id, and
+ * trace_id the W3C trace the request joined or started, "" for none (trace.h).
  */
 #ifndef SLUICE_GATEWAY_ACCESS_LOG_H
 #define SLUICE_GATEWAY_ACCESS_LOG_H
@@ -37,6 +39,8 @@ struct gw_access_entry {
     unsigned dropped_headers; /* request fields not forwarded ('_' in the name); 0 if none */
     const char *upstream_error;  /* proxy.h's fault name; "" when none */
     const char *upstream_server; /* the last attempt's server URL; "" when none */
+    const char *request_id;      /* trace.h: sane, so written as it is */
+    const char *trace_id;        /* 32 hex digits; "" when the request has no trace */
 };
 
 /* Queues the line of `entry` for `fd` (-1: the log is off); never waits on `fd`, which need

@@ -1465,6 +1465,49 @@ static void test_set_headers(void)
     loaded_free(c);
 }
 
+/* tracing.sample: 0 by default, a number from 0 to 1, each problem at its place. */
+static void test_tracing(void)
+{
+    static const struct {
+        const char *yaml;
+        double sample;
+    } accepted[] = {
+        {ROUTE_HEAD, 0},
+        {"tracing: {sample: 0.01}\n" ROUTE_HEAD, 0.01},
+        {"tracing:\n  sample: 1\n" ROUTE_HEAD, 1},
+        {"tracing: {sample: 0}\n" ROUTE_HEAD, 0},
+        {"tracing: {sample: 1e-3}\n" ROUTE_HEAD, 0.001},
+        {"tracing: {sample: \"${SLUICE_TEST_UNSET_SAMPLE:-0.5}\"}\n" ROUTE_HEAD, 0.5},
+        {"tracing: {}\n" ROUTE_HEAD, 0},
+    };
+    char *errors = NULL;
+
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+        struct config *c = load_text(accepted[i].yaml, &errors);
+
+        if (c == NULL)
+            fprintf(stderr, "\n%s", errors);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        CU_ASSERT_DOUBLE_EQUAL(c->tracing.sample, accepted[i].sample, 1e-12);
+        config_free(c);
+        unlink(path);
+    }
+    expect_one_error("tracing: {sample: 1.5}\n" ROUTE_HEAD, 1, 19,
+                     "sample: \"1.5\" is not a number from 0 to 1 (like 0.01)");
+    expect_one_error("tracing:\n  sample: -0.1\n" ROUTE_HEAD, 2, 11,
+                     "sample: \"-0.1\" is not a number from 0 to 1");
+    expect_one_error("tracing: {sample: 1%}\n" ROUTE_HEAD, 1, 19, "sample: \"1%\" is not");
+    expect_one_error("tracing: {sample: nan}\n" ROUTE_HEAD, 1, 19, "sample: \"nan\" is not");
+    expect_one_error("tracing: {sample: inf}\n" ROUTE_HEAD, 1, 19, "sample: \"inf\" is not");
+    expect_one_error("tracing: {sample: 0x1p-1}\n" ROUTE_HEAD, 1, 19, "sample: \"0x1p-1\" is not");
+    expect_one_error("tracing: {sample: \"\"}\n" ROUTE_HEAD, 1, 19, "sample: \"\" is not");
+    expect_one_error("tracing: {sample: 0.5.1}\n" ROUTE_HEAD, 1, 19, "sample: \"0.5.1\" is not");
+    expect_one_error("tracing: {sample: [0.5]}\n" ROUTE_HEAD, 1, 19,
+                     "sample: expected a single value");
+    expect_one_error("tracing: {rate: 0.5}\n" ROUTE_HEAD, 1, 11, "tracing: unknown key");
+    expect_one_error("tracing: 0.5\n" ROUTE_HEAD, 1, 10, "tracing: expected a mapping");
+}
+
 static void test_set_headers_errors(void)
 {
     static const char *const reserved[] = {
@@ -1667,4 +1710,5 @@ void register_load_tests(void)
     add_test(s, "set_headers problems: names, values, ${request.*}", test_set_headers_errors);
     add_test(s, "remove_headers", test_remove_headers);
     add_test(s, "upgrades and tunnel_idle_timeout", test_upgrades);
+    add_test(s, "tracing.sample", test_tracing);
 }

@@ -68,15 +68,21 @@ static void test_retry_after_rounds_up(void)
 
 static void test_problem_json(void)
 {
-    char *body = gw_problem_json(429, "slow \"down\"\n", "api");
+    char *body = gw_problem_json(429, "slow \"down\"\n", "api", NULL);
 
     CU_ASSERT_STRING_EQUAL(body, "{\"type\":\"about:blank\",\"title\":\"Too Many Requests\","
                                  "\"status\":429,\"detail\":\"slow \\\"down\\\"\\u000a\","
                                  "\"route\":\"api\"}\n");
     free(body);
-    body = gw_problem_json(404, "no route", NULL);
+    body = gw_problem_json(404, "no route", NULL, NULL);
     CU_ASSERT_PTR_NULL(strstr(body, "route\":"));
     CU_ASSERT_PTR_NOT_NULL(strstr(body, "\"title\":\"Not Found\",\"status\":404"));
+    CU_ASSERT_PTR_NULL(strstr(body, "request_id"));
+    free(body);
+    body = gw_problem_json(413, "too big", "api", "req-7");
+    CU_ASSERT_STRING_EQUAL(body, "{\"type\":\"about:blank\",\"title\":\"Content Too Large\","
+                                 "\"status\":413,\"detail\":\"too big\",\"route\":\"api\","
+                                 "\"request_id\":\"req-7\"}\n");
     free(body);
 }
 

@@ -185,5 +185,6 @@ void register_backends_tests(void);
 void register_streams_tests(void);
 void register_tunnels_tests(void);
 void register_proxy_protocol_tests(void);
+void register_trace_tests(void);
 
 #endif

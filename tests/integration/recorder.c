@@ -580,6 +580,72 @@ char *recorder_bytes(struct recorder *r, size_t *len)
     return copy;
 }
 
+static void *serve_canned(void *arg)
+{
+    struct canned *c = arg;
+    size_t len = 0;
+    int fd = accept(c->listen_fd, NULL, NULL);
+
+    if (fd < 0)
+        return NULL;
+    while (len < sizeof c->received - 1 && strstr(c->received, "\r\n\r\n") == NULL) {
+        ssize_t n = recv(fd, c->received + len, sizeof c->received - 1 - len, 0);
+
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        c->received[len] = '\0';
+    }
+    send(fd, c->answer, strlen(c->answer), MSG_NOSIGNAL);
+    poll(NULL, 0, 50);
+    close(fd);
+    return NULL;
+}
+
+int start_canned(struct canned *c, const char *answer)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof addr;
+
+    memset(c, 0, sizeof *c);
+    c->answer = answer;
+    c->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->listen_fd < 0 || bind(c->listen_fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+        listen(c->listen_fd, 4) != 0 ||
+        getsockname(c->listen_fd, (struct sockaddr *)&addr, &len) != 0)
+        return -1;
+    c->port = ntohs(addr.sin_port);
+    return pthread_create(&c->thread, NULL, serve_canned, c);
+}
+
+void stop_canned(struct canned *c)
+{
+    shutdown(c->listen_fd, SHUT_RDWR); /* ends an accept() still waiting */
+    pthread_join(c->thread, NULL);
+    close(c->listen_fd);
+}
+
+int recorder_strip_request_ids(char *bytes, size_t *len)
+{
+    static const char field[] = "\r\nX-Request-Id: ";
+    const size_t line = sizeof field - 1 + 32; /* from the CRLF before it to the id's end */
+    int removed = 0;
+    char *at = bytes;
+
+    while (bytes != NULL && (at = strstr(at, field)) != NULL) {
+        const char *id = at + sizeof field - 1;
+
+        if (strspn(id, "0123456789abcdef") == 32 && strncmp(id + 32, "\r\n", 2) == 0) {
+            memmove(at, at + line, *len - (size_t)(at + line - bytes) + 1);
+            *len -= line;
+            removed++;
+        } else {
+            at += 2;
+        }
+    }
+    return removed;
+}
+
 char *recorder_last_answer(struct recorder *r, size_t *len)
 {
     char *copy = NULL;

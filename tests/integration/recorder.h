@@ -137,6 +137,13 @@ void recorder_set_path_status(struct recorder *r, const char *path, int status);
  * NUL is not counted in *len). The caller frees it. */
 char *recorder_bytes(struct recorder *r, size_t *len);
 
+/* Takes out of `bytes` (`*len` of them, NUL-terminated, as recorder_bytes() gives) every
+ * field line "X-Request-Id: " followed by 32 lower-case hex digits and CRLF: the id the
+ * gateway makes for a request that brings none it believes (gateway/common/trace.h), random
+ * each time, so that a test comparing the rest byte for byte need not know it. `*len` is
+ * updated; returns how many lines went. The trace suite checks the id itself. */
+int recorder_strip_request_ids(char *bytes, size_t *len);
+
 /* A copy of the last answer sent (NUL-terminated, the NUL not counted in *len), or NULL when
  * none has been. The caller frees it. */
 char *recorder_last_answer(struct recorder *r, size_t *len);
@@ -149,6 +156,23 @@ unsigned long recorder_connections(struct recorder *r);
 
 /* Connections open now (the peer has not closed them, nor the recorder). */
 unsigned long recorder_open_connections(struct recorder *r);
+
+/* A canned upstream: takes one connection on 127.0.0.1:`port` (picked by the kernel), reads a
+ * request head into `received`, writes `answer` and closes 50 ms later. For answers the
+ * recorder does not give (a 101, a malformed head). */
+struct canned {
+    int listen_fd;
+    unsigned port;
+    const char *answer;
+    char received[4096];
+    pthread_t thread;
+};
+
+/* 0, or -1 when it could not listen. */
+int start_canned(struct canned *c, const char *answer);
+
+/* Stops it, whether it took its connection or not. */
+void stop_canned(struct canned *c);
 
 /* Sends `len` bytes on a new connection to 127.0.0.1:`port`, then reads into `answer` (`cap`
  * bytes, NUL-terminated) until the server closes the connection or `timeout_ms` passes. To

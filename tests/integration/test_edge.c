@@ -97,6 +97,7 @@ static void exchange(struct exchange *x, const char *label, const char *request,
     x->status =
         raw_session(gw.port, request, len, x->answer, sizeof x->answer, TIMEOUT_MS, &x->closed);
     x->upstream = recorder_bytes(&rec, &x->upstream_len);
+    recorder_strip_request_ids(x->upstream, &x->upstream_len);
     x->upstream_requests = recorder_requests(&rec);
 }
 

@@ -350,61 +350,6 @@ static void test_tls_upstream(void)
 
 /* --- canned answers ------------------------------------------------------------------------ */
 
-/* An upstream that takes one connection, reads a request head, writes `answer` and closes
- * 50 ms later; what it read is kept. */
-struct canned {
-    int listen_fd;
-    unsigned port;
-    const char *answer;
-    char received[4096];
-    pthread_t thread;
-};
-
-static void *serve_canned(void *arg)
-{
-    struct canned *c = arg;
-    size_t len = 0;
-    int fd = accept(c->listen_fd, NULL, NULL);
-
-    if (fd < 0)
-        return NULL;
-    while (len < sizeof c->received - 1 && strstr(c->received, "\r\n\r\n") == NULL) {
-        ssize_t n = recv(fd, c->received + len, sizeof c->received - 1 - len, 0);
-
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-        c->received[len] = '\0';
-    }
-    send(fd, c->answer, strlen(c->answer), MSG_NOSIGNAL);
-    sleep_ms(50);
-    close(fd);
-    return NULL;
-}
-
-static int start_canned(struct canned *c, const char *answer)
-{
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof addr;
-
-    memset(c, 0, sizeof *c);
-    c->answer = answer;
-    c->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (c->listen_fd < 0 || bind(c->listen_fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-        listen(c->listen_fd, 4) != 0 ||
-        getsockname(c->listen_fd, (struct sockaddr *)&addr, &len) != 0)
-        return -1;
-    c->port = ntohs(addr.sin_port);
-    return pthread_create(&c->thread, NULL, serve_canned, c);
-}
-
-static void stop_canned(struct canned *c)
-{
-    shutdown(c->listen_fd, SHUT_RDWR); /* ends an accept() still waiting */
-    pthread_join(c->thread, NULL);
-    close(c->listen_fd);
-}
-
 static void test_hostile_answers(void)
 {
     static const struct {

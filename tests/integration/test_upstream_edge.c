@@ -139,6 +139,7 @@ static void exchange(struct exchange *x, const char *label, const char *request,
     end = strstr(x->answer, "\r\n\r\n");
     x->body = end ? end + 4 : "";
     x->upstream = recorder_bytes(&rec, &x->upstream_len);
+    recorder_strip_request_ids(x->upstream, &x->upstream_len);
     x->received = recorder_received(&rec);
     x->logged_status = access_status(logged);
 }
