@@ -229,6 +229,8 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
     char *body;
     size_t len;
 
+    if (denied)
+        status = route->on_limit.status;
     if (denied && route->on_limit.body != NULL) {
         /* on_limit's body never changes: read once per config, and it lives as long as this
          * request holds the runtime. */
@@ -237,7 +239,7 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
         response =
             MHD_create_response_from_buffer(len, route->on_limit.body, MHD_RESPMEM_PERSISTENT);
     } else {
-        /* Made per request, for its id; a denial's says 429 whatever on_limit.status is. */
+        /* Made per request, for its id; a denial's status is on_limit's (429 or 503). */
         body = gw_problem_json(status, detail, route ? route->name : NULL, rq->request_id);
         if (body == NULL)
             return MHD_NO;
@@ -248,8 +250,6 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
     }
     if (response == NULL)
         return MHD_NO;
-    if (denied)
-        status = route->on_limit.status;
     MHD_add_response_header(response, "Content-Type", type);
     if (closes_connection(rq))
         MHD_add_response_header(response, "Connection", "close");

@@ -359,7 +359,11 @@ static const char on_limit_config[] =
     "  - name: json\n    match: {path_prefix: /json/}\n"
     "    upstream: \"http://127.0.0.1:%1$u\"\n"
     "    limit: {algorithm: token_bucket, requests: 1, per: 1h}\n"
-    "    on_limit: {status: 429, body_file: \"%2$s/slow.json\", content_type: application/json}\n";
+    "    on_limit: {status: 429, body_file: \"%2$s/slow.json\", content_type: application/json}\n"
+    "  - name: shed\n    match: {path_prefix: /shed/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    limit: {algorithm: fixed_window, requests: 1, per: 1d}\n"
+    "    on_limit: {status: 503}\n";
 
 /* A denied GET for `target` is answered `status` with `type` and exactly `len` bytes of
  * `body`, Retry-After and the RateLimit fields, keeps its connection, and never reaches the
@@ -440,6 +444,19 @@ static void test_on_limit_answers(void)
                   "429 json");
     expect_denials_on_one_connection(gw.port, "/json/x", 429, busy_json, sizeof busy_json - 1,
                                      "429 json, one connection");
+
+    /* Without a body file, the problem+json body says the status sent. */
+    {
+        struct reply r;
+
+        expect(gw.port, "GET", "/shed/x", NULL, NULL, 200, "\"shed\";r=0;t=", "503 problem");
+        http(gw.port, "GET", "/shed/x", NULL, NULL, &r);
+        CU_ASSERT_EQUAL(r.status, 503);
+        CU_ASSERT(r.body != NULL && strstr(r.body, "\"status\":503") != NULL &&
+                  strstr(r.body, "\"title\":\"Service Unavailable\"") != NULL);
+        CU_ASSERT(header(&r, "Retry-After") != NULL);
+        reply_free(&r);
+    }
 
     /* The body is read when the config loads: an edit alone changes nothing... */
     write_bytes("busy.txt", busy_text_2, sizeof busy_text_2 - 1);
