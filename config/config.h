@@ -10,8 +10,10 @@
  *   server:   listen, admin_listen, trusted_proxies, deny, max_connections, max_connections_per_ip,
  *             client_timeout, max_body, max_header_size, max_response_header_size,
  *             drain_timeout, watch_config,
- *             access_log, underscores_in_headers, upstream_idle_timeout, upstream_max_idle,
- *             mode, workers, consumer_header, deny, headers, ready_needs_upstreams
+ *             access_log {path, client}, underscores_in_headers, upstream_idle_timeout,
+ *             upstream_max_idle, mode, workers, consumer_header, deny, headers,
+ *             ready_needs_upstreams
+ *   log:      format, level
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
  *             on_store_error
  *   routes:   name, match {path_prefix, methods, host}, upstream (a URL, or {servers,
@@ -52,6 +54,11 @@
  * X_API_Key and X-API-Key as the same variable and a client could pass one off as the other.
  * true forwards them. While false, a key header:NAME with '_' in NAME is an error, since that
  * header is one the gateway does not trust.
+ *
+ * log: {format: text | json, level: debug | info | warn | error} (defaults text, info): the
+ * process log on stderr; both take effect on reload, from the next line.
+ * server.access_log: stdout (default) | off | FILE, or {path: the same, client: address |
+ * hash | none} (defaults stdout, address): what the access log's `client` field holds.
  *
  * server.mode: thread_per_connection (default) or event; server.workers: the event loops in
  * event mode (default: one per online core, 1 to 256). See gateway/front/server.h.
@@ -157,6 +164,22 @@ enum config_store { CONFIG_STORE_MEMORY, CONFIG_STORE_REDIS };
 enum config_mode {
     CONFIG_MODE_THREAD_PER_CONNECTION, /* a thread per client connection (default) */
     CONFIG_MODE_EVENT,                 /* server.workers event loops */
+};
+
+/* log.format: how the process log (stderr) writes a line. */
+enum config_log_format {
+    CONFIG_LOG_TEXT, /* "TIME LEVEL message" (default) */
+    CONFIG_LOG_JSON, /* {"time":...,"level":...,"msg":...} */
+};
+
+/* log.level: the least severe lines written; in this order. */
+enum config_log_level { CONFIG_LOG_DEBUG, CONFIG_LOG_INFO, CONFIG_LOG_WARN, CONFIG_LOG_ERROR };
+
+/* server.access_log.client: what the access log's `client` field holds. */
+enum config_access_client {
+    CONFIG_ACCESS_CLIENT_ADDRESS, /* the client's address as keys see it (default) */
+    CONFIG_ACCESS_CLIENT_HASH,    /* a 64-bit digest of the client key */
+    CONFIG_ACCESS_CLIENT_NONE,    /* "" */
 };
 
 enum config_store_error {
@@ -353,6 +376,7 @@ struct config {
         int64_t drain_timeout_ns;
         bool watch_config;
         char *access_log;                 /* "stdout", "off", or a file path */
+        enum config_access_client access_log_client;
         bool underscores_in_headers;      /* forward header names with '_' (default: drop them) */
         int64_t upstream_idle_timeout_ns; /* an idle upstream connection is closed after this */
         uint32_t upstream_max_idle;       /* idle upstream connections kept, per upstream */
@@ -363,6 +387,10 @@ struct config {
          * true); false: upstream health does not change readiness. */
         bool ready_needs_upstreams;
     } server;
+    struct {
+        enum config_log_format format;
+        enum config_log_level level; /* default info */
+    } log;
     uint32_t max_clients;
     enum config_store store;
     struct {
