@@ -1,3 +1,4 @@
+#include <arpa/inet.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -67,23 +68,51 @@ static void put_ms(struct line *l, int64_t ns)
     put_number(l, (unsigned long long)(ns / 1000 % 1000), 3);
 }
 
-void gw_access_log_write(int fd, const struct gw_access_entry *e)
+/* `len`, less the bytes of a UTF-8 character that a cut at `len` split. */
+static size_t utf8_boundary(const char *text, size_t len)
 {
-    char text[4096], client[17] = "";
-    struct line l = {text, text + sizeof text};
+    size_t lead = len, need;
+    unsigned char c;
+
+    while (lead > 0 && len - lead < 3 && ((unsigned char)text[lead - 1] & 0xc0) == 0x80)
+        lead--;
+    if (lead == 0)
+        return len;
+    c = (unsigned char)text[lead - 1];
+    need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    return len - (lead - 1) < need ? lead - 1 : len;
+}
+
+/* The client field, as `how` says, into `out`. */
+static void client_field(enum config_access_client how, const struct gw_access_entry *e,
+                         char out[INET6_ADDRSTRLEN])
+{
     unsigned char digest[8];
+
+    out[0] = '\0';
+    if (how == CONFIG_ACCESS_CLIENT_ADDRESS && e->client != NULL) {
+        inet_ntop(e->client->family, e->client->bytes, out, INET6_ADDRSTRLEN);
+    } else if (how == CONFIG_ACCESS_CLIENT_HASH && e->client_key != NULL) {
+        crypto_generichash(digest, sizeof digest, (const unsigned char *)e->client_key,
+                           strlen(e->client_key), NULL, 0);
+        sodium_bin2hex(out, INET6_ADDRSTRLEN, digest, sizeof digest);
+    }
+}
+
+void gw_access_log_write(int fd, enum config_access_client how, const struct gw_access_entry *e)
+{
+    char text[4096], client[INET6_ADDRSTRLEN], agent[GW_ACCESS_AGENT_MAX + 1];
+    struct line l = {text, text + sizeof text};
     struct timespec now;
+    size_t agent_len;
 
     if (fd < 0)
         return;
     clock_gettime(CLOCK_REALTIME, &now);
-    if (e->client_key != NULL) {
-        crypto_generichash(digest, sizeof digest, (const unsigned char *)e->client_key,
-                           strlen(e->client_key), NULL, 0);
-        sodium_bin2hex(client, sizeof client, digest, sizeof digest);
-    }
-    /* Each escaped field is bounded (path 1 KiB, route 160, method 48, consumer and plan 64, server
-     * 512), so the line fits. */
+    client_field(how, e, client);
+    agent_len = gw_json_escape(agent, sizeof agent, e->user_agent ? e->user_agent : "", SIZE_MAX);
+    /* Each escaped field is bounded (path 1 KiB, route 160, method 48, consumer, plan and limit
+     * 64, server 512, user_agent 256), so the line fits. */
     put_text(&l, "{\"time\":\"");
     put_text(&l, utc_seconds(now.tv_sec));
     put(&l, ".", 1);
@@ -118,6 +147,10 @@ void gw_access_log_write(int fd, const struct gw_access_entry *e)
     put_text(&l, e->upstream_error ? e->upstream_error : "");
     put_text(&l, "\",\"upstream_server\":\"");
     put_escaped(&l, e->upstream_server ? e->upstream_server : "", SIZE_MAX, 512);
+    put_text(&l, "\",\"limit\":\"");
+    put_escaped(&l, e->limit ? e->limit : "", SIZE_MAX, 65);
+    put_text(&l, "\",\"user_agent\":\"");
+    put(&l, agent, utf8_boundary(agent, agent_len));
     put_text(&l, "\"}\n");
     if (l.at == l.end)
         return; /* cannot happen with the bounds above; never write half a line */
