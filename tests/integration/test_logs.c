@@ -7,8 +7,8 @@
  * fields, and `sluice --healthcheck -c FILE`.
  */
 #include <ctype.h>
-#include <signal.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +18,8 @@
 #include "harness.h"
 
 #define ROUTE                                                                                      \
-    "routes:\n  - name: r\n    match: {path_prefix: /}\n"                                        \
-    "    upstream: \"http://127.0.0.1:%1$u\"\n"                                                   \
+    "routes:\n  - name: r\n    match: {path_prefix: /}\n"                                          \
+    "    upstream: \"http://127.0.0.1:%1$u\"\n"                                                    \
     "    limit: {algorithm: fixed_window, requests: 1000, per: 1m}\n"
 
 /* The log's length now: what a check later reads from. */
@@ -187,10 +187,12 @@ static void send_and_drop(unsigned port, const char *request, bool reset)
 #define CLOSE_LINE   "http: Connection was closed by remote side with incomplete request"
 #define ANSWERED_413 "http: answered 413 to a request it could not read and closed the connection"
 #define ANSWERED_505 "http: answered 505 to a request it could not read and closed the connection"
-#define HUGE_LENGTH  "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"
+#define HUGE_LENGTH                                                                                \
+    "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"
 
 /* Lines in text and json, each whole; a message with quotes and a backslash (a rejected
- * reload quoting the file) escaped so that it parses back to itself. */
+ * reload quoting the file), or control characters, escaped so that it parses back to itself
+ * (json) or reads as \n, \t, \xNN (text). */
 static void test_process_log_formats(void)
 {
     for (int json = 0; json <= 1; json++) {
@@ -198,16 +200,25 @@ static void test_process_log_formats(void)
         char msg[1024] = "", level[16] = "", *log;
         struct proc gw;
 
-        CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, "server: {listen: \"127.0.0.1:0\"}\nlog: {format: %2$s}\n" ROUTE, upstream.port,
-                                           format),
-                              0);
+        CU_ASSERT_EQUAL_FATAL(
+            start_sluice(&gw, "server: {listen: \"127.0.0.1:0\"}\nlog: {format: %2$s}\n" ROUTE,
+                         upstream.port, format),
+            0);
         RELOAD_WITH(&gw,
-                       "server: {listen: \"127.0.0.1:0\"}\nlog: {format: %2$s}\n"
-                       "routes:\n  - name: r\n    match: {path_prefix: /}\n"
-                       "    upstream: \"http://127.0.0.1:%1$u\"\n"
-                       "    limit: {algorithm: \"ma\\\"gic\\\\x\", requests: 1, per: 1m}\n",
-                       upstream.port, format);
+                    "server: {listen: \"127.0.0.1:0\"}\nlog: {format: %2$s}\n"
+                    "routes:\n  - name: r\n    match: {path_prefix: /}\n"
+                    "    upstream: \"http://127.0.0.1:%1$u\"\n"
+                    "    limit: {algorithm: \"ma\\\"gic\\\\x\", requests: 1, per: 1m}\n",
+                    upstream.port, format);
         check_case(wait_for_log(&gw, "reload rejected", 1, 5000), label, "no rejected reload");
+        /* A message holding control characters (the file name of an access log that cannot
+         * be opened) stays on its line. */
+        RELOAD_WITH(&gw,
+                    "server: {listen: \"127.0.0.1:0\", "
+                    "access_log: \"/nonexistent-dir/a\\tb\\nc\\x01d\"}\n"
+                    "log: {format: %2$s}\n" ROUTE,
+                    upstream.port, format);
+        check_case(wait_for_log(&gw, "cannot open access_log", 1, 5000), label, "no second");
         log = read_log(&gw);
         check_case(check_lines(log, json, label) >= 2, label, "too few lines: %s", log);
         check_case(find_line(log, json, "listening on", msg, sizeof msg, level) &&
@@ -217,6 +228,13 @@ static void test_process_log_formats(void)
                        strcmp(level, "error") == 0 &&
                        strstr(msg, "algorithm: unknown \"ma\"gic\\x\"") != NULL,
                    label, "the rejected reload: %s %s", level, msg);
+        check_case(find_line(log, json, "cannot open access_log", msg, sizeof msg, level) &&
+                       strcmp(msg, json ? "reload rejected: cannot open access_log "
+                                          "/nonexistent-dir/a\tb\nc\x01"
+                                          "d"
+                                        : "reload rejected: cannot open access_log "
+                                          "/nonexistent-dir/a\\tb\\nc\\x01d") == 0,
+                   label, "the control characters: %s", msg);
         free(log);
         CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
     }
@@ -231,11 +249,12 @@ static void test_level_filtering(void)
     double done;
     char *tail;
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw,
-                                       "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
-                                       "log: {level: info}\n" ROUTE,
-                                       upstream.port),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        start_sluice(&gw,
+                     "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
+                     "log: {level: info}\n" ROUTE,
+                     upstream.port),
+        0);
     /* info: the client's reset is logged, the reason before a 413 (debug) is not. */
     from = log_len(&gw);
     send_and_drop(gw.admin_port, HALF_HEAD, true);
@@ -252,17 +271,17 @@ static void test_level_filtering(void)
     from = log_len(&gw);
     sleep_ms(1100); /* past the reset line's once-a-second */
     RELOAD_WITH(&gw,
-                   "server: {listen: \"127.0.0.1:%3$u\", admin_listen: \"127.0.0.1:%2$u\"}\n"
-                   "log: {level: warn}\n" ROUTE,
-                   upstream.port, gw.admin_port, gw.port);
+                "server: {listen: \"127.0.0.1:%3$u\", admin_listen: \"127.0.0.1:%2$u\"}\n"
+                "log: {level: warn}\n" ROUTE,
+                upstream.port, gw.admin_port, gw.port);
     done = wait_reload(&gw, done);
     send_and_drop(gw.admin_port, HALF_HEAD, true);
     sleep_ms(300);
     RELOAD_WITH(&gw,
-                   "server: {listen: \"127.0.0.1:%3$u\", admin_listen: \"127.0.0.1:%2$u\",\n"
-                   "  max_connections: 500}\n"
-                   "log: {level: warn}\n" ROUTE,
-                   upstream.port, gw.admin_port, gw.port);
+                "server: {listen: \"127.0.0.1:%3$u\", admin_listen: \"127.0.0.1:%2$u\",\n"
+                "  max_connections: 500}\n"
+                "log: {level: warn}\n" ROUTE,
+                upstream.port, gw.admin_port, gw.port);
     CU_ASSERT_TRUE(wait_from(&gw, from, "max_connections(_per_ip) changed", 5000));
     done = wait_reload(&gw, done);
     tail = log_from(&gw, from);
@@ -275,9 +294,9 @@ static void test_level_filtering(void)
     /* debug: "reloaded" again, and the reason before the 413 as well as the 413. */
     from = log_len(&gw);
     RELOAD_WITH(&gw,
-                   "server: {listen: \"127.0.0.1:%3$u\", admin_listen: \"127.0.0.1:%2$u\"}\n"
-                   "log: {level: debug}\n" ROUTE,
-                   upstream.port, gw.admin_port, gw.port);
+                "server: {listen: \"127.0.0.1:%3$u\", admin_listen: \"127.0.0.1:%2$u\"}\n"
+                "log: {level: debug}\n" ROUTE,
+                upstream.port, gw.admin_port, gw.port);
     CU_ASSERT_TRUE(wait_from(&gw, from, "reloaded", 5000));
     send_and_drop(gw.admin_port, HUGE_LENGTH, false);
     CU_ASSERT_TRUE(wait_from(&gw, from, ANSWERED_413, 5000));
@@ -316,11 +335,12 @@ static void test_libmicrohttpd_messages(void)
         char *tail, msg[512], level[16], label[96];
         size_t from;
 
-        CU_ASSERT_EQUAL_FATAL(start_sluice(&gw,
-                                           "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
-                                           "log: {format: %2$s}\n" ROUTE,
-                                           upstream.port, format),
-                              0);
+        CU_ASSERT_EQUAL_FATAL(
+            start_sluice(&gw,
+                         "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
+                         "log: {format: %2$s}\n" ROUTE,
+                         upstream.port, format),
+            0);
         for (size_t i = 0; i < sizeof events / sizeof events[0]; i++) {
             snprintf(label, sizeof label, "%s: %s", format, events[i].line);
             from = log_len(&gw);
@@ -415,11 +435,11 @@ static bool is_hash(const char *text)
 }
 
 #define CLIENT_CONFIG                                                                              \
-    "server:\n  listen: \"127.0.0.1:%5$u\"\n  admin_listen: \"127.0.0.1:%2$u\"\n"                 \
-    "  trusted_proxies: [%3$s]\n"                    \
-    "  access_log: {path: stdout, client: %4$s}\n"                                               \
-    "routes:\n  - name: r\n    match: {path_prefix: /}\n"                                        \
-    "    upstream: \"http://127.0.0.1:%1$u\"\n    key: \"header:X-API-Key\"\n"                    \
+    "server:\n  listen: \"127.0.0.1:%5$u\"\n  admin_listen: \"127.0.0.1:%2$u\"\n"                  \
+    "  trusted_proxies: [%3$s]\n"                                                                  \
+    "  access_log: {path: stdout, client: %4$s}\n"                                                 \
+    "routes:\n  - name: r\n    match: {path_prefix: /}\n"                                          \
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    key: \"header:X-API-Key\"\n"                     \
     "    limit: {algorithm: fixed_window, requests: 1000, per: 1m}\n"
 
 /* client: the address as keys see it (behind a trusted proxy the X-Forwarded-For one, not
@@ -433,9 +453,9 @@ static void test_access_log_client(void)
     double done;
     char *log;
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, CLIENT_CONFIG, upstream.port, admin,
-                                       "\"127.0.0.1/32\"", "address", port),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        start_sluice(&gw, CLIENT_CONFIG, upstream.port, admin, "\"127.0.0.1/32\"", "address", port),
+        0);
     CU_ASSERT_EQUAL(get_with(gw.port, "/addr/proxied", xff), 200);
     CU_ASSERT_EQUAL(get_with(gw.port, "/addr/direct", NULL), 200);
     access_field(&gw, "/addr/proxied", "client", a, sizeof a);
@@ -483,9 +503,9 @@ static void test_access_log_limit(void)
         long status;
         const char *decision, *limit;
     } cases[] = {
-        {"/first/1", 200, "allowed", ""},        {"/first/2", 429, "denied", "tight_first"},
-        {"/second/1", 200, "allowed", ""},       {"/second/2", 429, "denied", "tight_second"},
-        {"/dry/1", 200, "allowed", ""},          {"/dry/2", 200, "dry_run_denied", "trial"},
+        {"/first/1", 200, "allowed", ""},  {"/first/2", 429, "denied", "tight_first"},
+        {"/second/1", 200, "allowed", ""}, {"/second/2", 429, "denied", "tight_second"},
+        {"/dry/1", 200, "allowed", ""},    {"/dry/2", 200, "dry_run_denied", "trial"},
     };
     struct proc gw;
 
@@ -557,7 +577,8 @@ static void test_access_log_user_agent(void)
     memset(cases[n].want, '"', 128);
     n++;
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, "server: {listen: \"127.0.0.1:0\"}\n" ROUTE, upstream.port), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        start_sluice(&gw, "server: {listen: \"127.0.0.1:0\"}\n" ROUTE, upstream.port), 0);
     for (size_t i = 0; i < n; i++) {
         char got[700];
 
@@ -588,16 +609,19 @@ static void test_healthcheck_from_config(void)
     struct proc gw;
 
     snprintf(args, sizeof args, "--healthcheck -c %s", path);
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, "server: {listen: \"127.0.0.1:0\", admin_listen: \"0.0.0.0:%2$u\"}\n" ROUTE,
-                                       upstream.port, admin),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        start_sluice(&gw,
+                     "server: {listen: \"127.0.0.1:0\", admin_listen: \"0.0.0.0:%2$u\"}\n" ROUTE,
+                     upstream.port, admin),
+        0);
     CU_ASSERT_EQUAL(gw.admin_port, admin);
     snprintf(out, sizeof out, "--healthcheck -c %s", gw.config_path);
     CU_ASSERT_EQUAL(run_sluice(out, out, sizeof out), 0);
-    snprintf(yaml, sizeof yaml,
-             "server: {listen: \"127.0.0.1:1\", admin_listen: \"127.0.0.1:%u\"}\nroutes:\n  - name: r\n"
-             "    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:1\"\n",
-             admin);
+    snprintf(
+        yaml, sizeof yaml,
+        "server: {listen: \"127.0.0.1:1\", admin_listen: \"127.0.0.1:%u\"}\nroutes:\n  - name: r\n"
+        "    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:1\"\n",
+        admin);
     write_text(path, yaml);
     CU_ASSERT_EQUAL(run_sluice(args, out, sizeof out), 0);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
