@@ -1679,17 +1679,26 @@ static const char *denying_limit(const struct gw_request *rq)
     return rq->set->config[rq->binding].name;
 }
 
+/* The client's address as its keys see it, as text into `out`, where the access log has it;
+ * NULL otherwise (not logged, or not an IP connection). */
+static const char *access_client_addr(const struct gw_request *rq, char out[INET6_ADDRSTRLEN])
+{
+    const struct config *config = rq->runtime->config;
+    struct gw_addr client;
+
+    if (!rq->has_peer || rq->runtime->access_log_fd < 0 ||
+        config->server.access_log_client != CONFIG_ACCESS_CLIENT_ADDRESS)
+        return NULL;
+    client = gw_client_addr(&rq->peer, rq->forwarded_for, &config->server.trusted_proxies);
+    return inet_ntop(client.family, client.bytes, out, INET6_ADDRSTRLEN);
+}
+
 void gw_request_done(struct gw_request *rq)
 {
     int64_t now = limiter_now_ns();
     const struct config_route *route = route_of(rq);
     const struct config *config = rq->runtime->config;
-    /* The access log's client address, worked out only where it is logged. */
-    bool log_address = rq->has_peer && rq->runtime->access_log_fd >= 0 &&
-                       config->server.access_log_client == CONFIG_ACCESS_CLIENT_ADDRESS;
-    struct gw_addr client =
-        log_address ? gw_client_addr(&rq->peer, rq->forwarded_for, &config->server.trusted_proxies)
-                    : (struct gw_addr){0};
+    char client_addr[INET6_ADDRSTRLEN];
     /* A refused head reached libmicrohttpd as a stand-in (wire.h): its line says nothing. */
     bool stand_in = rq->head->fault != 0 && !rq->head->fault_in_body &&
                     rq->head->fault_at == rq->index;
@@ -1704,7 +1713,7 @@ void gw_request_done(struct gw_request *rq)
         .duration_ns = now - rq->start_ns,
         .bytes = rq->bytes,
         .client_key = rq->key[0] ? rq->key : NULL,
-        .client = log_address ? &client : NULL,
+        .client = access_client_addr(rq, client_addr),
         .limit = denying_limit(rq),
         .user_agent = rq->user_agent,
         .consumer = rq->consumer,

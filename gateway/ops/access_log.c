@@ -1,4 +1,3 @@
-#include <arpa/inet.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -83,25 +82,24 @@ static size_t utf8_boundary(const char *text, size_t len)
     return len - (lead - 1) < need ? lead - 1 : len;
 }
 
-/* The client field, as `how` says, into `out`. */
-static void client_field(enum config_access_client how, const struct gw_access_entry *e,
-                         char out[INET6_ADDRSTRLEN])
+/* The client field, as `how` says: the address as given, or the key's hash made in `hash`. */
+static const char *client_field(enum config_access_client how, const struct gw_access_entry *e,
+                                char hash[17])
 {
     unsigned char digest[8];
 
-    out[0] = '\0';
-    if (how == CONFIG_ACCESS_CLIENT_ADDRESS && e->client != NULL) {
-        inet_ntop(e->client->family, e->client->bytes, out, INET6_ADDRSTRLEN);
-    } else if (how == CONFIG_ACCESS_CLIENT_HASH && e->client_key != NULL) {
-        crypto_generichash(digest, sizeof digest, (const unsigned char *)e->client_key,
-                           strlen(e->client_key), NULL, 0);
-        sodium_bin2hex(out, INET6_ADDRSTRLEN, digest, sizeof digest);
-    }
+    if (how == CONFIG_ACCESS_CLIENT_ADDRESS && e->client != NULL)
+        return e->client;
+    if (how != CONFIG_ACCESS_CLIENT_HASH || e->client_key == NULL)
+        return "";
+    crypto_generichash(digest, sizeof digest, (const unsigned char *)e->client_key,
+                       strlen(e->client_key), NULL, 0);
+    return sodium_bin2hex(hash, 17, digest, sizeof digest);
 }
 
 void gw_access_log_write(int fd, enum config_access_client how, const struct gw_access_entry *e)
 {
-    char text[4096], client[INET6_ADDRSTRLEN], agent[GW_ACCESS_AGENT_MAX + 1];
+    char text[4096], hash[17], agent[GW_ACCESS_AGENT_MAX + 1];
     struct line l = {text, text + sizeof text};
     struct timespec now;
     size_t agent_len;
@@ -109,10 +107,9 @@ void gw_access_log_write(int fd, enum config_access_client how, const struct gw_
     if (fd < 0)
         return;
     clock_gettime(CLOCK_REALTIME, &now);
-    client_field(how, e, client);
     agent_len = gw_json_escape(agent, sizeof agent, e->user_agent ? e->user_agent : "", SIZE_MAX);
     /* Each escaped field is bounded (path 1 KiB, route 160, method 48, consumer, plan and limit
-     * 64, server 512, user_agent 256), so the line fits. */
+     * 64, server 512, user_agent 256; client is an address or a hash), so the line fits. */
     put_text(&l, "{\"time\":\"");
     put_text(&l, utc_seconds(now.tv_sec));
     put(&l, ".", 1);
@@ -136,7 +133,7 @@ void gw_access_log_write(int fd, enum config_access_client how, const struct gw_
     put_text(&l, ",\"bytes\":");
     put_number(&l, (unsigned long long)e->bytes, 1);
     put_text(&l, ",\"client\":\"");
-    put_text(&l, client);
+    put_text(&l, client_field(how, e, hash));
     put_text(&l, "\",\"consumer\":\"");
     put_escaped(&l, e->consumer ? e->consumer : "", SIZE_MAX, 64);
     put_text(&l, "\",\"plan\":\"");

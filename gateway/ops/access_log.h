@@ -31,7 +31,6 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "keys.h"
 
 #define GW_ACCESS_AGENT_MAX 256 /* bytes of user_agent, escaped */
 
@@ -45,10 +44,10 @@ struct gw_access_entry {
     int64_t upstream_ns;  /* time to the upstream's response head; 0 when none */
     int64_t duration_ns;
     uint64_t bytes; /* body bytes sent to the client */
-    const char *client_key;       /* NULL when none was worked out */
-    const struct gw_addr *client; /* as keys see it; NULL when unknown or not asked for */
-    const char *limit;            /* the limit that denied it, or NULL */
-    const char *user_agent;       /* the User-Agent field, or NULL */
+    const char *client_key; /* NULL when none was worked out */
+    const char *client;     /* its address as keys see it, as text; NULL: unknown, not logged */
+    const char *limit;      /* the limit that denied it, or NULL */
+    const char *user_agent; /* the User-Agent field, or NULL */
     const char *consumer;   /* NULL when the key named no consumer */
     const char *plan;       /* the consumer's plan, or NULL */
     unsigned dropped_headers; /* request fields not forwarded ('_' in the name); 0 if none */
