@@ -8,6 +8,7 @@
  */
 #include <ctype.h>
 #include <json-c/json.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -610,6 +611,17 @@ static void test_access_log_user_agent(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
+static bool has_ipv6_loopback(void)
+{
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
 static void write_text(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -646,6 +658,18 @@ static void test_healthcheck_from_config(void)
     write_text(path, yaml);
     CU_ASSERT_EQUAL(run_sluice(args, out, sizeof out), 0);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+
+    /* An IPv6 wildcard is asked on ::1 (where the host has IPv6 at all). */
+    if (has_ipv6_loopback()) {
+        CU_ASSERT_EQUAL_FATAL(start_sluice(&gw,
+                                           "server: {listen: \"127.0.0.1:0\", "
+                                           "admin_listen: \"[::]:%2$u\"}\n" ROUTE,
+                                           upstream.port, admin),
+                              0);
+        snprintf(out, sizeof out, "--healthcheck -c %s", gw.config_path);
+        CU_ASSERT_EQUAL(run_sluice(out, out, sizeof out), 0);
+        CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+    }
 
     /* Nothing listens there now. */
     CU_ASSERT_EQUAL(run_sluice(args, out, sizeof out), 1);
