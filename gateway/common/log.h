@@ -13,12 +13,12 @@
  * they are text and info. The access log is wherever server.access_log says (access_log.h
  * formats its lines).
  *
- * A write() to a pipe blocks once its reader stops reading and the pipe's 64 KiB are full; a request thread blocked there
- * holds its connection forever, and at max_connections the gateway stops answering. So only
- * a log's own writer thread ever writes to it: every other thread copies its line into the
- * log's queue under the queue's mutex (never held across a write) and goes on. The writer
- * sends whole lines in batches of at most PIPE_BUF bytes, so a line never interleaves with
- * another process's writes to a shared pipe. Each log has its own queue and writer, so a
+ * A write() to a pipe blocks once its reader stops reading and the pipe's 64 KiB are full; a
+ * request thread blocked there holds its connection forever, and at max_connections the gateway
+ * stops answering. So only a log's own writer thread ever writes to it: every other thread copies
+ * its line into the log's queue under the queue's mutex (never held across a write) and goes on.
+ * The writer sends whole lines in batches of at most PIPE_BUF bytes, so a line never interleaves
+ * with another process's writes to a shared pipe. Each log has its own queue and writer, so a
  * stalled access-log reader does not silence the error log.
  *
  * A queue holds at most 256 KiB of text (the access log's; 64 KiB the error log's). A line
