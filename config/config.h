@@ -10,9 +10,10 @@
  *   server:   listen, admin_listen, trusted_proxies, deny, max_connections, max_connections_per_ip,
  *             client_timeout, max_body, max_header_size, max_response_header_size,
  *             drain_timeout, watch_config,
- *             access_log, underscores_in_headers, upstream_idle_timeout, upstream_max_idle,
- *             mode, workers, consumer_header, deny, headers, ready_needs_upstreams,
- *             proxy_protocol, proxy_protocol_from
+ *             access_log {path, client}, underscores_in_headers, upstream_idle_timeout,
+ *             upstream_max_idle, mode, workers, consumer_header, deny, headers,
+ *             ready_needs_upstreams, proxy_protocol, proxy_protocol_from
+ *   log:      format, level
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
  *             on_store_error
  *   routes:   name, match {path_prefix, methods, host}, upstream (a URL, or {servers,
@@ -59,6 +60,11 @@
  * X_API_Key and X-API-Key as the same variable and a client could pass one off as the other.
  * true forwards them. While false, a key header:NAME with '_' in NAME is an error, since that
  * header is one the gateway does not trust.
+ *
+ * log: {format: text | json, level: debug | info | warn | error} (defaults text, info): the
+ * process log on stderr; both take effect on reload, from the next line.
+ * server.access_log: stdout (default) | off | FILE, or {path: the same, client: address |
+ * hash | none} (defaults stdout, address): what the access log's `client` field holds.
  *
  * server.mode: thread_per_connection (default) or event; server.workers: the event loops in
  * event mode (default: one per online core, 1 to 256). See gateway/front/server.h.
@@ -177,6 +183,22 @@ enum config_proxy_protocol {
     CONFIG_PROXY_PROTOCOL_V1,  /* the text header, "PROXY TCP4 ..." */
     CONFIG_PROXY_PROTOCOL_V2,  /* the binary header */
     CONFIG_PROXY_PROTOCOL_ANY, /* either */
+};
+
+/* log.format: how the process log (stderr) writes a line. */
+enum config_log_format {
+    CONFIG_LOG_TEXT, /* "TIME LEVEL message" (default) */
+    CONFIG_LOG_JSON, /* {"time":...,"level":...,"msg":...} */
+};
+
+/* log.level: the least severe lines written; in this order. */
+enum config_log_level { CONFIG_LOG_DEBUG, CONFIG_LOG_INFO, CONFIG_LOG_WARN, CONFIG_LOG_ERROR };
+
+/* server.access_log.client: what the access log's `client` field holds. */
+enum config_access_client {
+    CONFIG_ACCESS_CLIENT_ADDRESS, /* the client's address as keys see it (default) */
+    CONFIG_ACCESS_CLIENT_HASH,    /* a 64-bit digest of the client key */
+    CONFIG_ACCESS_CLIENT_NONE,    /* "" */
 };
 
 enum config_store_error {
@@ -373,6 +395,7 @@ struct config {
         int64_t drain_timeout_ns;
         bool watch_config;
         char *access_log;                 /* "stdout", "off", or a file path */
+        enum config_access_client access_log_client;
         bool underscores_in_headers;      /* forward header names with '_' (default: drop them) */
         int64_t upstream_idle_timeout_ns; /* an idle upstream connection is closed after this */
         uint32_t upstream_max_idle;       /* idle upstream connections kept, per upstream */
@@ -387,6 +410,10 @@ struct config {
         enum config_proxy_protocol proxy_protocol;
         struct config_cidrs proxy_protocol_from;
     } server;
+    struct {
+        enum config_log_format format;
+        enum config_log_level level; /* default info */
+    } log;
     uint32_t max_clients;
     enum config_store store;
     struct {

@@ -615,6 +615,33 @@ static void parse_consumer_header(struct loader *ld, yaml_node_t *node, void *ob
         errorf(ld, node, "consumer_header: out of memory");
 }
 
+static void parse_access_log_client(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const char *const names[] = {"address", "hash", "none"};
+    int choice = parse_choice(ld, node, "client", names, 3);
+
+    if (choice >= 0)
+        ((struct config *)object)->server.access_log_client = (enum config_access_client)choice;
+}
+
+static const struct field access_log_fields[] = {
+    {"path", V_STRING, offsetof(struct config, server.access_log), 0, 0, NULL},
+    {"client", V_CUSTOM, 0, 0, 0, parse_access_log_client},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* access_log: a path (stdout, off, a file), or {path, client}. */
+static void parse_access_log(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const struct field as_path = {
+        "access_log", V_STRING, offsetof(struct config, server.access_log), 0, 0, NULL};
+
+    if (node->type == YAML_MAPPING_NODE)
+        walk_mapping(ld, node, access_log_fields, object, "access_log");
+    else
+        parse_value(ld, &as_path, node, object);
+}
+
 static const struct field server_fields[] = {
     {"listen", V_ENDPOINT, offsetof(struct config, server.listen), 0, 0, NULL},
     {"admin_listen", V_ENDPOINT, offsetof(struct config, server.admin_listen), 0, 0, NULL},
@@ -634,7 +661,7 @@ static const struct field server_fields[] = {
      4 * KIB, 1024 * KIB, NULL},
     {"drain_timeout", V_DURATION, offsetof(struct config, server.drain_timeout_ns), 0, DAY, NULL},
     {"watch_config", V_BOOL, offsetof(struct config, server.watch_config), 0, 0, NULL},
-    {"access_log", V_STRING, offsetof(struct config, server.access_log), 0, 0, NULL},
+    {"access_log", V_CUSTOM, 0, 0, 0, parse_access_log},
     {"underscores_in_headers", V_BOOL, offsetof(struct config, server.underscores_in_headers), 0, 0,
      NULL},
     /* 1s: shorter would close connections between a client's back-to-back requests. 1h: an
@@ -2721,8 +2748,38 @@ static void parse_limiter(struct loader *ld, yaml_node_t *node, void *object)
     walk_mapping(ld, node, limiter_fields, object, "limiter");
 }
 
+static void parse_log_format(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const char *const names[] = {"text", "json"};
+    int choice = parse_choice(ld, node, "format", names, 2);
+
+    if (choice >= 0)
+        ((struct config *)object)->log.format = (enum config_log_format)choice;
+}
+
+static void parse_log_level(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    int choice = parse_choice(ld, node, "level", names, 4);
+
+    if (choice >= 0)
+        ((struct config *)object)->log.level = (enum config_log_level)choice;
+}
+
+static const struct field log_fields[] = {
+    {"format", V_CUSTOM, 0, 0, 0, parse_log_format},
+    {"level", V_CUSTOM, 0, 0, 0, parse_log_level},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static void parse_log(struct loader *ld, yaml_node_t *node, void *object)
+{
+    walk_mapping(ld, node, log_fields, object, "log");
+}
+
 static const struct field top_fields[] = {
     {"server", V_CUSTOM, 0, 0, 0, parse_server},
+    {"log", V_CUSTOM, 0, 0, 0, parse_log},
     {"limiter", V_CUSTOM, 0, 0, 0, parse_limiter},
     {"routes", V_CUSTOM, 0, 0, 0, parse_routes},
     {"plans", V_CUSTOM, 0, 0, 0, parse_plans},
@@ -2747,6 +2804,7 @@ static void set_defaults(struct config *config)
     config->server.upstream_max_idle = 64;
     config->server.ready_needs_upstreams = true;
     config->server.workers = cores >= 1 && cores <= 256 ? (uint32_t)cores : 1;
+    config->log.level = CONFIG_LOG_INFO;
     config->max_clients = LIMITER_DEFAULT_MAX_CLIENTS;
     config->redis.db = 0;
     config->redis.timeout_ns = 50 * (int64_t)1000000;

@@ -37,6 +37,8 @@ static const char usage[] =
     "                                lines and exit 1\n"
     "       sluice --healthcheck URL exit 0 if URL answers 2xx within 2 s, else 1 (for a\n"
     "                                container's HEALTHCHECK: no curl needed in the image)\n"
+    "       sluice --healthcheck -c FILE\n"
+    "                                the same for /healthz on FILE's server.admin_listen\n"
     "       sluice --version | --help\n"
     "\n"
     "Signals: SIGHUP reloads FILE (so does saving it, unless server.watch_config is false);\n"
@@ -150,6 +152,8 @@ static void reload(struct gw_server *server, const char *path, struct consumers_
 {
     char *errors = NULL, err[GW_ERR_LEN], *consumers_file;
     struct config *config = config_load(path, &errors);
+    enum config_log_format log_format;
+    enum config_log_level log_level;
 
     if (config == NULL) {
         for (char *line = errors, *end; line != NULL && *line != '\0'; line = end + 1) {
@@ -162,6 +166,8 @@ static void reload(struct gw_server *server, const char *path, struct consumers_
         gw_server_reload_failed(server);
         return;
     }
+    log_format = config->log.format;
+    log_level = config->log.level;
     warn_about(config);
     consumers_file = config->consumers_file != NULL && config->server.watch_config
                          ? strdup(config->consumers_file)
@@ -173,6 +179,7 @@ static void reload(struct gw_server *server, const char *path, struct consumers_
     }
     watch_consumers(cw, consumers_file);
     free(consumers_file);
+    gw_log_configure(log_format, log_level);
     gw_info("reloaded %s", path);
 }
 
@@ -264,6 +271,40 @@ static int healthcheck(const char *url)
     return 0;
 }
 
+/* GET /healthz on the server.admin_listen of the config in `path`: a wildcard address (0.0.0.0,
+ * ::) is asked on loopback. 0 when it answers 2xx within 2 s. */
+static int healthcheck_config(const char *path)
+{
+    char *errors = NULL, url[300];
+    struct config *config = config_load(path, &errors);
+    const char *host;
+    int rc = 1;
+
+    if (config == NULL) {
+        fprintf(stderr, "sluice: healthcheck: cannot use %s:\n%s", path, errors);
+        free(errors);
+        return 1;
+    }
+    host = config->server.admin_listen.host;
+    if (host == NULL) {
+        fprintf(stderr,
+                "sluice: healthcheck: %s sets no server.admin_listen, so there is no /healthz "
+                "to ask; set it, or give the URL to ask\n",
+                path);
+        goto out;
+    }
+    if (strcmp(host, "0.0.0.0") == 0)
+        host = "127.0.0.1";
+    else if (strcmp(host, "::") == 0)
+        host = "::1";
+    snprintf(url, sizeof url, "http://%s%s%s:%u/healthz", strchr(host, ':') ? "[" : "", host,
+             strchr(host, ':') ? "]" : "", config->server.admin_listen.port);
+    rc = healthcheck(url);
+out:
+    config_free(config);
+    return rc;
+}
+
 /* Does nothing: installed so that the signals sigwait() takes are delivered even to PID 1,
  * which the kernel spares every signal left at its default action. */
 static void take_signal(int sig)
@@ -276,10 +317,10 @@ int main(int argc, char **argv)
     static const struct option options[] = {
         {"config", required_argument, NULL, 'c'}, {"check", no_argument, NULL, 'k'},
         {"version", no_argument, NULL, 'v'},      {"help", no_argument, NULL, 'h'},
-        {"healthcheck", required_argument, NULL, 'H'}, {NULL, 0, NULL, 0},
+        {"healthcheck", no_argument, NULL, 'H'},  {NULL, 0, NULL, 0},
     };
     const char *path = NULL;
-    bool check = false;
+    bool check = false, health = false;
     struct config *config;
     char *errors = NULL;
     sigset_t signals;
@@ -297,7 +338,8 @@ int main(int argc, char **argv)
             printf("sluice %s\n", SLUICE_VERSION);
             return 0;
         case 'H':
-            return healthcheck(optarg);
+            health = true;
+            break;
         case 'h':
             fputs(usage, stdout);
             return 0;
@@ -306,10 +348,15 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* --healthcheck URL, or --healthcheck -c FILE (getopt moves the URL to the end). */
+    if (health && optind + 1 == argc && path == NULL)
+        return healthcheck(argv[optind]);
     if (path == NULL || optind != argc) {
         fputs(usage, stderr);
         return 2;
     }
+    if (health)
+        return healthcheck_config(path);
 
     config = config_load(path, &errors);
     if (config == NULL) {
@@ -317,6 +364,7 @@ int main(int argc, char **argv)
         free(errors);
         return 1;
     }
+    gw_log_configure(config->log.format, config->log.level);
     if (check) {
         warn_about(config);
         printf("%s: OK, %zu routes\n", path, config->n_routes);

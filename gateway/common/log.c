@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "respond.h"
 
 #define ACCESS_QUEUE_BYTES (256 * 1024)
 #define ERROR_QUEUE_BYTES  (64 * 1024)
@@ -434,25 +435,79 @@ bool gw_log_limit_pass(struct gw_log_limit *limit, int64_t now_ns, int64_t inter
     return true;
 }
 
-void gw_log(const char *level, const char *fmt, ...)
+static _Atomic int log_format = CONFIG_LOG_TEXT;
+static _Atomic int log_level = CONFIG_LOG_INFO;
+
+void gw_log_configure(enum config_log_format format, enum config_log_level level)
 {
-    char line[2048];
+    atomic_store_explicit(&log_format, (int)format, memory_order_relaxed);
+    atomic_store_explicit(&log_level, (int)level, memory_order_relaxed);
+}
+
+bool gw_log_enabled(enum config_log_level level)
+{
+    return (int)level >= atomic_load_explicit(&log_level, memory_order_relaxed);
+}
+
+/* Writes `text` into `out` (`cap` bytes, cut short rather than overflow) with its control
+ * characters as \n, \r, \t or \xNN, so that it stays on one line; returns the length. */
+static size_t escape_text(char *out, size_t cap, const char *text)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t len = 0;
+
+    for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
+        char piece[4] = {(char)*c};
+        size_t n = 1;
+
+        if (*c < 0x20 || *c == 0x7f) {
+            piece[0] = '\\';
+            piece[1] = *c == '\n' ? 'n' : *c == '\r' ? 'r' : *c == '\t' ? 't' : 'x';
+            n = 2;
+            if (piece[1] == 'x') {
+                piece[2] = hex[*c >> 4];
+                piece[3] = hex[*c & 15];
+                n = 4;
+            }
+        }
+        if (len + n > cap)
+            break;
+        memcpy(out + len, piece, n);
+        len += n;
+    }
+    return len;
+}
+
+void gw_log(enum config_log_level level, const char *fmt, ...)
+{
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    char message[2048], line[4096], stamp[32];
+    bool json = atomic_load_explicit(&log_format, memory_order_relaxed) == CONFIG_LOG_JSON;
     struct timespec now;
     struct tm tm;
     size_t len;
     va_list ap;
 
+    if (!gw_log_enabled(level))
+        return;
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
-    len = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
-    len += (size_t)snprintf(line + len, sizeof line - len, ".%03ldZ %s ", now.tv_nsec / 1000000,
-                            level);
+    len = strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(stamp + len, sizeof stamp - len, ".%03ldZ", now.tv_nsec / 1000000);
     va_start(ap, fmt);
-    vsnprintf(line + len, sizeof line - len, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    len = strlen(line);
-    if (len > sizeof line - 2)
-        len = sizeof line - 2;
+    /* The message, escaped, leaves room for what ends the line: at most `"}` and '\n'. */
+    if (json) {
+        len = (size_t)snprintf(line, sizeof line, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"",
+                               stamp, names[level]);
+        len += gw_json_escape(line + len, sizeof line - len - 3, message, SIZE_MAX);
+        line[len++] = '"';
+        line[len++] = '}';
+    } else {
+        len = (size_t)snprintf(line, sizeof line, "%s %s ", stamp, names[level]);
+        len += escape_text(line + len, sizeof line - len - 1, message);
+    }
     line[len++] = '\n';
     gw_log_line(GW_LOG_ERROR, STDERR_FILENO, line, len);
 }

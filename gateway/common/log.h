@@ -1,14 +1,24 @@
 /*
  * log: sluice's two logs and the queues that keep them off the request path.
  *
- * The error log is stderr, one line per event, "TIME LEVEL message"; the access log is
- * wherever server.access_log says (access_log.h formats its lines). A write() to a pipe blocks
- * once its reader stops reading and the pipe's 64 KiB are full; a request thread blocked there
- * holds its connection forever, and at max_connections the gateway stops answering. So only
- * a log's own writer thread ever writes to it: every other thread copies its line into the
- * log's queue under the queue's mutex (never held across a write) and goes on. The writer
- * sends whole lines in batches of at most PIPE_BUF bytes, so a line never interleaves with
- * another process's writes to a shared pipe. Each log has its own queue and writer, so a
+ * The error log is stderr, one line per event, in the format the config's log.format names:
+ *
+ *     2026-12-01T10:00:00.123Z warn route api: tls_verify is false: ...          (text)
+ *     {"time":"2026-12-01T10:00:00.123Z","level":"warn","msg":"route api: ..."}  (json)
+ *
+ * Lines below log.level are not even formatted. A message never spans lines: in text its
+ * control characters are written as \n, \r, \t or \xNN, in json they are JSON-escaped
+ * (respond.h's gw_json_escape(), as the access log's strings). The format and level are
+ * process-wide and change at once on reload (gw_log_configure()); before the config is read
+ * they are text and info. The access log is wherever server.access_log says (access_log.h
+ * formats its lines).
+ *
+ * A write() to a pipe blocks once its reader stops reading and the pipe's 64 KiB are full; a
+ * request thread blocked there holds its connection forever, and at max_connections the gateway
+ * stops answering. So only a log's own writer thread ever writes to it: every other thread copies
+ * its line into the log's queue under the queue's mutex (never held across a write) and goes on.
+ * The writer sends whole lines in batches of at most PIPE_BUF bytes, so a line never interleaves
+ * with another process's writes to a shared pipe. Each log has its own queue and writer, so a
  * stalled access-log reader does not silence the error log.
  *
  * A queue holds at most 256 KiB of text (the access log's; 64 KiB the error log's). A line
@@ -29,16 +39,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
+
 enum gw_log_stream { GW_LOG_ERROR, GW_LOG_ACCESS, GW_N_LOG_STREAMS };
 
 /* Longest line queued whole; a longer one is dropped (the logs' lines are at most 2 KiB). */
 #define GW_LOG_LINE_MAX 4096
 
-void gw_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Logs one line at `level` on stderr, unless below the configured level. */
+void gw_log(enum config_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
-#define gw_info(...)  gw_log("info", __VA_ARGS__)
-#define gw_warn(...)  gw_log("warn", __VA_ARGS__)
-#define gw_error(...) gw_log("error", __VA_ARGS__)
+#define gw_debug(...) gw_log(CONFIG_LOG_DEBUG, __VA_ARGS__)
+#define gw_info(...)  gw_log(CONFIG_LOG_INFO, __VA_ARGS__)
+#define gw_warn(...)  gw_log(CONFIG_LOG_WARN, __VA_ARGS__)
+#define gw_error(...) gw_log(CONFIG_LOG_ERROR, __VA_ARGS__)
+
+/* Sets the error log's format and least level (log: in the config); safe from any thread,
+ * each line is written whole in one format or the other. */
+void gw_log_configure(enum config_log_format format, enum config_log_level level);
+
+/* Whether a line at `level` would be written now. */
+bool gw_log_enabled(enum config_log_level level);
 
 /* Queues `len` bytes (whole lines, newline included) for `fd` on `stream`'s queue, or drops and
  * counts them; never waits on `fd`. `fd` need only stay open for the call: a file other than

@@ -40,6 +40,7 @@ struct gw_request {
     bool has_peer, trusted_peer; /* an IP peer; one in server.trusted_proxies */
     struct gw_addr peer;
     const char *host;    /* the Host field, or NULL; libmicrohttpd's until the request ends */
+    const char *user_agent; /* the User-Agent field, or NULL; likewise */
     char *connection;    /* every Connection field joined, or NULL */
     char *forwarded_for; /* every X-Forwarded-For field joined, or NULL */
 
@@ -703,6 +704,7 @@ static void read_client(struct gw_request *rq, struct MHD_Connection *c)
     rq->trusted_peer =
         rq->has_peer && gw_cidrs_contain(&rq->runtime->config->server.trusted_proxies, &rq->peer);
     rq->host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    rq->user_agent = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "User-Agent");
     rq->connection = joined_header(c, "Connection");
     rq->forwarded_for = joined_header(c, "X-Forwarded-For");
 }
@@ -1687,10 +1689,34 @@ bool gw_request_reading_body(const struct gw_request *rq)
            rq->status == 0 && !rq->store_pending;
 }
 
+/* The name of the limit that denied the request (or would have, on a dry_run route), or NULL. */
+static const char *denying_limit(const struct gw_request *rq)
+{
+    if (rq->decision != GW_DENIED && rq->decision != GW_DRY_RUN_DENIED)
+        return NULL;
+    return rq->set->config[rq->binding].name;
+}
+
+/* The client's address as its keys see it, as text into `out`, where the access log has it;
+ * NULL otherwise (not logged, or not an IP connection). */
+static const char *access_client_addr(const struct gw_request *rq, char out[INET6_ADDRSTRLEN])
+{
+    const struct config *config = rq->runtime->config;
+    struct gw_addr client;
+
+    if (!rq->has_peer || rq->runtime->access_log_fd < 0 ||
+        config->server.access_log_client != CONFIG_ACCESS_CLIENT_ADDRESS)
+        return NULL;
+    client = gw_client_addr(&rq->peer, rq->forwarded_for, &config->server.trusted_proxies);
+    return inet_ntop(client.family, client.bytes, out, INET6_ADDRSTRLEN);
+}
+
 void gw_request_done(struct gw_request *rq)
 {
     int64_t now = limiter_now_ns();
     const struct config_route *route = route_of(rq);
+    const struct config *config = rq->runtime->config;
+    char client_addr[INET6_ADDRSTRLEN];
     /* A refused head reached libmicrohttpd as a stand-in (wire.h): its line says nothing. */
     bool stand_in = rq->head->fault != 0 && !rq->head->fault_in_body &&
                     rq->head->fault_at == rq->index;
@@ -1705,6 +1731,9 @@ void gw_request_done(struct gw_request *rq)
         .duration_ns = now - rq->start_ns,
         .bytes = rq->bytes,
         .client_key = rq->key[0] ? rq->key : NULL,
+        .client = access_client_addr(rq, client_addr),
+        .limit = denying_limit(rq),
+        .user_agent = rq->user_agent,
         .consumer = rq->consumer,
         .plan = rq->consumer_plan,
         .dropped_headers = rq->dropped_headers,
@@ -1720,7 +1749,7 @@ void gw_request_done(struct gw_request *rq)
         gw_metrics_count_request(route_runtime_of(rq)->metrics, rq->set ? rq->set->plan : NULL,
                                  rq->decision, now - rq->start_ns);
     if (rq->started)
-        gw_access_log_write(rq->runtime->access_log_fd, &entry);
+        gw_access_log_write(rq->runtime->access_log_fd, config->server.access_log_client, &entry);
     gw_runtime_release(rq->runtime);
     free(rq->upstream_headers);
     free(rq->upstream_header_text);

@@ -303,6 +303,72 @@ static void count_refusal(struct gw_server *s)
                 (unsigned long long)more);
 }
 
+/* libmicrohttpd's other messages (0.9.75, connection.c and daemon.c; told apart by the start
+ * of their format), each logged as one line "http: ..." (gw_log() escapes what could break
+ * it) at a level an operator can filter, and at most once a second per kind, since a client
+ * can provoke most of them at will. The one that carries the HTML body libmicrohttpd answers
+ * with is logged by its status alone; the lines that come just before it to say why are
+ * details, at debug. Any message not listed is a warning, rate-limited like the others. */
+enum mhd_line { MHD_AS_IS, MHD_ANSWERED };
+
+static struct mhd_message {
+    const char *format;
+    enum config_log_level level;
+    enum mhd_line line;
+    struct gw_log_limit limit;
+} mhd_messages[] = {
+    /* A client that goes away mid-request or mid-answer. */
+    {"Socket has been disconnected when reading request", CONFIG_LOG_INFO, MHD_AS_IS, {0}},
+    {"Connection socket is closed when reading request", CONFIG_LOG_INFO, MHD_AS_IS, {0}},
+    {"Connection was closed by remote side", CONFIG_LOG_INFO, MHD_AS_IS, {0}},
+    {"Failed to send", CONFIG_LOG_INFO, MHD_AS_IS, {0}},
+    {"Error: received handshake message out of context", CONFIG_LOG_INFO, MHD_AS_IS, {0}},
+    /* A request libmicrohttpd itself cannot read (only the admin port's reach it: the proxied
+     * port's strict reader, wire.h, answers those first), and the reasons that precede it. */
+    {"Error processing request (HTTP response code is %u", CONFIG_LOG_INFO, MHD_ANSWERED, {0}},
+    {"Too large value of 'Content-Length'", CONFIG_LOG_DEBUG, MHD_AS_IS, {0}},
+    {"Failed to parse `Content-Length'", CONFIG_LOG_DEBUG, MHD_AS_IS, {0}},
+    {"Received HTTP/1.1 request without `Host'", CONFIG_LOG_DEBUG, MHD_AS_IS, {0}},
+    {"Not enough memory in pool to", CONFIG_LOG_DEBUG, MHD_AS_IS, {0}},
+    {NULL, CONFIG_LOG_WARN, MHD_AS_IS, {0}}, /* any other */
+};
+
+/* libmicrohttpd's message into `out`, without the newline (and full stop) that ends it. */
+static void format_mhd_message(char *out, size_t cap, const char *fmt, va_list ap)
+{
+    size_t len;
+
+    vsnprintf(out, cap, fmt, ap);
+    len = strlen(out);
+    while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == '.'))
+        out[--len] = '\0';
+}
+
+static void log_mhd_message(const char *fmt, va_list ap)
+{
+    struct mhd_message *m = mhd_messages;
+    char message[512], more_text[96] = "";
+    uint64_t more;
+
+    while (m->format != NULL && strncmp(fmt, m->format, strlen(m->format)) != 0)
+        m++;
+    if (!gw_log_enabled(m->level) ||
+        !gw_log_limit_pass(&m->limit, limiter_now_ns(), 1000000000, &more))
+        return;
+    if (m->line == MHD_ANSWERED) {
+        unsigned status = va_arg(ap, unsigned); /* then the HTML body, left out */
+
+        snprintf(message, sizeof message,
+                 "answered %u to a request it could not read and closed the connection", status);
+    } else {
+        format_mhd_message(message, sizeof message, fmt, ap);
+    }
+    if (more > 0)
+        snprintf(more_text, sizeof more_text, " (and %llu more since the last such line)",
+                 (unsigned long long)more);
+    gw_log(m->level, "http: %s%s", message, more_text);
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     static const char refused[] = "Server reached connection limit";
@@ -313,19 +379,16 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     struct gw_server *s = cls;
     char message[512];
     uint64_t more;
-    size_t len;
 
-    vsnprintf(message, sizeof message, fmt, ap);
-    len = strlen(message);
-    while (len > 0 && message[len - 1] == '\n')
-        message[--len] = '\0';
     if (strncmp(fmt, refused, sizeof refused - 1) == 0) {
         count_refusal(s);
     } else if (strncmp(fmt, accept_failed, sizeof accept_failed - 1) == 0) {
         gw_metrics_count_accept_error(s->metrics);
-        if (gw_log_limit_pass(&accept_failures, limiter_now_ns(), 1000000000, &more))
+        if (gw_log_limit_pass(&accept_failures, limiter_now_ns(), 1000000000, &more)) {
+            format_mhd_message(message, sizeof message, fmt, ap);
             gw_warn("http: %s (and %llu more since the last such line; at most one a second)",
                     message, (unsigned long long)more);
+        }
     } else if (strncmp(fmt, out_of_resources, sizeof out_of_resources - 1) == 0) {
         /* Follows the line above for EMFILE, ENFILE, ENOMEM and ENOBUFS: only a connection
          * closing helps, so wait for one instead of spinning. (An event loop's daemon stops
@@ -333,7 +396,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
         if (s->fixed.mode == CONFIG_MODE_THREAD_PER_CONNECTION)
             nanosleep(&accept_pause, NULL);
     } else {
-        gw_warn("http: %s", message);
+        log_mhd_message(fmt, ap);
     }
 }
 

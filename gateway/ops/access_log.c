@@ -68,23 +68,50 @@ static void put_ms(struct line *l, int64_t ns)
     put_number(l, (unsigned long long)(ns / 1000 % 1000), 3);
 }
 
-void gw_access_log_write(int fd, const struct gw_access_entry *e)
+/* `len`, less the bytes of a UTF-8 character that a cut at `len` split. */
+static size_t utf8_boundary(const char *text, size_t len)
 {
-    char text[4096], client[17] = "";
-    struct line l = {text, text + sizeof text};
+    size_t lead = len, need;
+    unsigned char c;
+
+    while (lead > 0 && len - lead < 3 && ((unsigned char)text[lead - 1] & 0xc0) == 0x80)
+        lead--;
+    if (lead == 0)
+        return len;
+    c = (unsigned char)text[lead - 1];
+    need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    return len - (lead - 1) < need ? lead - 1 : len;
+}
+
+/* The client field, as `how` says: the address as given, or the key's hash made in `hash`. */
+static const char *client_field(enum config_access_client how, const struct gw_access_entry *e,
+                                char hash[17])
+{
     unsigned char digest[8];
+
+    if (how == CONFIG_ACCESS_CLIENT_ADDRESS && e->client != NULL)
+        return e->client;
+    if (how != CONFIG_ACCESS_CLIENT_HASH || e->client_key == NULL)
+        return "";
+    crypto_generichash(digest, sizeof digest, (const unsigned char *)e->client_key,
+                       strlen(e->client_key), NULL, 0);
+    return sodium_bin2hex(hash, 17, digest, sizeof digest);
+}
+
+void gw_access_log_write(int fd, enum config_access_client how, const struct gw_access_entry *e)
+{
+    char text[4096], hash[17], agent[GW_ACCESS_AGENT_MAX + 1];
+    struct line l = {text, text + sizeof text};
     struct timespec now;
+    size_t agent_len;
 
     if (fd < 0)
         return;
     clock_gettime(CLOCK_REALTIME, &now);
-    if (e->client_key != NULL) {
-        crypto_generichash(digest, sizeof digest, (const unsigned char *)e->client_key,
-                           strlen(e->client_key), NULL, 0);
-        sodium_bin2hex(client, sizeof client, digest, sizeof digest);
-    }
-    /* Each escaped field is bounded (path 1 KiB, route 160, method 48, consumer and plan 64, server
-     * 512, request id 128, trace id 32), so the line fits. */
+    agent_len = gw_json_escape(agent, sizeof agent, e->user_agent ? e->user_agent : "", SIZE_MAX);
+    /* Each escaped field is bounded (path 1 KiB, route 160, method 48, consumer, plan and limit
+     * 64, server 512, user_agent 256, request id 128, trace id 32; client is an address or a
+     * hash), so the line fits. */
     put_text(&l, "{\"time\":\"");
     put_text(&l, utc_seconds(now.tv_sec));
     put(&l, ".", 1);
@@ -112,7 +139,7 @@ void gw_access_log_write(int fd, const struct gw_access_entry *e)
     put_text(&l, ",\"bytes\":");
     put_number(&l, (unsigned long long)e->bytes, 1);
     put_text(&l, ",\"client\":\"");
-    put_text(&l, client);
+    put_text(&l, client_field(how, e, hash));
     put_text(&l, "\",\"consumer\":\"");
     put_escaped(&l, e->consumer ? e->consumer : "", SIZE_MAX, 64);
     put_text(&l, "\",\"plan\":\"");
@@ -123,6 +150,10 @@ void gw_access_log_write(int fd, const struct gw_access_entry *e)
     put_text(&l, e->upstream_error ? e->upstream_error : "");
     put_text(&l, "\",\"upstream_server\":\"");
     put_escaped(&l, e->upstream_server ? e->upstream_server : "", SIZE_MAX, 512);
+    put_text(&l, "\",\"limit\":\"");
+    put_escaped(&l, e->limit ? e->limit : "", SIZE_MAX, 65);
+    put_text(&l, "\",\"user_agent\":\"");
+    put(&l, agent, utf8_boundary(agent, agent_len));
     put_text(&l, "\"}\n");
     if (l.at == l.end)
         return; /* cannot happen with the bounds above; never write half a line */

@@ -2,14 +2,23 @@
  * The access log: one JSON object per line per finished request. The line is formatted on the
  * request's thread and handed to the access log's queue (log.h), whose writer thread writes it
  * whole: a reader that stops reading costs log lines (sluice_log_dropped_total{log="access"}),
- * never a request. The query string is left out of the path and the client key appears only
- * as a short hash, so no API key ever reaches the log.
+ * never a request. The query string is left out of the path, and the client key appears at
+ * most as a short hash, so no API key ever reaches the log.
  *
  * {"time":"2026-11-30T10:00:00.123Z","request_id":"5f0c6d3e9a1b4c7d8e2f0a1b2c3d4e5f",
  *  "trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","route":"api","method":"GET","path":"/api/items",
  *  "status":200,"decision":"allowed","upstream_status":200,"upstream_ms":1.8,
- *  "duration_ms":2.1,"bytes":512,"client":"3f9a0c1d2b4e5f60","consumer":"acme","plan":"gold",
- *  "dropped_headers":0,"upstream_error":"","upstream_server":"http://10.0.0.5:8080"}
+ *  "duration_ms":2.1,"bytes":512,"client":"203.0.113.7","consumer":"acme","plan":"gold",
+ *  "dropped_headers":0,"upstream_error":"","upstream_server":"http://10.0.0.5:8080",
+ *  "limit":"","user_agent":"curl/7.88.1"}
+ *
+ * client is what server.access_log.client says: the client's address as its keys see it
+ * (behind a trusted proxy, the X-Forwarded-For address; "" when the connection has no IP
+ * peer), a 64-bit BLAKE2b digest of the client key in hex ("" when none was worked out), or
+ * "". limit is the name of the limit that denied the request (or, on a dry_run route, would
+ * have: decision dry_run_denied), "" otherwise. user_agent is the User-Agent field
+ * JSON-escaped, at most GW_ACCESS_AGENT_MAX bytes of it, cut where no UTF-8 character is
+ * split; "" when there is none.
  *
  * upstream_error is the last attempt's failure ("dns", "refused", "connect_timeout", "tls",
  * "reset", "timeout", "cut", "too_large", "invalid", "other"), "" when it had none;
@@ -23,6 +32,10 @@
 
 #include <stdint.h>
 
+#include "config.h"
+
+#define GW_ACCESS_AGENT_MAX 256 /* bytes of user_agent, escaped */
+
 struct gw_access_entry {
     const char *route;  /* NULL when no route matched */
     const char *method;
@@ -34,6 +47,9 @@ struct gw_access_entry {
     int64_t duration_ns;
     uint64_t bytes; /* body bytes sent to the client */
     const char *client_key; /* NULL when none was worked out */
+    const char *client;     /* its address as keys see it, as text; NULL: unknown, not logged */
+    const char *limit;      /* the limit that denied it, or NULL */
+    const char *user_agent; /* the User-Agent field, or NULL */
     const char *consumer;   /* NULL when the key named no consumer */
     const char *plan;       /* the consumer's plan, or NULL */
     unsigned dropped_headers; /* request fields not forwarded ('_' in the name); 0 if none */
@@ -43,8 +59,9 @@ struct gw_access_entry {
     const char *trace_id;        /* 32 hex digits; "" when the request has no trace */
 };
 
-/* Queues the line of `entry` for `fd` (-1: the log is off); never waits on `fd`, which need
- * only stay open for the call. */
-void gw_access_log_write(int fd, const struct gw_access_entry *entry);
+/* Queues the line of `entry` for `fd` (-1: the log is off), its client field as `client`
+ * says; never waits on `fd`, which need only stay open for the call. */
+void gw_access_log_write(int fd, enum config_access_client client,
+                         const struct gw_access_entry *entry);
 
 #endif

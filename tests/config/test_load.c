@@ -1663,6 +1663,94 @@ static void test_missing_file(void)
     free(errors);
 }
 
+/* log: {format, level}: every value, the defaults (text, info), and each problem where it is. */
+static void test_log_settings(void)
+{
+    static const struct {
+        const char *yaml;
+        enum config_log_format format;
+        enum config_log_level level;
+    } accepted[] = {
+        {"log: {format: text}\n" ROUTE_HEAD, CONFIG_LOG_TEXT, CONFIG_LOG_INFO},
+        {"log: {format: json}\n" ROUTE_HEAD, CONFIG_LOG_JSON, CONFIG_LOG_INFO},
+        {"log: {level: debug}\n" ROUTE_HEAD, CONFIG_LOG_TEXT, CONFIG_LOG_DEBUG},
+        {"log: {level: info}\n" ROUTE_HEAD, CONFIG_LOG_TEXT, CONFIG_LOG_INFO},
+        {"log:\n  level: warn\n  format: json\n" ROUTE_HEAD, CONFIG_LOG_JSON, CONFIG_LOG_WARN},
+        {"log: {level: error}\n" ROUTE_HEAD, CONFIG_LOG_TEXT, CONFIG_LOG_ERROR},
+        {"log: {}\n" ROUTE_HEAD, CONFIG_LOG_TEXT, CONFIG_LOG_INFO},
+        {ROUTE_HEAD, CONFIG_LOG_TEXT, CONFIG_LOG_INFO},
+    };
+    char *errors = NULL;
+
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+        struct config *c = load_text(accepted[i].yaml, &errors);
+
+        if (c == NULL)
+            fprintf(stderr, "\n%s", errors);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        CU_ASSERT_EQUAL(c->log.format, accepted[i].format);
+        CU_ASSERT_EQUAL(c->log.level, accepted[i].level);
+        config_free(c);
+        unlink(path);
+    }
+    expect_error("log: {format: yaml}\n" ROUTE_HEAD, 1, 15,
+                 "format: \"yaml\" is not one of text or json");
+    expect_error("log:\n  format: JSON\n" ROUTE_HEAD, 2, 11,
+                 "format: \"JSON\" is not one of text or json");
+    expect_error("log: {level: warning}\n" ROUTE_HEAD, 1, 14,
+                 "level: \"warning\" is not one of debug, info, warn or error");
+    expect_error("log: {level: [warn]}\n" ROUTE_HEAD, 1, 14,
+                 "expected a single value, found a list");
+    expect_error("log: {colour: true}\n" ROUTE_HEAD, 1, 7, "log: unknown key \"colour\"");
+    expect_error("log: json\n" ROUTE_HEAD, 1, 6, "log: expected a mapping of keys, found a scalar");
+}
+
+/* server.access_log: a string as before, or {path, client}; client address (default), hash
+ * or none; each problem where it is. */
+static void test_access_log_settings(void)
+{
+    static const struct {
+        const char *yaml;
+        const char *path;
+        enum config_access_client client;
+    } accepted[] = {
+        {ROUTE_HEAD, "stdout", CONFIG_ACCESS_CLIENT_ADDRESS},
+        {"server: {access_log: \"off\"}\n" ROUTE_HEAD, "off", CONFIG_ACCESS_CLIENT_ADDRESS},
+        {"server: {access_log: /var/log/sluice.json}\n" ROUTE_HEAD, "/var/log/sluice.json",
+         CONFIG_ACCESS_CLIENT_ADDRESS},
+        {"server: {access_log: {path: stdout}}\n" ROUTE_HEAD, "stdout",
+         CONFIG_ACCESS_CLIENT_ADDRESS},
+        {"server: {access_log: {path: /tmp/a.json, client: address}}\n" ROUTE_HEAD, "/tmp/a.json",
+         CONFIG_ACCESS_CLIENT_ADDRESS},
+        {"server:\n  access_log:\n    client: hash\n    path: \"off\"\n" ROUTE_HEAD, "off",
+         CONFIG_ACCESS_CLIENT_HASH},
+        {"server: {access_log: {client: none}}\n" ROUTE_HEAD, "stdout", CONFIG_ACCESS_CLIENT_NONE},
+    };
+    char *errors = NULL;
+
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+        struct config *c = load_text(accepted[i].yaml, &errors);
+
+        if (c == NULL)
+            fprintf(stderr, "\n%s", errors);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        CU_ASSERT_STRING_EQUAL(c->server.access_log, accepted[i].path);
+        CU_ASSERT_EQUAL(c->server.access_log_client, accepted[i].client);
+        config_free(c);
+        unlink(path);
+    }
+    expect_error("server: {access_log: {client: ip}}\n" ROUTE_HEAD, 1, 31,
+                 "client: \"ip\" is not one of address, hash or none");
+    expect_error("server:\n  access_log:\n    path: stdout\n    client: [hash]\n" ROUTE_HEAD, 4, 13,
+                 "client: expected a single value, found a list");
+    expect_error("server: {access_log: {path: stdout, format: json}}\n" ROUTE_HEAD, 1, 37,
+                 "access_log: unknown key \"format\"");
+    expect_error("server: {access_log: {path: [stdout]}}\n" ROUTE_HEAD, 1, 29,
+                 "path: expected a single value, found a list");
+    expect_error("server: {access_log: [stdout]}\n" ROUTE_HEAD, 1, 22,
+                 "access_log: expected a single value, found a list");
+}
+
 void register_load_tests(void)
 {
     CU_pSuite s = add_suite("config_load");
@@ -1682,6 +1770,8 @@ void register_load_tests(void)
              test_upstream_connection_settings);
     add_test(s, "server.mode and server.workers", test_serving_mode);
     add_test(s, "server.proxy_protocol", test_proxy_protocol);
+    add_test(s, "log: format and level", test_log_settings);
+    add_test(s, "server.access_log: a path, or {path, client}", test_access_log_settings);
     add_test(s, "a route's forward proxy", test_route_proxy);
     add_test(s, "40,000 keys are refused at the bound, unwalked",
              test_many_keys_refused_at_the_bound);

@@ -186,5 +186,6 @@ void register_streams_tests(void);
 void register_tunnels_tests(void);
 void register_proxy_protocol_tests(void);
 void register_trace_tests(void);
+void register_logs_tests(void);
 
 #endif
