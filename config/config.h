@@ -336,6 +336,24 @@ struct config_route {
     } on_limit;
 };
 
+/* server.tls: the lowest TLS version accepted (1.0 and 1.1 never are). */
+enum config_tls_version { CONFIG_TLS_1_2, CONFIG_TLS_1_3 };
+
+/* One certificate of server.tls: file paths, relative ones made relative to the config's
+ * directory. */
+struct config_tls_cert {
+    char *cert, *key;
+};
+
+struct config_tls {
+    bool on;                       /* server.tls is set: the listener speaks only TLS */
+    struct config_tls_cert *certs; /* cert/key first when given, then certificates: in order */
+    size_t n_certs;
+    enum config_tls_version min_version;
+    char *ciphers;    /* the priority string's base as written, or NULL for "NORMAL" */
+    char *priorities; /* the whole GnuTLS priority string (config/tls.h); NULL when off */
+};
+
 struct config {
     char *path;
     struct {
@@ -362,6 +380,7 @@ struct config {
         /* /readyz answers 503 while some route has no server believed healthy (default
          * true); false: upstream health does not change readiness. */
         bool ready_needs_upstreams;
+        struct config_tls tls; /* off unless server.tls is set */
     } server;
     uint32_t max_clients;
     enum config_store store;

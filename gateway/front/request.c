@@ -20,6 +20,7 @@
 #include "target.h"
 #include "tunnel.h"
 #include "upgrade.h"
+#include "wire.h"
 
 #define RESPONSE_BLOCK (32 * 1024)
 #define TOO_LARGE      "the request body is larger than this gateway accepts"
@@ -1003,7 +1004,10 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
         append_parts(&w, xff, 4);
     }
     if (!w.has_proto && !removed_by_route(route, "X-Forwarded-Proto"))
-        append_field(&w, "X-Forwarded-Proto", "http");
+        append_field(&w, "X-Forwarded-Proto",
+                     MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION) != NULL
+                         ? "https"
+                         : "http");
     if (rq->host != NULL && !w.has_forwarded_host && !removed_by_route(route, "X-Forwarded-Host"))
         append_field(&w, "X-Forwarded-Host", rq->host);
     if (w.consumer_header != NULL && rq->consumer != NULL &&
@@ -1395,7 +1399,14 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *req_cls, cons
         .closed_cls = tc,
     };
 
-    (void)c, (void)req_cls;
+    const union MHD_ConnectionInfo *fd =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+    (void)req_cls;
+    /* Over TLS, libmicrohttpd carries the plaintext to `sock` through the strict reader's
+     * gnutls_record_recv(): it is no HTTP from here. */
+    if (fd != NULL)
+        gw_wire_upgraded(fd->connect_fd);
     if (tc != NULL)
         *tc = (struct tunnel_close){urh, rq->loop};
     if (tc == NULL || !quiet_after_upgrade(rq) || gw_tunnel_open(rq->tunnels, &spec) != 0) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "admission.h"
+#include "certs.h"
 #include "health.h"
 #include "log.h"
 #include "loop.h"
@@ -33,6 +34,8 @@ struct fixed_settings {
     bool watch_config;
     enum config_mode mode;
     uint32_t workers;
+    bool tls;
+    char *tls_priorities; /* NULL without TLS */
 };
 
 /* A client connection: its strict reader, and a watch for reading its request too slowly. */
@@ -222,8 +225,13 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                 w = NULL;
             }
         }
-        if (w != NULL && info != NULL)
-            w->wire = gw_wire_attach(info->connect_fd, s->fixed.max_header_size);
+        if (w != NULL && info != NULL) {
+            const union MHD_ConnectionInfo *tls =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+
+            w->wire = gw_wire_attach(info->connect_fd, s->fixed.max_header_size,
+                                     tls != NULL ? tls->tls_session : NULL);
+        }
         if (w == NULL || w->wire == NULL) {
             /* A connection that cannot be read strictly is not read at all. */
             if (info != NULL)
@@ -559,6 +567,8 @@ static void free_server(struct gw_server *s)
     stop_fronts(s);
     gw_health_stop(s->health);
     gw_wire_cleanup();
+    gw_certs_use(NULL);
+    free(s->fixed.tls_priorities);
     gw_runtime_release(s->current);
     gw_backends_free(s->backends);
     gw_metrics_free(s->metrics);
@@ -628,9 +638,14 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
             {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, f},
             event ? (struct MHD_OptionItem){MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL}
                   : (struct MHD_OptionItem){MHD_OPTION_THREAD_STACK_SIZE, 512 * 1024, NULL},
+            /* TLS last: without it, these end the list. */
+            {s->fixed.tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, 0,
+             (void *)gw_certs_retrieve},
+            {s->fixed.tls ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, 0,
+             s->fixed.tls_priorities},
             {MHD_OPTION_END, 0, NULL},
         };
-        unsigned flags = MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG |
+        unsigned flags = MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG | (s->fixed.tls ? MHD_USE_TLS : 0) |
                          (event ? MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME
                                 : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                                       MHD_USE_POLL | MHD_USE_ITC);
@@ -651,6 +666,30 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
             return -1;
         }
     }
+    return 0;
+}
+
+/* The listener's TLS: libmicrohttpd's certificate callback, then the first certificates and
+ * the priority string (config/tls.h). 0, or -1 with `err` filled. */
+static int start_tls(struct gw_server *s, const struct config_tls *tls, char err[GW_ERR_LEN])
+{
+    char why[GW_ERR_LEN - 64];
+    struct gw_certs *certs;
+
+    if (MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK) != MHD_YES) {
+        snprintf(err, GW_ERR_LEN,
+                 "server.tls: this libmicrohttpd cannot pick certificates by "
+                 "server name (no MHD_FEATURE_HTTPS_CERT_CALLBACK)");
+        return -1;
+    }
+    certs = gw_certs_load(tls, why, sizeof why);
+    s->fixed.tls_priorities = strdup(tls->priorities);
+    if (certs == NULL || s->fixed.tls_priorities == NULL) {
+        gw_certs_release(certs);
+        snprintf(err, GW_ERR_LEN, "server.tls: %s", certs == NULL ? why : "out of memory");
+        return -1;
+    }
+    gw_certs_use(certs);
     return 0;
 }
 
@@ -680,6 +719,7 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
     s->fixed.max_connections_per_ip = config->server.max_connections_per_ip;
     s->fixed.client_timeout_ns = config->server.client_timeout_ns;
     s->fixed.watch_config = config->server.watch_config;
+    s->fixed.tls = config->server.tls.on;
     s->metrics = gw_metrics_new();
     s->backends = gw_backends_new();
     s->health = gw_health_start();
@@ -690,6 +730,10 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
         copy_endpoint(&s->fixed.redis, &config->redis.address) != 0) {
         config_free(config);
         snprintf(err, GW_ERR_LEN, "out of memory");
+        goto fail;
+    }
+    if (s->fixed.tls && start_tls(s, &config->server.tls, err) != 0) {
+        config_free(config);
         goto fail;
     }
     s->current = gw_runtime_build(config, NULL, s->metrics, s->backends, s->store, err, GW_ERR_LEN);
@@ -761,13 +805,32 @@ static void warn_restart_needed(const struct fixed_settings *fixed, const struct
     if (fixed->mode != next->server.mode ||
         (fixed->mode == CONFIG_MODE_EVENT && fixed->workers != next->server.workers))
         gw_warn("reload: server.mode or server.workers changed; it takes effect on restart");
+    if (fixed->tls != next->server.tls.on)
+        gw_warn("reload: server.tls was %s; it takes effect on restart (the listener still "
+                "speaks %s)",
+                fixed->tls ? "removed" : "added", fixed->tls ? "TLS only" : "plain HTTP only");
+    else if (fixed->tls && strcmp(fixed->tls_priorities, next->server.tls.priorities) != 0)
+        gw_warn("reload: server.tls.min_version or ciphers changed; it takes effect on restart "
+                "(certificates are replaced now)");
 }
 
 int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR_LEN])
 {
     struct gw_runtime *next, *old;
+    struct gw_certs *certs = NULL;
+    char why[GW_ERR_LEN - 64];
 
     warn_restart_needed(&s->fixed, config);
+    /* Read again even when the config names the same files: they may have been renewed. */
+    if (s->fixed.tls && config->server.tls.on) {
+        certs = gw_certs_load(&config->server.tls, why, sizeof why);
+        if (certs == NULL) {
+            snprintf(err, GW_ERR_LEN, "server.tls: %s (the certificates in use stay)", why);
+            config_free(config);
+            gw_metrics_count_reload(s->metrics, false);
+            return -1;
+        }
+    }
     /* The head limits size each connection's memory: the running ones stay in force. */
     config->server.max_header_size = s->fixed.max_header_size;
     config->server.max_response_header_size = s->fixed.max_response_header_size;
@@ -777,8 +840,12 @@ int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR
     /* Only the reloading thread swaps, so `old` stays current while the next is built. */
     next = gw_runtime_build(config, old, s->metrics, s->backends, s->store, err, GW_ERR_LEN);
     gw_metrics_count_reload(s->metrics, next != NULL);
-    if (next == NULL)
+    if (next == NULL) {
+        gw_certs_release(certs);
         return -1;
+    }
+    if (certs != NULL)
+        gw_certs_use(certs);
     if (configure_health(s, next) != 0)
         gw_warn("reload: out of memory for the health checks; the last ones go on");
     gw_proxy_configure(next->config->server.upstream_idle_timeout_ns,
