@@ -298,7 +298,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     static const char refused[] = "Server reached connection limit";
     static const char accept_failed[] = "Error accepting connection";
     static const char out_of_resources[] = "Hit process or system resource limit";
-    static struct gw_log_limit accept_failures;
+    static const char handshake_failed[] = "Error: received handshake message out of context";
+    static struct gw_log_limit accept_failures, handshake_failures;
     const struct timespec accept_pause = {0, 100 * 1000000};
     struct gw_server *s = cls;
     char message[512];
@@ -322,6 +323,13 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
          * watching its listening socket by itself until then, and must not sleep.) */
         if (s->fixed.mode == CONFIG_MODE_THREAD_PER_CONNECTION)
             nanosleep(&accept_pause, NULL);
+    } else if (strncmp(fmt, handshake_failed, sizeof handshake_failed - 1) == 0) {
+        /* Any client can cause one (plain HTTP to the TLS port, TLS 1.1, no common cipher). */
+        if (gw_log_limit_pass(&handshake_failures, limiter_now_ns(), 1000000000, &more))
+            gw_warn("tls: a handshake failed (plain HTTP, an old TLS version, no cipher in "
+                    "common, or an unknown CA): connection closed (and %llu more since the last "
+                    "such line; at most one a second)",
+                    (unsigned long long)more);
     } else {
         gw_warn("http: %s", message);
     }
