@@ -184,5 +184,6 @@ void register_costs_tests(void);
 void register_backends_tests(void);
 void register_streams_tests(void);
 void register_tunnels_tests(void);
+void register_tls_tests(void);
 
 #endif
