@@ -525,6 +525,43 @@ static void test_reload_swaps_the_certificate(void)
     CU_ASSERT_EQUAL(stop_sluice(&swap, 5000), 0);
 }
 
+/* A WebSocket over TLS (wss://), both ways, through the tunnel (ws_peer.py, as
+ * test_tunnels.c uses it): the echo server plain, the client trusting the test CA. */
+static void test_websocket_over_tls(void)
+{
+    struct proc p, ws;
+    char command[512], out[1024];
+    FILE *client;
+    size_t len;
+
+    if (start_ws_server(&ws, NULL, NULL) != 0) {
+        CU_FAIL("ws_peer.py server did not start");
+        return;
+    }
+    if (start_sluice(&p,
+                     "server:\n  listen: \"127.0.0.1:0\"\n"
+                     "  tls: {cert: %2$s/a.pem, key: %2$s/a.key}\n"
+                     "routes:\n  - name: ws\n    match: {path_prefix: /}\n"
+                     "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                     ws.port, dir) != 0) {
+        CU_FAIL("sluice did not start");
+        stop_ws_server(&ws);
+        return;
+    }
+    snprintf(command, sizeof command,
+             "SSL_CERT_FILE=%s/ca.pem /usr/bin/python3 tests/integration/ws_peer.py client "
+             "wss://127.0.0.1:%u/ 2>&1",
+             dir, p.port);
+    client = popen(command, "r");
+    len = client != NULL ? fread(out, 1, sizeof out - 1, client) : 0;
+    out[len] = '\0';
+    if (client != NULL)
+        pclose(client);
+    check_case(strstr(out, "text ok\nbinary ok\nclosed 1000") != NULL, "wss", "client: %s", out);
+    CU_ASSERT_EQUAL(stop_sluice(&p, 5000), 0);
+    stop_ws_server(&ws);
+}
+
 /* `sluice --check` names the line of the file at fault, and why. */
 static void test_check_errors(void)
 {
@@ -583,5 +620,6 @@ void register_tls_tests(void)
     add_test(s, "X-Forwarded-Proto: https", test_forwarded_proto);
     add_test(s, "the strict reader over TLS", test_strict_reader_over_tls);
     add_test(s, "a reload swaps the certificate", test_reload_swaps_the_certificate);
+    add_test(s, "WebSocket over TLS", test_websocket_over_tls);
     add_test(s, "--check: the file, the line, the reason", test_check_errors);
 }
