@@ -11,7 +11,8 @@
  *             client_timeout, max_body, max_header_size, max_response_header_size,
  *             drain_timeout, watch_config,
  *             access_log, underscores_in_headers, upstream_idle_timeout, upstream_max_idle,
- *             mode, workers, consumer_header, deny, headers, ready_needs_upstreams
+ *             mode, workers, consumer_header, deny, headers, ready_needs_upstreams,
+ *             tls {cert, key, min_version, ciphers, certificates [{cert, key}]}
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
  *             on_store_error
  *   routes:   name, match {path_prefix, methods, host}, upstream (a URL, or {servers,
@@ -102,6 +103,15 @@
  * forward proxy; without one, or with proxy: "" (say "${PROXY:-}"), the route uses no proxy
  * at all, whatever http_proxy, HTTPS_PROXY or ALL_PROXY say. (Its URL is checked with
  * libcurl's URL parser, the one that will use it: the one place config/ uses libcurl.)
+ *
+ * server.tls (unset: plain HTTP): the listener speaks only TLS. cert and key (together) name
+ * the first certificate, certificates: [{cert, key}, ...] (at least one) more, or all of them
+ * without cert/key; paths relative to the config file's directory. Each file must exist and
+ * parse (PEM) and each key match its certificate (config/tls.h, read with GnuTLS: the one
+ * place config/ uses it), else an error at the line naming the file; with neither cert/key nor
+ * certificates, an error at tls:. min_version: "1.2" (default) or "1.3". ciphers (default
+ * unset, "NORMAL"): a GnuTLS priority string used as the base, to which the versions are
+ * appended; one gnutls_priority_init() refuses is an error at its line.
  *
  * The file is untrusted input as far as cost goes (a reload runs on the signal thread), so
  * every dimension is bounded and checked before anything is built: at most CONFIG_MAX_FILE
