@@ -199,7 +199,7 @@ static ssize_t feed(struct gw_wire *w, char *in, size_t n, char *buf, size_t len
     if (w->head.fault != 0 && w->head.fault_in_body) {
         /* libmicrohttpd cannot answer in the middle of a body: what came before the fault
          * goes through, then the stream ends (the shut read side makes it ask again). */
-        shutdown(w->fd, SHUT_RD);
+        shut_read(w);
         return (ssize_t)step.ready;
     }
     if (w->head.fault != 0)
