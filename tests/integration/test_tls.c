@@ -551,6 +551,25 @@ static void test_file_change_swaps_the_certificate(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(got, "\r\nX-Forwarded-Proto: http\r\n"));
     CU_ASSERT_PTR_NULL(strstr(got, "X-Forwarded-Proto: https"));
     free(got);
+
+    /* Versions, and TLS itself, wait for a restart: said, and the listener goes on as it was. */
+    rewrite_config(&swap, false,
+                   "server:\n  listen: \"127.0.0.1:0\"\n"
+                   "  tls: {cert: %2$s/served.pem, key: %2$s/served.key, min_version: \"1.3\"}\n"
+                   "routes:\n  - name: main\n    match: {path_prefix: /}\n"
+                   "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                   rec.port, dir);
+    CU_ASSERT_TRUE(wait_for_log(&swap, "server.tls.min_version or ciphers changed", 1, 3000));
+    tls_get(swap.port, "b.test", "/x", NULL, CURL_SSLVERSION_MAX_TLSv1_2, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    rewrite_config(&swap, false,
+                   "server: {listen: \"127.0.0.1:0\"}\n"
+                   "routes:\n  - name: main\n    match: {path_prefix: /}\n"
+                   "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                   rec.port);
+    CU_ASSERT_TRUE(wait_for_log(&swap, "server.tls was removed", 1, 3000));
+    CU_ASSERT_TRUE(serves(swap.port, "b.test", "b.test"));
+    assert_kept_connection_served(kept, swap.port);
     curl_easy_cleanup(kept);
     CU_ASSERT_EQUAL(stop_sluice(&swap, 5000), 0);
 }
