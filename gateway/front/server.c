@@ -488,10 +488,14 @@ static void loop_tick(void *cls, int64_t now)
  * first half), a copy of the Cookie field (it parses cookies into the pool; the field can be
  * nearly the whole head), and the response head it builds, plus bookkeeping. Room for the
  * largest of each, so that a client always gets a status line. libmicrohttpd zeroes the pool
- * after every request, so it is no larger than that. */
-static size_t connection_memory(uint32_t max_header_size, uint32_t max_response_header_size)
+ * after every request, so it is no larger than that. Over TLS the read buffer also has room
+ * for a whole record's plaintext beside the largest head, so that the reader never has to
+ * leave plaintext inside GnuTLS when it answers less than asked (wire.h). */
+static size_t connection_memory(uint32_t max_header_size, uint32_t max_response_header_size,
+                                bool tls)
 {
-    return 2 * (size_t)max_header_size + max_response_header_size + 4096;
+    return 2 * (size_t)max_header_size + max_response_header_size + 4096 +
+           (tls ? 2 * (size_t)GW_WIRE_TLS_RECORD : 0);
 }
 
 /* Starts a daemon on `where`; NULL with `err` filled. */
@@ -638,7 +642,7 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
             {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout_s, NULL},
             {MHD_OPTION_CONNECTION_MEMORY_LIMIT,
              (intptr_t)connection_memory(s->fixed.max_header_size,
-                                         s->fixed.max_response_header_size),
+                                         s->fixed.max_response_header_size, s->fixed.tls),
              NULL},
             {MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL},
             {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, f},

@@ -31,10 +31,17 @@
  * GnuTLS's own (found with dlsym(RTLD_NEXT)) and gives its outcomes as GnuTLS's codes. The
  * stand-in head and the shut read side work as for plain HTTP: the end of a socket whose read
  * side sluice shut reads as the end of the stream, not as a truncation attack. One thing
- * differs: GnuTLS decrypts a whole record (up to 16 KiB) at a time, and libmicrohttpd reads
- * again without polling only when a read filled its buffer, so a read here goes on while
- * GnuTLS holds plaintext and the buffer has room, and the reader's output (shorter than its
- * input where a head was rewritten) never leaves plaintext behind unasked for.
+ * differs: GnuTLS decrypts a whole record (up to 16 KiB) at a time, and libmicrohttpd, in
+ * thread_per_connection, reads again without polling the socket only when a read filled its
+ * buffer (recv_tls_adapter() in connection_https.c). What the reader hands over can be less
+ * than it read (a head rewritten, or one not yet whole kept back), so a read here goes on
+ * while GnuTLS holds plaintext and the buffer has room; and the buffer (server.c sizes it)
+ * holds a whole record beside the largest head, so that a head kept back always fits the
+ * room left and a read never ends short with plaintext left in GnuTLS, which no poll would
+ * announce. (When the buffer is partly full, holding body bytes the request has not taken
+ * yet, a pipelined head behind that body can still find too little room: its request waits
+ * for the client's next bytes, or client_timeout. Event mode keeps reading until GnuTLS says
+ * EAGAIN, and never waits there.)
  *
  * After an upgrade (gw_wire_upgraded()) what follows is not HTTP: plain connections' tunnels
  * read the socket with read(), past this file; a TLS connection's plaintext, which
@@ -54,6 +61,9 @@
 #include "head.h"
 
 #define GW_WIRE_STAND_IN "GET / HTTP/1.1\r\nHost: refused.invalid\r\n\r\n"
+
+/* The most plaintext one TLS record carries (RFC 8446 5.1). */
+#define GW_WIRE_TLS_RECORD (16 * 1024)
 
 struct gw_wire;
 
