@@ -433,6 +433,10 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
 
 void config_free(struct config *config);
 
+/* Reads the regular file `path`, of at most `max` bytes, into `*text` (NUL-terminated, its
+ * length in `*len`; the caller frees it). 0, or -1 with a sentence in `why`. */
+int config_read_file(const char *path, size_t max, char **text, size_t *len, char why[128]);
+
 /* Whether two keys (a kind and, for header and query, a name) count by the same thing:
  * header names compare without case, query parameter names with it. */
 bool config_same_key(enum config_key_kind a_kind, const char *a_name, enum config_key_kind b_kind,

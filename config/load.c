@@ -1912,6 +1912,11 @@ fail:
     return -1;
 }
 
+int config_read_file(const char *path, size_t max, char **text, size_t *len, char why[128])
+{
+    return read_whole_file(path, max, text, len, why);
+}
+
 /* A path in the config, taken from the config file's directory when relative, into `*out`. */
 static void config_relative_path(struct loader *ld, yaml_node_t *node, const char *key, char **out)
 {
@@ -2810,9 +2815,11 @@ static void parse_tls(struct loader *ld, yaml_node_t *node, void *object)
     if (tls->priorities == NULL)
         errorf(ld, node, "tls: out of memory");
     else if (gnutls_priority_init(&priority, tls->priorities, &bad_at) < 0)
+        /* bad_at points into the whole string: the part the config wrote is quoted. */
         errorf(ld, tw.ciphers_at != NULL ? tw.ciphers_at : node,
-               "ciphers: \"%s\" is not a GnuTLS priority string (the trouble starts at \"%s\")",
-               tls->ciphers != NULL ? tls->ciphers : "NORMAL", bad_at != NULL ? bad_at : "");
+               "ciphers: \"%s\" is not a GnuTLS priority string (the trouble starts at \"%.*s\")",
+               tls->ciphers != NULL ? tls->ciphers : "NORMAL",
+               bad_at != NULL ? (int)strcspn(bad_at, ":") : 0, bad_at != NULL ? bad_at : "");
     else
         gnutls_priority_deinit(priority);
     tls->on = true;

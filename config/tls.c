@@ -63,6 +63,21 @@ static int read_names(gnutls_x509_crt_t crt, struct config_tls_keypair *out)
     return 0;
 }
 
+/* The PEM file `path`, at most CONFIG_TLS_MAX_FILE bytes, into `pem`. 0, or -1 with `why`. */
+static int read_pem(const char *path, gnutls_datum_t *pem, char *why, size_t why_len)
+{
+    char *text, reason[128];
+    size_t len;
+
+    if (config_read_file(path, CONFIG_TLS_MAX_FILE, &text, &len, reason) != 0) {
+        snprintf(why, why_len, "%s", reason);
+        return -1;
+    }
+    pem->data = (unsigned char *)text;
+    pem->size = (unsigned)len;
+    return 0;
+}
+
 int config_tls_keypair_load(const char *cert, const char *key, struct config_tls_keypair *out,
                             enum config_tls_blame *blame, char *why, size_t why_len)
 {
@@ -73,11 +88,8 @@ int config_tls_keypair_load(const char *cert, const char *key, struct config_tls
 
     memset(out, 0, sizeof *out);
     *blame = CONFIG_TLS_BLAME_CERT;
-    ret = gnutls_load_file(cert, &cert_pem);
-    if (ret < 0) {
-        snprintf(why, why_len, "cannot read %s: %s", cert, gnutls_strerror(ret));
+    if (read_pem(cert, &cert_pem, why, why_len) != 0)
         goto out;
-    }
     out->n_chain = CONFIG_TLS_MAX_CHAIN;
     ret = gnutls_pcert_list_import_x509_raw(out->chain, &out->n_chain, &cert_pem,
                                             GNUTLS_X509_FMT_PEM, 0);
@@ -88,11 +100,8 @@ int config_tls_keypair_load(const char *cert, const char *key, struct config_tls
         goto out;
     }
     *blame = CONFIG_TLS_BLAME_KEY;
-    ret = gnutls_load_file(key, &key_pem);
-    if (ret < 0) {
-        snprintf(why, why_len, "cannot read %s: %s", key, gnutls_strerror(ret));
+    if (read_pem(key, &key_pem, why, why_len) != 0)
         goto out;
-    }
     ret = gnutls_privkey_init(&out->key);
     if (ret >= 0)
         ret = gnutls_privkey_import_x509_raw(out->key, &key_pem, GNUTLS_X509_FMT_PEM, NULL, 0);
@@ -125,8 +134,8 @@ out:
         gnutls_x509_crt_deinit(first);
     if (check != NULL)
         gnutls_certificate_free_credentials(check);
-    gnutls_free(cert_pem.data);
-    gnutls_free(key_pem.data);
+    free(cert_pem.data);
+    free(key_pem.data);
     return rc;
 }
 

@@ -3,11 +3,12 @@
  * (so `sluice --check` and a reload refuse a bad one at the line that names it), and again by
  * the gateway to serve them (gateway/front/certs.h).
  *
- * A certificate file holds a PEM chain, the server's certificate first; a key file the PEM
- * private key (PKCS#1, PKCS#8 or SEC1, unencrypted). They must belong together: GnuTLS checks
- * that the certificate's public key is the key's (gnutls_certificate_set_x509_key_mem), so a
- * mismatch is refused here rather than failing every handshake. A certificate answers for the
- * DNS names of its subjectAltName, or, without any, for its subject's CN.
+ * A certificate file (a regular file of at most CONFIG_TLS_MAX_FILE bytes, as is a key file)
+ * holds a PEM chain, the server's certificate first; a key file the PEM private key (PKCS#1, PKCS#8
+ * or SEC1, unencrypted). They must belong together: GnuTLS checks that the certificate's public key
+ * is the key's (gnutls_certificate_set_x509_key_mem), so a mismatch is refused here rather than
+ * failing every handshake. A certificate answers for the DNS names of its subjectAltName, or,
+ * without any, for its subject's CN.
  *
  * The priority string (server.tls.ciphers, a GnuTLS priority string, "NORMAL" when unset,
  * then the versions appended: "BASE:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2" for min_version 1.2,
@@ -21,8 +22,9 @@
 
 #include "config.h"
 
-#define CONFIG_TLS_MAX_CHAIN 16 /* certificates in one file */
-#define CONFIG_TLS_MAX_NAMES 64 /* DNS names one certificate answers for */
+#define CONFIG_TLS_MAX_FILE  (1024 * 1024) /* bytes of a certificate or key file */
+#define CONFIG_TLS_MAX_CHAIN 16            /* certificates in one file */
+#define CONFIG_TLS_MAX_NAMES 64            /* DNS names one certificate answers for */
 
 /* One certificate ready for a handshake: its chain, its key, and the names it answers for. */
 struct config_tls_keypair {

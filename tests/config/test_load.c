@@ -1684,8 +1684,12 @@ static void test_tls_errors(void)
         {"{certificates: [%1$s/a.pem]}", "%1$s/a.pem", "certificates: expected a mapping"},
         {"{cert: %1$s/a.pem, key: %1$s/a.key, ciphers: \"\"}", "\"\"", "ciphers: empty"},
         {"{cert: %1$s/a.pem, key: %1$s/a.key, ciphers: \"NORMAL:+BOGUS\"}", "\"NORMAL:+BOGUS\"",
-         "ciphers: \"NORMAL:+BOGUS\" is not a GnuTLS priority string"},
+         "ciphers: \"NORMAL:+BOGUS\" is not a GnuTLS priority string (the trouble starts at "
+         "\"+BOGUS\")"},
         {"{cert: %1$s/none.pem, key: %1$s/a.key}", "%1$s/none.pem", "cert: cannot read"},
+        {"{cert: /dev/zero, key: %1$s/a.key}", "/dev/zero",
+         "cert: /dev/zero is not a regular file"},
+        {"{cert: %1$s/a.pem, key: %1$s}", "%1$s}", "key: %1$s is not a regular file"},
         {"{cert: %1$s/garbage.pem, key: %1$s/a.key}", "%1$s/garbage.pem",
          "holds no PEM certificate chain"},
         {"{cert: %1$s/a.pem, key: %1$s/garbage.pem}", "%1$s/garbage.pem",
@@ -1700,10 +1704,13 @@ static void test_tls_errors(void)
         char tls[512], at[128], yaml[1024];
 
         snprintf(tls, sizeof tls, cases[i].tls, dir);
+        char fragment[256];
+
         snprintf(at, sizeof at, cases[i].at, dir);
+        snprintf(fragment, sizeof fragment, cases[i].fragment, dir);
         snprintf(yaml, sizeof yaml, "server:\n  tls: %s\n" ROUTE_HEAD, tls);
         /* "  tls: " is 7 columns */
-        expect_error(yaml, 2, 8 + (int)(strstr(tls, at) - tls), cases[i].fragment);
+        expect_error(yaml, 2, 8 + (int)(strstr(tls, at) - tls), fragment);
     }
     remove_certificates(dir);
 }
