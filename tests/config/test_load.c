@@ -1701,11 +1701,9 @@ static void test_tls_errors(void)
 
     make_certificates(dir);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char tls[512], at[128], yaml[1024];
+        char tls[512], at[128], yaml[1024], fragment[256];
 
         snprintf(tls, sizeof tls, cases[i].tls, dir);
-        char fragment[256];
-
         snprintf(at, sizeof at, cases[i].at, dir);
         snprintf(fragment, sizeof fragment, cases[i].fragment, dir);
         snprintf(yaml, sizeof yaml, "server:\n  tls: %s\n" ROUTE_HEAD, tls);
