@@ -258,6 +258,25 @@ out:
 
 /* --- tests ---------------------------------------------------------------------------- */
 
+/* Whether `openssl s_client`, sending the server name `name` as it is (curl may fold its
+ * case), prints `line`. */
+static bool s_client_sees(unsigned port, const char *name, const char *line)
+{
+    char command[512], out[8192];
+    FILE *f;
+    size_t len;
+
+    snprintf(command, sizeof command,
+             "openssl s_client -connect 127.0.0.1:%u -servername %s </dev/null 2>/dev/null", port,
+             name);
+    f = popen(command, "r");
+    len = f != NULL ? fread(out, 1, sizeof out - 1, f) : 0;
+    out[len] = '\0';
+    if (f != NULL)
+        pclose(f);
+    return strstr(out, line) != NULL;
+}
+
 /* The server name picks the certificate; no match, or none sent, gets the first. */
 static void test_sni_picks_the_certificate(void)
 {
@@ -265,8 +284,9 @@ static void test_sni_picks_the_certificate(void)
 
     CU_ASSERT_TRUE(serves(tls.port, "a.test", "a.test"));
     CU_ASSERT_TRUE(serves(tls.port, "b.test", "b.test"));
-    CU_ASSERT_TRUE(serves(tls.port, "api.b.test", "b.test")); /* *.b.test */
-    CU_ASSERT_TRUE(serves(tls.port, "c.test", "c.test"));     /* by its CN */
+    CU_ASSERT_TRUE(serves(tls.port, "api.b.test", "b.test"));                 /* *.b.test */
+    CU_ASSERT_TRUE(serves(tls.port, "c.test", "c.test"));                     /* by its CN */
+    CU_ASSERT_TRUE(s_client_sees(tls.port, "B.TEST", "subject=CN = b.test")); /* any case */
     /* 127.0.0.1: no server name is sent (an address), so the first: a.test's, which names it */
     CU_ASSERT_TRUE(serves(tls.port, "127.0.0.1", "a.test"));
     /* Unknown names get the first certificate, which curl then refuses for that name. */
@@ -723,6 +743,10 @@ static void test_check_errors(void)
         snprintf(args, sizeof args, "--check -c %s", path);
         check_case(run_sluice(args, out, sizeof out) == 1, cases[i].label, "exit not 1: %s", out);
         check_case(strstr(out, want) != NULL, cases[i].label, "wanted \"%s\" in: %s", want, out);
+        /* Nor does sluice start with it. */
+        snprintf(args, sizeof args, "-c %s", path);
+        check_case(run_sluice(args, out, sizeof out) == 1 && strstr(out, want) != NULL,
+                   cases[i].label, "started, or without \"%s\": %s", want, out);
     }
 }
 
