@@ -1,7 +1,8 @@
 /* TLS on the listener (server.tls), with real clients: libcurl (curl) trusting a test CA made
  * here with `openssl`, `openssl s_client` for protocol versions, and a GnuTLS client of this
- * file's for raw bytes. Certificates: a.test (also for 127.0.0.1), b.test and *.b.test, a
- * certificate with another's key, and a file of garbage.
+ * file's for raw bytes. Certificates: a.test (also for 127.0.0.1), b.test and *.b.test, c.test
+ * by its CN alone; a key that goes with another certificate (b.key for a.pem), and a file of
+ * garbage.
  *
  * The strict reader over TLS: the same hostile bytes are sent to a plain and a TLS listener in
  * front of the recorder, and the answers (status, body, whether the connection closed) and what
@@ -115,8 +116,8 @@ static size_t keep_body(char *data, size_t size, size_t n, void *cls)
 }
 
 /* GET https://`host`:`port``target` with curl on `curl` (a handle that may keep its
- * connection), `host` resolved to 127.0.0.1 and the test CA trusted; `extra` curl options: a
- * header (or NULL) and the highest TLS version (0: any). */
+ * connection), `host` resolved to 127.0.0.1 and the test CA trusted, with `header` (or NULL)
+ * and at most TLS `max_version` (a CURL_SSLVERSION_MAX_*; 0: any). */
 static void tls_get_on(CURL *curl, unsigned port, const char *host, const char *target,
                        const char *header, long max_version, struct tls_reply *r)
 {
