@@ -10,15 +10,15 @@ ASAN     := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
 TSAN     := -O1 -fsanitize=thread
 
 # pkg-config names and the Debian packages that provide them
-PKGS := libmicrohttpd libcurl yaml-0.1 cunit libsodium json-c hiredis
+PKGS := libmicrohttpd libcurl yaml-0.1 cunit libsodium json-c hiredis gnutls
 DEBS := pkg-config libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcunit1-dev libsodium-dev \
         libjson-c-dev libhiredis-dev openssl redis-server clang libclang-rt-14-dev valgrind \
-        python3-websockets
+        python3-websockets libgnutls28-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Expanded when a recipe runs, after the dependency check has installed what was missing.
 LIMITER_LIBS = $(shell pkg-config --libs libsodium)
-GATEWAY_LIBS = $(shell pkg-config --libs libmicrohttpd libcurl yaml-0.1 libsodium hiredis)
+GATEWAY_LIBS = $(shell pkg-config --libs libmicrohttpd libcurl yaml-0.1 libsodium hiredis gnutls)
 TEST_LIBS    = $(shell pkg-config --libs cunit) $(GATEWAY_LIBS)
 
 LIMITER_SRC := $(wildcard limiter/*.c)
@@ -41,8 +41,9 @@ FUZZ_SECONDS ?= 60
 # per target within make test; make fuzz alone runs FUZZ_SECONDS
 TEST_FUZZ_SECONDS ?= 5
 
-# gateway/front/wire.c defines recv() for libmicrohttpd to call: the binary must export it.
-EXPORT_RECV := -Wl,--export-dynamic-symbol=recv
+# gateway/front/wire.c defines recv() and gnutls_record_recv() for libmicrohttpd (and GnuTLS)
+# to call: the binary must export them.
+EXPORT_RECV := -Wl,--export-dynamic-symbol=recv -Wl,--export-dynamic-symbol=gnutls_record_recv
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 

@@ -12,7 +12,8 @@
  *             drain_timeout, watch_config,
  *             access_log {path, client}, underscores_in_headers, upstream_idle_timeout,
  *             upstream_max_idle, mode, workers, consumer_header, deny, headers,
- *             ready_needs_upstreams, proxy_protocol, proxy_protocol_from
+ *             ready_needs_upstreams, proxy_protocol, proxy_protocol_from,
+ *             tls {cert, key, min_version, ciphers, certificates [{cert, key}]}
  *   log:      format, level
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
  *             on_store_error
@@ -120,6 +121,15 @@
  * forward proxy; without one, or with proxy: "" (say "${PROXY:-}"), the route uses no proxy
  * at all, whatever http_proxy, HTTPS_PROXY or ALL_PROXY say. (Its URL is checked with
  * libcurl's URL parser, the one that will use it: the one place config/ uses libcurl.)
+ *
+ * server.tls (unset: plain HTTP): the listener speaks only TLS. cert and key (together) name
+ * the first certificate, certificates: [{cert, key}, ...] (at least one) more, or all of them
+ * without cert/key; paths relative to the config file's directory. Each file must exist and
+ * parse (PEM) and each key match its certificate (config/tls.h, read with GnuTLS: the one
+ * place config/ uses it), else an error at the line naming the file; with neither cert/key nor
+ * certificates, an error at tls:. min_version: "1.2" (default) or "1.3". ciphers (default
+ * unset, "NORMAL"): a GnuTLS priority string used as the base, to which the versions are
+ * appended; one gnutls_priority_init() refuses is an error at its line.
  *
  * The file is untrusted input as far as cost goes (a reload runs on the signal thread), so
  * every dimension is bounded and checked before anything is built: at most CONFIG_MAX_FILE
@@ -378,6 +388,24 @@ struct config_route {
     } on_limit;
 };
 
+/* server.tls: the lowest TLS version accepted (1.0 and 1.1 never are). */
+enum config_tls_version { CONFIG_TLS_1_2, CONFIG_TLS_1_3 };
+
+/* One certificate of server.tls: file paths, relative ones made relative to the config's
+ * directory. */
+struct config_tls_cert {
+    char *cert, *key;
+};
+
+struct config_tls {
+    bool on;                       /* server.tls is set: the listener speaks only TLS */
+    struct config_tls_cert *certs; /* cert/key first when given, then certificates: in order */
+    size_t n_certs;
+    enum config_tls_version min_version;
+    char *ciphers;    /* the priority string's base as written, or NULL for "NORMAL" */
+    char *priorities; /* the whole GnuTLS priority string (config/tls.h); NULL when off */
+};
+
 struct config {
     char *path;
     struct {
@@ -409,6 +437,7 @@ struct config {
          * in proxy_protocol_from may connect then. Needs a restart to change. */
         enum config_proxy_protocol proxy_protocol;
         struct config_cidrs proxy_protocol_from;
+        struct config_tls tls; /* off unless server.tls is set */
     } server;
     struct {
         enum config_log_format format;
@@ -457,6 +486,10 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
 #define CONFIG_MAX_SERVERS        64                 /* servers of one route's upstream */
 
 void config_free(struct config *config);
+
+/* Reads the regular file `path`, of at most `max` bytes, into `*text` (NUL-terminated, its
+ * length in `*len`; the caller frees it). 0, or -1 with a sentence in `why`. */
+int config_read_file(const char *path, size_t max, char **text, size_t *len, char why[128]);
 
 /* Whether two keys (a kind and, for header and query, a name) count by the same thing:
  * header names compare without case, query parameter names with it. */

@@ -17,6 +17,7 @@
 #include <yaml.h>
 
 #include "config.h"
+#include "tls.h"
 
 /* A key naming a header with '_' in it, kept until the whole file is read. */
 struct underscore_key {
@@ -641,6 +642,7 @@ static void parse_access_log(struct loader *ld, yaml_node_t *node, void *object)
     else
         parse_value(ld, &as_path, node, object);
 }
+static void parse_tls(struct loader *ld, yaml_node_t *node, void *object);
 
 static const struct field server_fields[] = {
     {"listen", V_ENDPOINT, offsetof(struct config, server.listen), 0, 0, NULL},
@@ -679,6 +681,7 @@ static const struct field server_fields[] = {
     {"proxy_protocol", V_CUSTOM, 0, 0, 0, parse_proxy_protocol},
     {"proxy_protocol_from", V_CIDRS, offsetof(struct config, server.proxy_protocol_from), 0, 0,
      NULL},
+    {"tls", V_CUSTOM, 0, 0, 0, parse_tls},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -1947,6 +1950,11 @@ fail:
     return -1;
 }
 
+int config_read_file(const char *path, size_t max, char **text, size_t *len, char why[128])
+{
+    return read_whole_file(path, max, text, len, why);
+}
+
 /* A path in the config, taken from the config file's directory when relative, into `*out`. */
 static void config_relative_path(struct loader *ld, yaml_node_t *node, const char *key, char **out)
 {
@@ -2726,6 +2734,173 @@ static void parse_tracing(struct loader *ld, yaml_node_t *node, void *object)
     walk_mapping(ld, node, tracing_fields, object, "tracing");
 }
 
+/* --- server.tls ----------------------------------------------------------------------- */
+
+/* A certificate of server.tls as written: its files and the values that named them. */
+struct tls_pair_walk {
+    char *cert, *key;
+    yaml_node_t *cert_at, *key_at;
+};
+
+/* server.tls as walked; `single` (cert: and key:) first, so that its parsers serve both. */
+struct tls_walk {
+    struct tls_pair_walk single;
+    struct config_tls *tls;
+    struct tls_pair_walk *items; /* certificates: */
+    size_t n_items;
+    yaml_node_t *ciphers_at;
+};
+
+static void parse_tls_cert(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct tls_pair_walk *pair = object;
+
+    pair->cert_at = node;
+    config_relative_path(ld, node, "cert", &pair->cert);
+}
+
+static void parse_tls_key(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct tls_pair_walk *pair = object;
+
+    pair->key_at = node;
+    config_relative_path(ld, node, "key", &pair->key);
+}
+
+static const struct field tls_pair_fields[] = {
+    {"cert", V_CUSTOM, 0, 0, 0, parse_tls_cert},
+    {"key", V_CUSTOM, 0, 0, 0, parse_tls_key},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+static void parse_tls_min_version(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const char *const names[] = {[CONFIG_TLS_1_2] = "1.2", [CONFIG_TLS_1_3] = "1.3"};
+    int choice = parse_choice(ld, node, "min_version", names, 2);
+
+    if (choice >= 0)
+        ((struct tls_walk *)object)->tls->min_version = (enum config_tls_version)choice;
+}
+
+static void parse_tls_ciphers(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct tls_walk *tw = object;
+    const char *text = scalar(ld, node, "ciphers");
+
+    if (text == NULL)
+        return;
+    if (text[0] == '\0') {
+        errorf(ld, node, "ciphers: empty (leave it out for GnuTLS's NORMAL)");
+        return;
+    }
+    tw->ciphers_at = node;
+    free(tw->tls->ciphers);
+    tw->tls->ciphers = strdup(text);
+    if (tw->tls->ciphers == NULL)
+        errorf(ld, node, "ciphers: out of memory");
+}
+
+static void parse_tls_certificates(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct tls_walk *tw = object;
+    size_t n = 0;
+
+    if (node->type != YAML_SEQUENCE_NODE ||
+        node->data.sequence.items.top == node->data.sequence.items.start) {
+        errorf(ld, node, "certificates: expected a list of {cert, key}");
+        return;
+    }
+    n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+    tw->items = calloc(n, sizeof *tw->items);
+    if (tw->items == NULL) {
+        errorf(ld, node, "certificates: out of memory");
+        return;
+    }
+    tw->n_items = n;
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = node_at(ld, node->data.sequence.items.start[i]);
+
+        walk_mapping(ld, item, tls_pair_fields, &tw->items[i], "certificates");
+        if (item->type == YAML_MAPPING_NODE &&
+            (tw->items[i].cert_at == NULL || tw->items[i].key_at == NULL))
+            errorf(ld, item, "certificates: each needs cert and key");
+    }
+}
+
+static const struct field tls_fields[] = {
+    {"cert", V_CUSTOM, 0, 0, 0, parse_tls_cert},
+    {"key", V_CUSTOM, 0, 0, 0, parse_tls_key},
+    {"min_version", V_CUSTOM, 0, 0, 0, parse_tls_min_version},
+    {"ciphers", V_CUSTOM, 0, 0, 0, parse_tls_ciphers},
+    {"certificates", V_CUSTOM, 0, 0, 0, parse_tls_certificates},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* Checks one certificate's files (tls.h) and takes them into the config's list. */
+static void add_tls_cert(struct loader *ld, struct config_tls *tls, struct tls_pair_walk *pair)
+{
+    struct config_tls_keypair loaded;
+    enum config_tls_blame blame;
+    char why[512];
+
+    if (pair->cert == NULL || pair->key == NULL)
+        return; /* reported where it was read */
+    if (config_tls_keypair_load(pair->cert, pair->key, &loaded, &blame, why, sizeof why) != 0) {
+        errorf(ld, blame == CONFIG_TLS_BLAME_CERT ? pair->cert_at : pair->key_at, "%s: %s",
+               blame == CONFIG_TLS_BLAME_CERT ? "cert" : "key", why);
+        return;
+    }
+    config_tls_keypair_free(&loaded);
+    tls->certs[tls->n_certs++] = (struct config_tls_cert){pair->cert, pair->key};
+    pair->cert = pair->key = NULL;
+}
+
+/* server.tls: {cert, key, min_version, ciphers, certificates}. cert and key name the first
+ * certificate (the one for clients whose server name matches none, or who send none);
+ * certificates: lists more, or all of them without cert and key. */
+static void parse_tls(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_tls *tls = &((struct config *)object)->server.tls;
+    struct tls_walk tw = {.tls = tls};
+    gnutls_priority_t priority = NULL;
+    const char *bad_at = NULL;
+
+    walk_mapping(ld, node, tls_fields, &tw, "tls");
+    if (node->type == YAML_MAPPING_NODE &&
+        (tw.single.cert_at == NULL) != (tw.single.key_at == NULL))
+        errorf(ld, node, "tls: cert and key go together");
+    else if (node->type == YAML_MAPPING_NODE && tw.single.cert_at == NULL && tw.n_items == 0 &&
+             find_value(ld, node, "certificates") == NULL)
+        errorf(ld, node, "tls: needs cert and key, or certificates");
+    tls->certs = calloc(1 + tw.n_items, sizeof *tls->certs);
+    if (tls->certs == NULL) {
+        errorf(ld, node, "tls: out of memory");
+    } else {
+        add_tls_cert(ld, tls, &tw.single);
+        for (size_t i = 0; i < tw.n_items; i++)
+            add_tls_cert(ld, tls, &tw.items[i]);
+    }
+    tls->priorities = config_tls_priorities(tls->ciphers, tls->min_version);
+    if (tls->priorities == NULL)
+        errorf(ld, node, "tls: out of memory");
+    else if (gnutls_priority_init(&priority, tls->priorities, &bad_at) < 0)
+        /* bad_at points into the whole string: the part the config wrote is quoted. */
+        errorf(ld, tw.ciphers_at != NULL ? tw.ciphers_at : node,
+               "ciphers: \"%s\" is not a GnuTLS priority string (the trouble starts at \"%.*s\")",
+               tls->ciphers != NULL ? tls->ciphers : "NORMAL",
+               bad_at != NULL ? (int)strcspn(bad_at, ":") : 0, bad_at != NULL ? bad_at : "");
+    else
+        gnutls_priority_deinit(priority);
+    tls->on = true;
+    free(tw.single.cert);
+    free(tw.single.key);
+    for (size_t i = 0; i < tw.n_items; i++) {
+        free(tw.items[i].cert);
+        free(tw.items[i].key);
+    }
+    free(tw.items);
+}
+
 static void parse_server(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
@@ -3106,6 +3281,13 @@ void config_free(struct config *config)
     free(config->consumers);
     free(config->consumers_file);
     free(config->server.consumer_header);
+    for (size_t i = 0; i < config->server.tls.n_certs; i++) {
+        free(config->server.tls.certs[i].cert);
+        free(config->server.tls.certs[i].key);
+    }
+    free(config->server.tls.certs);
+    free(config->server.tls.ciphers);
+    free(config->server.tls.priorities);
     free(config->server.listen.host);
     free(config->server.admin_listen.host);
     free(config->server.trusted_proxies.items);

@@ -122,35 +122,93 @@ static void raise_fd_limit(uint32_t max_connections)
                 FDS_PER_CONNECTION, FDS_RESERVED);
 }
 
-/* The watcher of the consumers_file the running config names (when server.watch_config),
- * moved to another file when a reload names another. A change to it reloads the whole config,
- * as a change to the config does. */
-struct consumers_watch {
-    struct gw_watch *watch;
-    char *path;
+/* The watchers of the files the running config reads besides itself (its consumers_file, and
+ * the TLS certificates and keys), when server.watch_config: moved along when a reload names
+ * other files. A change to any of them reloads the whole config, as a change to the config
+ * does; so a renewed certificate is served from its next handshake on. */
+struct file_watches {
+    struct gw_watch **watches;
+    char **paths;
+    size_t n;
 };
 
-static void watch_consumers(struct consumers_watch *cw, const char *path)
+static void unwatch_files(struct file_watches *fw)
 {
-    if ((path == NULL && cw->path == NULL) ||
-        (path != NULL && cw->path != NULL && strcmp(path, cw->path) == 0))
+    for (size_t i = 0; i < fw->n; i++) {
+        gw_watch_stop(fw->watches[i]);
+        free(fw->paths[i]);
+    }
+    free(fw->watches);
+    free(fw->paths);
+    *fw = (struct file_watches){NULL, NULL, 0};
+}
+
+static void free_paths(char **paths, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+}
+
+/* The files `config` reads besides itself, when it watches them; NULL (with *n 0) for none
+ * or when memory is short (they go unwatched: SIGHUP still reloads). */
+static char **files_of(const struct config *config, size_t *n)
+{
+    size_t cap = 1 + 2 * config->server.tls.n_certs;
+    char **paths = config->server.watch_config ? calloc(cap, sizeof *paths) : NULL;
+
+    *n = 0;
+    if (paths == NULL)
+        return NULL;
+    if (config->consumers_file != NULL)
+        paths[(*n)++] = strdup(config->consumers_file);
+    for (size_t i = 0; i < config->server.tls.n_certs; i++) {
+        paths[(*n)++] = strdup(config->server.tls.certs[i].cert);
+        paths[(*n)++] = strdup(config->server.tls.certs[i].key);
+    }
+    for (size_t i = 0; i < *n; i++)
+        if (paths[i] == NULL) {
+            free_paths(paths, *n);
+            *n = 0;
+            return NULL;
+        }
+    return paths;
+}
+
+/* Watches the `n` files of `paths` (from files_of(), taken over) instead of those watched so
+ * far. */
+static void watch_paths(struct file_watches *fw, char **paths, size_t n)
+{
+    bool same = n == fw->n;
+
+    for (size_t i = 0; same && i < n; i++)
+        same = strcmp(paths[i], fw->paths[i]) == 0;
+    if (same) {
+        free_paths(paths, n);
         return;
-    gw_watch_stop(cw->watch);
-    free(cw->path);
-    cw->watch = NULL;
-    cw->path = path != NULL ? strdup(path) : NULL;
-    if (cw->path == NULL)
+    }
+    unwatch_files(fw);
+    fw->watches = calloc(n ? n : 1, sizeof *fw->watches);
+    if (fw->watches == NULL) {
+        free_paths(paths, n);
         return;
-    cw->watch = gw_watch_start(cw->path);
-    if (cw->watch == NULL)
-        gw_warn("cannot watch %s for changes (%s); reload with SIGHUP", cw->path, strerror(errno));
+    }
+    fw->paths = paths;
+    fw->n = n;
+    for (size_t i = 0; i < n; i++) {
+        fw->watches[i] = gw_watch_start(paths[i]);
+        if (fw->watches[i] == NULL)
+            gw_warn("cannot watch %s for changes (%s); reload with SIGHUP", paths[i],
+                    strerror(errno));
+    }
 }
 
 /* Loads `path` again and runs it. An invalid file changes nothing: every problem is logged
  * and the gateway goes on with the config it has. */
-static void reload(struct gw_server *server, const char *path, struct consumers_watch *cw)
+static void reload(struct gw_server *server, const char *path, struct file_watches *fw)
 {
-    char *errors = NULL, err[GW_ERR_LEN], *consumers_file;
+    char *errors = NULL, err[GW_ERR_LEN], **paths;
+    size_t n_paths;
     struct config *config = config_load(path, &errors);
     enum config_log_format log_format;
     enum config_log_level log_level;
@@ -169,16 +227,15 @@ static void reload(struct gw_server *server, const char *path, struct consumers_
     log_format = config->log.format;
     log_level = config->log.level;
     warn_about(config);
-    consumers_file = config->consumers_file != NULL && config->server.watch_config
-                         ? strdup(config->consumers_file)
-                         : NULL;
+    /* The config goes to the server: the list of its files is taken first, and kept only if
+     * the reload takes. */
+    paths = files_of(config, &n_paths);
     if (gw_server_reload(server, config, err) != 0) { /* takes the config */
         gw_error("reload rejected: %s", err);
-        free(consumers_file);
+        free_paths(paths, n_paths);
         return;
     }
-    watch_consumers(cw, consumers_file);
-    free(consumers_file);
+    watch_paths(fw, paths, n_paths);
     gw_log_configure(log_format, log_level);
     gw_info("reloaded %s", path);
 }
@@ -191,7 +248,9 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     char err[GW_ERR_LEN];
     struct gw_server *server;
     struct gw_watch *watch = NULL;
-    struct consumers_watch consumers = {NULL, NULL};
+    struct file_watches files = {NULL, NULL, 0};
+    char **paths;
+    size_t n_paths;
     bool watching = config->server.watch_config;
     unsigned left;
     int sig = 0, rc = 1;
@@ -206,12 +265,13 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
         goto out;
     }
     warn_about(config);
-    if (watching)
-        watch_consumers(&consumers, config->consumers_file);
+    /* Watched from before the start, so that a change made while it starts is seen. */
+    paths = files_of(config, &n_paths);
+    watch_paths(&files, paths, n_paths);
     server = gw_server_start(config, err); /* takes the config */
     if (server == NULL) {
         gw_error("%s", err);
-        watch_consumers(&consumers, NULL);
+        unwatch_files(&files);
         gw_proxy_cleanup();
         goto out;
     }
@@ -226,10 +286,10 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
         if (sigwait(signals, &sig) != 0)
             break;
         if (sig == SIGHUP)
-            reload(server, path, &consumers);
+            reload(server, path, &files);
     }
     gw_watch_stop(watch);
-    watch_consumers(&consumers, NULL);
+    unwatch_files(&files);
     gw_info("stopping: no new connections; draining requests in flight");
     left = gw_server_drain(server);
     if (left > 0)

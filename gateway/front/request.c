@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "access_log.h"
 #include "head.h"
@@ -20,6 +21,7 @@
 #include "trace.h"
 #include "tunnel.h"
 #include "upgrade.h"
+#include "wire.h"
 
 #define RESPONSE_BLOCK (32 * 1024)
 #define TOO_LARGE      "the request body is larger than this gateway accepts"
@@ -1014,7 +1016,10 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
         append_parts(&w, xff, 4);
     }
     if (!w.has_proto && !removed_by_route(route, "X-Forwarded-Proto"))
-        append_field(&w, "X-Forwarded-Proto", "http");
+        append_field(&w, "X-Forwarded-Proto",
+                     MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION) != NULL
+                         ? "https"
+                         : "http");
     if (rq->host != NULL && !w.has_forwarded_host && !removed_by_route(route, "X-Forwarded-Host"))
         append_field(&w, "X-Forwarded-Host", rq->host);
     if (!replaced_by_route(route, "X-Request-Id"))
@@ -1380,13 +1385,18 @@ static bool quiet_after_upgrade(const struct gw_request *rq)
 struct tunnel_close {
     struct MHD_UpgradeResponseHandle *urh;
     struct gw_loop *loop;
+    int tls_fd; /* a TLS client's socket; -1 for plain HTTP */
 };
 
-/* The tunnel is over: libmicrohttpd closes the client's socket (on a loop, once woken). */
+/* The tunnel is over: libmicrohttpd closes the client's socket (on a loop, once woken). Over
+ * TLS it first passes on what the tunnel left for the client, and waits for the client's side
+ * to end too, which the read side shut ends at once. */
 static void tunnel_closed(void *cls)
 {
     struct tunnel_close *tc = cls;
 
+    if (tc->tls_fd >= 0)
+        shutdown(tc->tls_fd, SHUT_RD);
     MHD_upgrade_action(tc->urh, MHD_UPGRADE_ACTION_CLOSE);
     if (tc->loop != NULL)
         gw_loop_wake(tc->loop);
@@ -1403,10 +1413,14 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *req_cls, cons
     struct gw_request *rq = cls;
     struct tunnel_close *tc = malloc(sizeof *tc);
     const struct config_route *route = route_of(rq);
+    const union MHD_ConnectionInfo *fd =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    bool tls = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION) != NULL;
     struct gw_tunnel_spec spec = {
         .client_fd = sock,
         .upstream = &rq->up,
         .upstream_tls = strncmp(route->servers[rq->server].url, "https:", 6) == 0,
+        .client_tls = tls,
         .client_early = extra_in,
         .client_early_len = extra_in_size,
         .idle_timeout_ns = route->tunnel_idle_timeout_ns,
@@ -1415,9 +1429,13 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *req_cls, cons
         .closed_cls = tc,
     };
 
-    (void)c, (void)req_cls;
+    (void)req_cls;
+    /* Over TLS, libmicrohttpd carries the plaintext to `sock` through the strict reader's
+     * gnutls_record_recv(): it is no HTTP from here. */
+    if (fd != NULL)
+        gw_wire_upgraded(fd->connect_fd);
     if (tc != NULL)
-        *tc = (struct tunnel_close){urh, rq->loop};
+        *tc = (struct tunnel_close){urh, rq->loop, tls && fd != NULL ? fd->connect_fd : -1};
     if (tc == NULL || !quiet_after_upgrade(rq) || gw_tunnel_open(rq->tunnels, &spec) != 0) {
         gw_warn("route %s: an upgraded connection was closed at once: %s", route->name,
                 tc == NULL ? "out of memory" : "the client sent bytes before the 101");

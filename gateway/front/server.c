@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "admission.h"
+#include "certs.h"
 #include "health.h"
 #include "listener.h"
 #include "log.h"
@@ -34,6 +35,8 @@ struct fixed_settings {
     bool watch_config;
     enum config_mode mode;
     uint32_t workers;
+    bool tls;
+    char *tls_priorities; /* NULL without TLS */
     enum config_proxy_protocol proxy_protocol;
     struct config_cidrs proxy_protocol_from; /* the acceptor's */
 };
@@ -240,8 +243,13 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                 w = NULL;
             }
         }
-        if (w != NULL && info != NULL)
-            w->wire = gw_wire_attach(info->connect_fd, s->fixed.max_header_size);
+        if (w != NULL && info != NULL) {
+            const union MHD_ConnectionInfo *tls =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+
+            w->wire = gw_wire_attach(info->connect_fd, s->fixed.max_header_size,
+                                     tls != NULL ? tls->tls_session : NULL);
+        }
         if (w == NULL || w->wire == NULL) {
             /* A connection that cannot be read strictly is not read at all. */
             if (info != NULL)
@@ -322,7 +330,6 @@ static struct mhd_message {
     {"Connection socket is closed when reading request", CONFIG_LOG_INFO, MHD_AS_IS, {0}},
     {"Connection was closed by remote side", CONFIG_LOG_INFO, MHD_AS_IS, {0}},
     {"Failed to send", CONFIG_LOG_INFO, MHD_AS_IS, {0}},
-    {"Error: received handshake message out of context", CONFIG_LOG_INFO, MHD_AS_IS, {0}},
     /* A request libmicrohttpd itself cannot read (only the admin port's reach it: the proxied
      * port's strict reader, wire.h, answers those first), and the reasons that precede it. */
     {"Error processing request (HTTP response code is %u", CONFIG_LOG_INFO, MHD_ANSWERED, {0}},
@@ -374,7 +381,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     static const char refused[] = "Server reached connection limit";
     static const char accept_failed[] = "Error accepting connection";
     static const char out_of_resources[] = "Hit process or system resource limit";
-    static struct gw_log_limit accept_failures;
+    static const char handshake_failed[] = "Error: received handshake message out of context";
+    static struct gw_log_limit accept_failures, handshake_failures;
     const struct timespec accept_pause = {0, 100 * 1000000};
     struct gw_server *s = cls;
     char message[512];
@@ -395,6 +403,13 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
          * watching its listening socket by itself until then, and must not sleep.) */
         if (s->fixed.mode == CONFIG_MODE_THREAD_PER_CONNECTION)
             nanosleep(&accept_pause, NULL);
+    } else if (strncmp(fmt, handshake_failed, sizeof handshake_failed - 1) == 0) {
+        /* Any client can cause one (plain HTTP to the TLS port, TLS 1.1, no common cipher). */
+        if (gw_log_limit_pass(&handshake_failures, limiter_now_ns(), 1000000000, &more))
+            gw_warn("tls: a handshake failed (plain HTTP, an old TLS version, no cipher in "
+                    "common, or an unknown CA): connection closed (and %llu more since the last "
+                    "such line; at most one a second)",
+                    (unsigned long long)more);
     } else {
         log_mhd_message(fmt, ap);
     }
@@ -612,10 +627,14 @@ static void loop_tick(void *cls, int64_t now)
  * first half), a copy of the Cookie field (it parses cookies into the pool; the field can be
  * nearly the whole head), and the response head it builds, plus bookkeeping. Room for the
  * largest of each, so that a client always gets a status line. libmicrohttpd zeroes the pool
- * after every request, so it is no larger than that. */
-static size_t connection_memory(uint32_t max_header_size, uint32_t max_response_header_size)
+ * after every request, so it is no larger than that. Over TLS the read buffer also has room
+ * for a whole record's plaintext beside the largest head, so that the reader never has to
+ * leave plaintext inside GnuTLS when it answers less than asked (wire.h). */
+static size_t connection_memory(uint32_t max_header_size, uint32_t max_response_header_size,
+                                bool tls)
 {
-    return 2 * (size_t)max_header_size + max_response_header_size + 4096;
+    return 2 * (size_t)max_header_size + max_response_header_size + 4096 +
+           (tls ? 2 * (size_t)GW_WIRE_TLS_RECORD : 0);
 }
 
 /* Starts a daemon on the listening socket `fd` (handed over), or on none (-1: connections
@@ -695,6 +714,8 @@ static void free_server(struct gw_server *s)
     stop_fronts(s);
     gw_health_stop(s->health);
     gw_wire_cleanup();
+    gw_certs_use(NULL);
+    free(s->fixed.tls_priorities);
     gw_runtime_release(s->current);
     gw_backends_free(s->backends);
     gw_metrics_free(s->metrics);
@@ -777,16 +798,21 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
             {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)timeout_s, NULL},
             {MHD_OPTION_CONNECTION_MEMORY_LIMIT,
              (intptr_t)connection_memory(s->fixed.max_header_size,
-                                         s->fixed.max_response_header_size),
+                                         s->fixed.max_response_header_size, s->fixed.tls),
              NULL},
             {MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL},
             {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, f},
             {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, f},
             {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, f},
             {MHD_OPTION_THREAD_STACK_SIZE, 512 * 1024, NULL}, /* thread_per_connection's */
+            /* TLS last: without it, these end the list. */
+            {s->fixed.tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, 0,
+             (void *)gw_certs_retrieve},
+            {s->fixed.tls ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, 0,
+             s->fixed.tls_priorities},
             {MHD_OPTION_END, 0, NULL},
         };
-        unsigned flags = MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG |
+        unsigned flags = MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG | (s->fixed.tls ? MHD_USE_TLS : 0) |
                          (event ? MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME
                                 : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                                       MHD_USE_POLL | MHD_USE_ITC);
@@ -818,6 +844,30 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
     }
     if (proxy_protocol)
         return start_acceptor(s, err);
+    return 0;
+}
+
+/* The listener's TLS: libmicrohttpd's certificate callback, then the first certificates and
+ * the priority string (config/tls.h). 0, or -1 with `err` filled. */
+static int start_tls(struct gw_server *s, const struct config_tls *tls, char err[GW_ERR_LEN])
+{
+    char why[GW_ERR_LEN - 64];
+    struct gw_certs *certs;
+
+    if (MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK) != MHD_YES) {
+        snprintf(err, GW_ERR_LEN,
+                 "server.tls: this libmicrohttpd cannot pick certificates by "
+                 "server name (no MHD_FEATURE_HTTPS_CERT_CALLBACK)");
+        return -1;
+    }
+    certs = gw_certs_load(tls, why, sizeof why);
+    s->fixed.tls_priorities = strdup(tls->priorities);
+    if (certs == NULL || s->fixed.tls_priorities == NULL) {
+        gw_certs_release(certs);
+        snprintf(err, GW_ERR_LEN, "server.tls: %s", certs == NULL ? why : "out of memory");
+        return -1;
+    }
+    gw_certs_use(certs);
     return 0;
 }
 
@@ -855,6 +905,7 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
         memcpy(s->fixed.proxy_protocol_from.items, config->server.proxy_protocol_from.items,
                config->server.proxy_protocol_from.n *
                    sizeof *config->server.proxy_protocol_from.items);
+    s->fixed.tls = config->server.tls.on;
     s->metrics = gw_metrics_new();
     s->backends = gw_backends_new();
     s->health = gw_health_start();
@@ -866,6 +917,10 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
         copy_endpoint(&s->fixed.redis, &config->redis.address) != 0) {
         config_free(config);
         snprintf(err, GW_ERR_LEN, "out of memory");
+        goto fail;
+    }
+    if (s->fixed.tls && start_tls(s, &config->server.tls, err) != 0) {
+        config_free(config);
         goto fail;
     }
     s->current = gw_runtime_build(config, NULL, s->metrics, s->backends, s->store, err, GW_ERR_LEN);
@@ -957,13 +1012,32 @@ static void warn_restart_needed(const struct fixed_settings *fixed, const struct
          memcmp(fixed->proxy_protocol_from.items, next->server.proxy_protocol_from.items,
                 fixed->proxy_protocol_from.n * sizeof *fixed->proxy_protocol_from.items) != 0))
         gw_warn("reload: server.proxy_protocol(_from) changed; it takes effect on restart");
+    if (fixed->tls != next->server.tls.on)
+        gw_warn("reload: server.tls was %s; it takes effect on restart (the listener still "
+                "speaks %s)",
+                fixed->tls ? "removed" : "added", fixed->tls ? "TLS only" : "plain HTTP only");
+    else if (fixed->tls && strcmp(fixed->tls_priorities, next->server.tls.priorities) != 0)
+        gw_warn("reload: server.tls.min_version or ciphers changed; it takes effect on restart "
+                "(certificates are replaced now)");
 }
 
 int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR_LEN])
 {
     struct gw_runtime *next, *old;
+    struct gw_certs *certs = NULL;
+    char why[GW_ERR_LEN - 64];
 
     warn_restart_needed(&s->fixed, config);
+    /* Read again even when the config names the same files: they may have been renewed. */
+    if (s->fixed.tls && config->server.tls.on) {
+        certs = gw_certs_load(&config->server.tls, why, sizeof why);
+        if (certs == NULL) {
+            snprintf(err, GW_ERR_LEN, "server.tls: %s (the certificates in use stay)", why);
+            config_free(config);
+            gw_metrics_count_reload(s->metrics, false);
+            return -1;
+        }
+    }
     /* The head limits size each connection's memory: the running ones stay in force. */
     config->server.max_header_size = s->fixed.max_header_size;
     config->server.max_response_header_size = s->fixed.max_response_header_size;
@@ -973,8 +1047,12 @@ int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR
     /* Only the reloading thread swaps, so `old` stays current while the next is built. */
     next = gw_runtime_build(config, old, s->metrics, s->backends, s->store, err, GW_ERR_LEN);
     gw_metrics_count_reload(s->metrics, next != NULL);
-    if (next == NULL)
+    if (next == NULL) {
+        gw_certs_release(certs);
         return -1;
+    }
+    if (certs != NULL)
+        gw_certs_use(certs);
     if (configure_health(s, next) != 0)
         gw_warn("reload: out of memory for the health checks; the last ones go on");
     gw_proxy_configure(next->config->server.upstream_idle_timeout_ns,

@@ -12,6 +12,12 @@
  * max_connections_per_ip are counted across the loops (admission.h); the Redis store is asked
  * from a few threads of its own (offload.h) so that no loop waits on it.
  *
+ * TLS (server.tls): every client daemon of either mode speaks TLS (MHD_USE_TLS) with the
+ * config's priority string, and asks certs.h for each handshake's certificate, so a reload
+ * swaps certificates without touching a daemon; a TLS client's plaintext is read strictly as
+ * plain HTTP is (wire.h). The admin port stays plain HTTP. Turning TLS on or off, and its
+ * versions and ciphers, take effect on restart.
+ *
  * Both modes run the same request code (request.h), which is written against the asynchronous
  * upstream interface (proxy.h): in thread_per_connection a wait blocks the connection's thread,
  * in event mode it suspends the connection until the loop tells it of the upstream's next step.

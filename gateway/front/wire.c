@@ -2,7 +2,9 @@
 #undef _FORTIFY_SOURCE /* recv() is defined here; a fortified header would inline its own */
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -13,8 +15,16 @@
 
 #define STAND_IN_LEN (sizeof GW_WIRE_STAND_IN - 1)
 
+typedef ssize_t record_recv_fn(gnutls_session_t session, void *buf, size_t len);
+
 struct gw_wire {
     int fd;
+    gnutls_session_t tls; /* NULL for plain HTTP */
+    int tls_error;        /* GnuTLS's last error on `tls`, for the caller of gnutls_record_recv */
+    bool upgraded;        /* what follows is not HTTP: passed on unread */
+    bool read_shut;       /* this file shut the read side */
+    void *kept;           /* gw_wire_keep() */
+    void (*release_kept)(void *kept);
     struct gw_head head;
     char *held; /* the start of a head not yet whole (head.max_head bytes), or NULL */
     size_t held_len;
@@ -23,6 +33,7 @@ struct gw_wire {
 
 static _Atomic(struct gw_wire *) *table;
 static size_t table_len;
+static record_recv_fn *real_record_recv; /* GnuTLS's gnutls_record_recv() */
 
 int gw_wire_init(void)
 {
@@ -30,7 +41,11 @@ int gw_wire_init(void)
 
     /* libmicrohttpd finds recv() the way dlsym() does: if that is not this file's, bytes
      * would reach it unread, so sluice does not start. */
-    if (dlsym(RTLD_DEFAULT, "recv") != (void *)recv)
+    if (dlsym(RTLD_DEFAULT, "recv") != (void *)recv ||
+        dlsym(RTLD_DEFAULT, "gnutls_record_recv") != (void *)gnutls_record_recv)
+        return -1;
+    real_record_recv = (record_recv_fn *)dlsym(RTLD_NEXT, "gnutls_record_recv");
+    if (real_record_recv == NULL)
         return -1;
     if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY ||
         files.rlim_cur > (rlim_t)(1 << 24))
@@ -49,7 +64,7 @@ void gw_wire_cleanup(void)
     table = NULL;
 }
 
-struct gw_wire *gw_wire_attach(int fd, uint32_t max_head)
+struct gw_wire *gw_wire_attach(int fd, uint32_t max_head, gnutls_session_t tls)
 {
     struct gw_wire *w;
 
@@ -59,6 +74,7 @@ struct gw_wire *gw_wire_attach(int fd, uint32_t max_head)
     if (w == NULL)
         return NULL;
     w->fd = fd;
+    w->tls = tls;
     gw_head_init(&w->head, max_head);
     atomic_store_explicit(&table[fd], w, memory_order_release);
     return w;
@@ -69,6 +85,8 @@ void gw_wire_detach(struct gw_wire *w)
     if (w == NULL)
         return;
     atomic_store_explicit(&table[w->fd], NULL, memory_order_release);
+    if (w->release_kept != NULL)
+        w->release_kept(w->kept);
     free(w->held);
     free(w);
 }
@@ -78,9 +96,74 @@ const struct gw_head *gw_wire_head(const struct gw_wire *w)
     return &w->head;
 }
 
+static struct gw_wire *wire_of_fd(int fd)
+{
+    if (fd < 0 || (size_t)fd >= table_len)
+        return NULL;
+    return atomic_load_explicit(&table[fd], memory_order_acquire);
+}
+
+struct gw_wire *gw_wire_of_tls(gnutls_session_t tls)
+{
+    struct gw_wire *w = wire_of_fd(gnutls_transport_get_int(tls));
+
+    return w != NULL && w->tls == tls ? w : NULL;
+}
+
+void gw_wire_keep(struct gw_wire *w, void *kept, void (*release)(void *kept))
+{
+    if (w->release_kept != NULL)
+        w->release_kept(w->kept);
+    w->kept = kept;
+    w->release_kept = release;
+}
+
+void gw_wire_upgraded(int fd)
+{
+    struct gw_wire *w = wire_of_fd(fd);
+
+    if (w != NULL)
+        w->upgraded = true;
+}
+
 static ssize_t again(void)
 {
     errno = EAGAIN;
+    return -1;
+}
+
+static void shut_read(struct gw_wire *w)
+{
+    w->read_shut = true;
+    shutdown(w->fd, SHUT_RD);
+}
+
+/* What the client sent next, as recv() says it: from the socket, or the plaintext of its
+ * TLS records. GnuTLS's codes become EAGAIN and EINTR, or -1 with the code in tls_error; the
+ * end of a socket whose read side this file shut is an end of stream, not a truncation. A
+ * TLS read takes as much as GnuTLS already holds decrypted, up to `len`: libmicrohttpd asks
+ * again without polling only when a read filled its buffer, so plaintext left in GnuTLS
+ * after a shorter one would wait for the client's next bytes. */
+static ssize_t raw_read(struct gw_wire *w, char *buf, size_t len, int flags)
+{
+    size_t got = 0;
+    ssize_t n;
+
+    if (w->tls == NULL)
+        return recvfrom(w->fd, buf, len, flags, NULL, NULL);
+    do {
+        n = real_record_recv(w->tls, buf + got, len - got);
+        if (n > 0)
+            got += (size_t)n;
+    } while (n > 0 && got < len && gnutls_record_check_pending(w->tls) > 0);
+    if (got > 0 || n == 0 || (n == GNUTLS_E_PREMATURE_TERMINATION && w->read_shut))
+        return (ssize_t)got;
+    if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) {
+        errno = n == GNUTLS_E_AGAIN ? EAGAIN : EINTR;
+        return -1;
+    }
+    w->tls_error = (int)n;
+    errno = EPROTO;
     return -1;
 }
 
@@ -96,10 +179,10 @@ static ssize_t after_fault(struct gw_wire *w, char *buf, size_t ready, size_t le
     /* The rest of the stand-in must be asked for, and libmicrohttpd polls before it reads:
      * with the read side shut, the socket stays readable. */
     if (give < left)
-        shutdown(w->fd, SHUT_RD);
+        shut_read(w);
     if (ready + give > 0)
         return (ssize_t)(ready + give);
-    n = recvfrom(w->fd, buf, len, flags, NULL, NULL);
+    n = raw_read(w, buf, len, flags);
     return n > 0 ? again() : n;
 }
 
@@ -116,7 +199,7 @@ static ssize_t feed(struct gw_wire *w, char *in, size_t n, char *buf, size_t len
     if (w->head.fault != 0 && w->head.fault_in_body) {
         /* libmicrohttpd cannot answer in the middle of a body: what came before the fault
          * goes through, then the stream ends (the shut read side makes it ask again). */
-        shutdown(w->fd, SHUT_RD);
+        shut_read(w);
         return (ssize_t)step.ready;
     }
     if (w->head.fault != 0)
@@ -146,7 +229,7 @@ static ssize_t read_checked(struct gw_wire *w, char *buf, size_t len, int flags)
     if (w->head.fault != 0)
         return after_fault(w, buf, 0, len, flags);
     if (kept == 0) {
-        n = recvfrom(w->fd, buf, len, flags, NULL, NULL);
+        n = raw_read(w, buf, len, flags);
         return n > 0 ? feed(w, buf, (size_t)n, buf, len, flags) : n;
     }
     /* A head kept back: what follows is read in behind it, as much as libmicrohttpd could
@@ -155,19 +238,61 @@ static ssize_t read_checked(struct gw_wire *w, char *buf, size_t len, int flags)
         gw_head_refuse(&w->head, 431, "the request head is larger than this gateway accepts");
         return after_fault(w, buf, 0, len, flags);
     }
-    n = recvfrom(w->fd, w->held + kept, room - kept, flags, NULL, NULL);
+    n = raw_read(w, w->held + kept, room - kept, flags);
     return n > 0 ? feed(w, w->held, kept + (size_t)n, buf, len, flags) : n;
+}
+
+/* read_checked() over TLS: again while GnuTLS holds plaintext and libmicrohttpd's buffer has
+ * room (see raw_read()), since what the reader passed may be shorter than what it read. A
+ * head kept back that would not fit the room left stops it (its own call will come: the
+ * client's bytes are not all read). */
+static ssize_t read_checked_tls(struct gw_wire *w, char *buf, size_t len)
+{
+    size_t given = 0;
+    ssize_t n;
+
+    do {
+        n = read_checked(w, buf + given, len - given, 0);
+        if (n > 0)
+            given += (size_t)n;
+    } while ((n > 0 || (n < 0 && errno == EAGAIN)) && given < len && w->head.fault == 0 &&
+             w->held_len < len - given && gnutls_record_check_pending(w->tls) > 0);
+    return given > 0 ? (ssize_t)given : n;
 }
 
 /* libmicrohttpd's reads of client sockets land here (wire.h); all others pass straight to
  * the C library. */
 ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
-    struct gw_wire *w = NULL;
+    struct gw_wire *w = wire_of_fd(fd);
 
-    if (fd >= 0 && (size_t)fd < table_len)
-        w = atomic_load_explicit(&table[fd], memory_order_acquire);
-    if (w == NULL || len == 0)
+    /* A TLS connection's socket carries records: GnuTLS reads them here, and its plaintext
+     * comes through gnutls_record_recv() below. */
+    if (w == NULL || w->tls != NULL || w->upgraded || len == 0)
         return recvfrom(fd, buf, len, flags, NULL, NULL);
     return read_checked(w, buf, len, flags);
+}
+
+/* libmicrohttpd's reads of a TLS client's plaintext land here: the same reader as recv(),
+ * with its outcomes in GnuTLS's terms, which libmicrohttpd's recv_tls_adapter() maps back
+ * (connection_https.c): EAGAIN and EINTR as GNUTLS_E_AGAIN and _INTERRUPTED, the end of the
+ * stream as 0, no memory as GNUTLS_E_MEMORY_ERROR, and GnuTLS's own errors as they were. */
+ssize_t gnutls_record_recv(gnutls_session_t session, void *buf, size_t len)
+{
+    struct gw_wire *w = gw_wire_of_tls(session);
+    ssize_t n;
+
+    if (w == NULL || w->upgraded || len == 0)
+        return real_record_recv(session, buf, len);
+    w->tls_error = 0;
+    n = read_checked_tls(w, buf, len);
+    if (n >= 0)
+        return n;
+    if (errno == EAGAIN)
+        return GNUTLS_E_AGAIN;
+    if (errno == EINTR)
+        return GNUTLS_E_INTERRUPTED;
+    if (errno == ENOMEM)
+        return GNUTLS_E_MEMORY_ERROR;
+    return w->tls_error != 0 ? w->tls_error : GNUTLS_E_PULL_ERROR;
 }

@@ -24,6 +24,29 @@
  * there for libmicrohttpd, which closes the connection without an answer (it cannot answer
  * in the middle of a body).
  *
+ * TLS: libmicrohttpd reads a TLS client's plaintext with gnutls_record_recv(), and GnuTLS reads
+ * the records from the socket with recv(). Both are defined here (the binary exports both), so
+ * the socket of a connection attached with its GnuTLS session passes recv() untouched, and
+ * its plaintext goes through the reader instead, in gnutls_record_recv(), which calls
+ * GnuTLS's own (found with dlsym(RTLD_NEXT)) and gives its outcomes as GnuTLS's codes. The
+ * stand-in head and the shut read side work as for plain HTTP: the end of a socket whose read
+ * side sluice shut reads as the end of the stream, not as a truncation attack. One thing
+ * differs: GnuTLS decrypts a whole record (up to 16 KiB) at a time, and libmicrohttpd, in
+ * thread_per_connection, reads again without polling the socket only when a read filled its
+ * buffer (recv_tls_adapter() in connection_https.c). What the reader hands over can be less
+ * than it read (a head rewritten, or one not yet whole kept back), so a read here goes on
+ * while GnuTLS holds plaintext and the buffer has room; and the buffer (server.c sizes it)
+ * holds a whole record beside the largest head, so that a head kept back always fits the
+ * room left and a read never ends short with plaintext left in GnuTLS, which no poll would
+ * announce. (When the buffer is partly full, holding body bytes the request has not taken
+ * yet, a pipelined head behind that body can still find too little room: its request waits
+ * for the client's next bytes, or client_timeout. Event mode keeps reading until GnuTLS says
+ * EAGAIN, and never waits there.)
+ *
+ * After an upgrade (gw_wire_upgraded()) what follows is not HTTP: plain connections' tunnels
+ * read the socket with read(), past this file; a TLS connection's plaintext, which
+ * libmicrohttpd itself carries to the tunnel, is passed on unread from then on.
+ *
  * A connection is read by one thread at a time (its own thread, or its event loop), so a
  * connection's state needs no lock; the fd table is written when a connection starts and
  * ends, before its first and after its last read.
@@ -31,6 +54,7 @@
 #ifndef SLUICE_GATEWAY_WIRE_H
 #define SLUICE_GATEWAY_WIRE_H
 
+#include <gnutls/gnutls.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -38,18 +62,32 @@
 
 #define GW_WIRE_STAND_IN "GET / HTTP/1.1\r\nHost: refused.invalid\r\n\r\n"
 
+/* The most plaintext one TLS record carries (RFC 8446 5.1). */
+#define GW_WIRE_TLS_RECORD (16 * 1024)
+
 struct gw_wire;
 
 /* Sizes the fd table from RLIMIT_NOFILE. Once, before the first connection. 0, or -1 when
- * memory is short or libmicrohttpd would not call this recv(). */
+ * memory is short or libmicrohttpd would not call this recv() and gnutls_record_recv(). */
 int gw_wire_init(void);
 void gw_wire_cleanup(void);
 
-/* Starts reading `fd` (a new client connection) strictly; NULL when memory is short or the
- * fd is beyond the table (the caller then drops the connection). Freed by gw_wire_detach(),
- * which must come before the fd is closed. */
-struct gw_wire *gw_wire_attach(int fd, uint32_t max_head);
+/* Starts reading `fd` (a new client connection) strictly: its bytes, or with `tls` (its
+ * GnuTLS session, else NULL) its plaintext. NULL when memory is short or the fd is beyond
+ * the table (the caller then drops the connection). Freed by gw_wire_detach(), which must
+ * come before the fd is closed. */
+struct gw_wire *gw_wire_attach(int fd, uint32_t max_head, gnutls_session_t tls);
 void gw_wire_detach(struct gw_wire *wire);
+
+/* The connection attached with the TLS session `tls`, or NULL. */
+struct gw_wire *gw_wire_of_tls(gnutls_session_t tls);
+
+/* Keeps `kept` for as long as the connection lasts: `release(kept)` runs when it is detached
+ * (or when another thing is kept in its place). */
+void gw_wire_keep(struct gw_wire *wire, void *kept, void (*release)(void *kept));
+
+/* The connection on `fd` (if attached) switched protocols: its bytes pass unread from now. */
+void gw_wire_upgraded(int fd);
 
 /* The connection's reader: its counts and its fault, if any (head.h). */
 const struct gw_head *gw_wire_head(const struct gw_wire *wire);

@@ -4,10 +4,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "watch.h"
@@ -40,24 +42,39 @@ static bool drain_events(struct gw_watch *w)
     return relevant;
 }
 
+static int64_t now_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Quiet is counted from the file's last change: changes to other files of the directory (a
+ * busy /tmp) must not put the reload off. */
 static void *watch_loop(void *arg)
 {
     struct gw_watch *w = arg;
     struct pollfd fds[2] = {{w->inotify, POLLIN, 0}, {w->stop[0], POLLIN, 0}};
     bool pending = false;
+    int64_t quiet_at = 0; /* when `pending`: the reload's time */
 
     for (;;) {
-        int ready = poll(fds, 2, pending ? QUIET_MS : -1);
+        int64_t left = pending ? quiet_at - now_ms() : 0;
+        int ready = poll(fds, 2, !pending ? -1 : left > 0 ? (int)left : 0);
 
         if (ready < 0 && errno != EINTR)
             break;
         if (fds[1].revents != 0)
             break;
         if (ready > 0 && (fds[0].revents & POLLIN)) {
-            pending |= drain_events(w);
+            if (drain_events(w)) {
+                pending = true;
+                quiet_at = now_ms() + QUIET_MS;
+            }
             continue; /* wait for quiet */
         }
-        if (ready == 0 && pending) {
+        if (pending && now_ms() >= quiet_at) {
             pending = false;
             kill(getpid(), SIGHUP);
         }

@@ -203,7 +203,7 @@ static void pump(struct gw_tunnels *ts, struct tunnel *t, int64_t now)
             break;
         t->last_ns = now;
     }
-    if (t->flow[CLIENT].shut && t->flow[UPSTREAM].shut) {
+    if (t->flow[UPSTREAM].shut && (t->flow[CLIENT].shut || t->spec.client_tls)) {
         close_tunnel(ts, t);
         return;
     }

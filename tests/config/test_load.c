@@ -1751,6 +1751,143 @@ static void test_access_log_settings(void)
                  "access_log: expected a single value, found a list");
 }
 
+/* Two self-signed certificates with their keys (a.test and b.test) and a file of garbage, in
+ * a new directory under /tmp (the loader's config files are written there too, so that the
+ * config names them by a relative path); its name in `dir`. */
+static void make_certificates(char dir[64])
+{
+    char command[1024];
+
+    snprintf(dir, 64, "/tmp/sluice-unit-tls-XXXXXX");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(command, sizeof command,
+             "cd %s && for n in a b; do openssl req -x509 -newkey ec -pkeyopt "
+             "ec_paramgen_curve:prime256v1 -nodes -keyout $n.key -out $n.pem -days 1 "
+             "-subj /CN=$n.test -addext subjectAltName=DNS:$n.test 2>/dev/null || exit 1; done; "
+             "echo garbage > garbage.pem",
+             dir);
+    CU_ASSERT_EQUAL_FATAL(system(command), 0);
+}
+
+static void remove_certificates(const char *dir)
+{
+    char command[128];
+
+    snprintf(command, sizeof command, "rm -rf %s", dir);
+    CU_ASSERT_EQUAL(system(command), 0);
+}
+
+static void test_tls(void)
+{
+    char dir[64], yaml[2048], *errors = NULL;
+    const char *name;
+    struct config *c;
+
+    make_certificates(dir);
+    name = dir + strlen("/tmp/");
+    /* Off by default. */
+    c = load_text(ROUTE_HEAD, &errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_FALSE(c->server.tls.on);
+    CU_ASSERT_EQUAL(c->server.tls.n_certs, 0);
+    CU_ASSERT_PTR_NULL(c->server.tls.priorities);
+    config_free(c);
+    unlink(path);
+    /* cert and key, relative to the config's directory; the defaults. */
+    snprintf(yaml, sizeof yaml, "server:\n  tls: {cert: %s/a.pem, key: %s/a.key}\n" ROUTE_HEAD,
+             name, name);
+    c = load_text(yaml, &errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_TRUE(c->server.tls.on);
+    CU_ASSERT_EQUAL_FATAL(c->server.tls.n_certs, 1);
+    CU_ASSERT_TRUE(strncmp(c->server.tls.certs[0].cert, dir, strlen(dir)) == 0);
+    CU_ASSERT_STRING_EQUAL(c->server.tls.certs[0].key + strlen(dir), "/a.key");
+    CU_ASSERT_EQUAL(c->server.tls.min_version, CONFIG_TLS_1_2);
+    CU_ASSERT_PTR_NULL(c->server.tls.ciphers);
+    CU_ASSERT_STRING_EQUAL(c->server.tls.priorities, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2");
+    config_free(c);
+    unlink(path);
+    /* Both forms: cert/key first, then the list; min_version 1.3; ciphers as the base. */
+    snprintf(yaml, sizeof yaml,
+             "server:\n  tls:\n    cert: %1$s/a.pem\n    key: %1$s/a.key\n"
+             "    min_version: \"1.3\"\n    ciphers: \"SECURE256\"\n"
+             "    certificates:\n      - {cert: %1$s/b.pem, key: %1$s/b.key}\n"
+             "      - {cert: %1$s/a.pem, key: %1$s/a.key}\n" ROUTE_HEAD,
+             dir);
+    c = load_text(yaml, &errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL_FATAL(c->server.tls.n_certs, 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(c->server.tls.certs[0].cert, "/a.pem"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(c->server.tls.certs[1].cert, "/b.pem"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(c->server.tls.certs[2].key, "/a.key"));
+    CU_ASSERT_EQUAL(c->server.tls.min_version, CONFIG_TLS_1_3);
+    CU_ASSERT_STRING_EQUAL(c->server.tls.ciphers, "SECURE256");
+    CU_ASSERT_STRING_EQUAL(c->server.tls.priorities, "SECURE256:-VERS-ALL:+VERS-TLS1.3");
+    config_free(c);
+    unlink(path);
+    /* The list alone. */
+    snprintf(yaml, sizeof yaml,
+             "server:\n  tls: {certificates: [{cert: %1$s/b.pem, key: %1$s/b.key}]}\n" ROUTE_HEAD,
+             dir);
+    c = load_text(yaml, &errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->server.tls.n_certs, 1);
+    config_free(c);
+    unlink(path);
+    remove_certificates(dir);
+}
+
+static void test_tls_errors(void)
+{
+    static const struct {
+        const char *tls; /* the value of server.tls, "%1$s" the directory */
+        const char *at;  /* where in it the error points ("%1$s" the directory) */
+        const char *fragment;
+    } cases[] = {
+        {"{cert: %1$s/a.pem, key: %1$s/a.key, min_version: \"1.1\"}", "\"1.1\"",
+         "min_version: \"1.1\" is not one of 1.2 or 1.3"},
+        {"{cert: %1$s/a.pem, key: %1$s/a.key, min_version: \"1.0\"}", "\"1.0\"", "is not one of"},
+        {"{cert: %1$s/a.pem, key: %1$s/a.key, colour: red}", "colour",
+         "tls: unknown key \"colour\""},
+        {"{cert: %1$s/a.pem}", "{", "tls: cert and key go together"},
+        {"{key: %1$s/a.key}", "{", "tls: cert and key go together"},
+        {"{min_version: \"1.2\"}", "{", "tls: needs cert and key, or certificates"},
+        {"on", "on", "tls: expected a mapping"},
+        {"{certificates: []}", "[]", "certificates: expected a list of {cert, key}"},
+        {"{certificates: [{cert: %1$s/a.pem}]}", "{cert: %1$s/a.pem}",
+         "certificates: each needs cert and key"},
+        {"{certificates: [%1$s/a.pem]}", "%1$s/a.pem", "certificates: expected a mapping"},
+        {"{cert: %1$s/a.pem, key: %1$s/a.key, ciphers: \"\"}", "\"\"", "ciphers: empty"},
+        {"{cert: %1$s/a.pem, key: %1$s/a.key, ciphers: \"NORMAL:+BOGUS\"}", "\"NORMAL:+BOGUS\"",
+         "ciphers: \"NORMAL:+BOGUS\" is not a GnuTLS priority string (the trouble starts at "
+         "\"+BOGUS\")"},
+        {"{cert: %1$s/none.pem, key: %1$s/a.key}", "%1$s/none.pem", "cert: cannot read"},
+        {"{cert: /dev/zero, key: %1$s/a.key}", "/dev/zero",
+         "cert: /dev/zero is not a regular file"},
+        {"{cert: %1$s/a.pem, key: %1$s}", "%1$s}", "key: %1$s is not a regular file"},
+        {"{cert: %1$s/garbage.pem, key: %1$s/a.key}", "%1$s/garbage.pem",
+         "holds no PEM certificate chain"},
+        {"{cert: %1$s/a.pem, key: %1$s/garbage.pem}", "%1$s/garbage.pem",
+         "holds no PEM private key"},
+        {"{cert: %1$s/a.pem, key: %1$s/b.key}", "%1$s/b.key", "b.key does not go with"},
+        {"{cert: \"\", key: %1$s/a.key}", "\"\"", "cert: empty"},
+    };
+    char dir[64];
+
+    make_certificates(dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char tls[512], at[128], yaml[1024], fragment[256];
+
+        snprintf(tls, sizeof tls, cases[i].tls, dir);
+        snprintf(at, sizeof at, cases[i].at, dir);
+        snprintf(fragment, sizeof fragment, cases[i].fragment, dir);
+        snprintf(yaml, sizeof yaml, "server:\n  tls: %s\n" ROUTE_HEAD, tls);
+        /* "  tls: " is 7 columns */
+        expect_error(yaml, 2, 8 + (int)(strstr(tls, at) - tls), fragment);
+    }
+    remove_certificates(dir);
+}
+
 void register_load_tests(void)
 {
     CU_pSuite s = add_suite("config_load");
@@ -1801,4 +1938,6 @@ void register_load_tests(void)
     add_test(s, "remove_headers", test_remove_headers);
     add_test(s, "upgrades and tunnel_idle_timeout", test_upgrades);
     add_test(s, "tracing.sample", test_tracing);
+    add_test(s, "server.tls: certificates, versions, ciphers", test_tls);
+    add_test(s, "server.tls problems, each at its line", test_tls_errors);
 }

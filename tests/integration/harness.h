@@ -165,6 +165,12 @@ void stop_redis(struct redis *r);
 /* Runs redis-cli against `r` with `args` (a shell fragment) in the background. */
 void redis_cli(const struct redis *r, const char *args);
 
+/* The WebSocket echo server of ws_peer.py (Debian's python3-websockets) on a port it picks
+ * (p->port); with `cert` and `key`, speaking TLS. 0, or -1 (it did not start). Stopped (killed)
+ * by stop_ws_server(). */
+int start_ws_server(struct proc *p, const char *cert, const char *key);
+void stop_ws_server(struct proc *p);
+
 void register_proxy_tests(void);
 void register_limits_tests(void);
 void register_cli_tests(void);
@@ -187,5 +193,6 @@ void register_tunnels_tests(void);
 void register_proxy_protocol_tests(void);
 void register_trace_tests(void);
 void register_logs_tests(void);
+void register_tls_tests(void);
 
 #endif

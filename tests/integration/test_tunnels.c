@@ -44,52 +44,11 @@ static const char config[] =
     "    upstream: \"http://127.0.0.1:%1$u\"\n    strip_prefix: true\n"
     "  - name: ws\n    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:%2$u\"\n";
 
-/* The echo server; with `cert` and `key`, speaking TLS. */
-static int start_ws_server(struct proc *p, const char *cert, const char *key)
-{
-    int out[2];
-    FILE *f;
-    char line[128];
-
-    memset(p, 0, sizeof *p);
-    if (pipe(out) != 0)
-        return -1;
-    p->pid = fork();
-    if (p->pid == 0) {
-        dup2(out[1], STDOUT_FILENO);
-        close(out[0]);
-        if (cert != NULL)
-            execl("/usr/bin/python3", "python3", "tests/integration/ws_peer.py", "server",
-                  "--tls", cert, key, (char *)NULL);
-        else
-            execl("/usr/bin/python3", "python3", "tests/integration/ws_peer.py", "server",
-                  (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    f = fdopen(out[0], "r");
-    if (f == NULL || fgets(line, sizeof line, f) == NULL ||
-        sscanf(line, "listening on 127.0.0.1:%u", &p->port) != 1) {
-        fprintf(stderr, "ws_peer.py server did not start (python3-websockets missing?)\n");
-        return -1;
-    }
-    return 0; /* the pipe stays open: the server writes nothing more */
-}
-
 static int init(void)
 {
     if (start_ws_server(&ws, NULL, NULL) != 0)
         return -1;
     return start_sluice(&gw, config, upstream.port, ws.port);
-}
-
-static void stop_ws_server(struct proc *p)
-{
-    if (p->pid > 0) {
-        kill(p->pid, SIGKILL);
-        waitpid(p->pid, NULL, 0);
-        p->pid = 0;
-    }
 }
 
 static int clean(void)
