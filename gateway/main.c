@@ -248,7 +248,10 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     char err[GW_ERR_LEN];
     struct gw_server *server;
     struct gw_watch *watch = NULL;
+    static const char *const proxy_protocol_names[] = {"", "v1", "v2", "v1 or v2"};
     struct file_watches files = {NULL, NULL, 0};
+    char serving[64], proxy_protocol[16];
+    bool tls;
     char **paths;
     size_t n_paths;
     bool watching = config->server.watch_config;
@@ -265,6 +268,14 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
         goto out;
     }
     warn_about(config);
+    /* For the line that says it started: the config goes to the server. */
+    tls = config->server.tls.on;
+    snprintf(proxy_protocol, sizeof proxy_protocol, "%s",
+             proxy_protocol_names[config->server.proxy_protocol]);
+    if (config->server.mode == CONFIG_MODE_EVENT)
+        snprintf(serving, sizeof serving, "event mode, %u workers", config->server.workers);
+    else
+        snprintf(serving, sizeof serving, "thread_per_connection mode");
     /* Watched from before the start, so that a change made while it starts is seen. */
     paths = files_of(config, &n_paths);
     watch_paths(&files, paths, n_paths);
@@ -280,7 +291,9 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     if (gw_server_admin_address(server) != NULL)
         gw_info("admin endpoints (/metrics, /healthz, /readyz) on http://%s",
                 gw_server_admin_address(server));
-    gw_info("sluice %s listening on %s", SLUICE_VERSION, gw_server_address(server));
+    gw_info("sluice %s (%s%s%s) listening on %s://%s", SLUICE_VERSION, serving,
+            proxy_protocol[0] != '\0' ? ", PROXY protocol " : "", proxy_protocol,
+            tls ? "https" : "http", gw_server_address(server));
 
     while (sig != SIGTERM && sig != SIGINT) {
         if (sigwait(signals, &sig) != 0)

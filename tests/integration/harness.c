@@ -967,3 +967,52 @@ void stop_ws_server(struct proc *p)
         p->pid = 0;
     }
 }
+
+int start_haproxy(struct haproxy *h, const char *config, const unsigned *ports, size_t n)
+{
+    int fd;
+    FILE *f;
+
+    snprintf(h->config_path, sizeof h->config_path, "/tmp/sluice-haproxy-XXXXXX");
+    fd = mkstemp(h->config_path);
+    if (fd < 0 || (f = fdopen(fd, "w")) == NULL)
+        return -1;
+    fputs(config, f);
+    fclose(f);
+    h->pid = fork();
+    if (h->pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+
+        dup2(null, 1);
+        dup2(null, 2);
+        execl("/usr/sbin/haproxy", "haproxy", "-db", "-f", h->config_path, (char *)NULL);
+        _exit(127);
+    }
+    for (int tries = 0; h->pid > 0 && tries < 250; tries++) {
+        size_t up = 0;
+
+        for (size_t i = 0; i < n; i++) {
+            int c = raw_connect(ports[i]);
+
+            if (c >= 0) {
+                close(c);
+                up++;
+            }
+        }
+        if (up == n)
+            return 0;
+        sleep_ms(20);
+    }
+    stop_haproxy(h);
+    return -1;
+}
+
+void stop_haproxy(struct haproxy *h)
+{
+    if (h->pid > 0) {
+        kill(h->pid, SIGTERM);
+        waitpid(h->pid, NULL, 0);
+    }
+    h->pid = 0;
+    unlink(h->config_path);
+}

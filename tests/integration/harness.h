@@ -152,6 +152,16 @@ double seconds_now(void);
 /* A loopback port that was free a moment ago. */
 unsigned free_port(void);
 
+/* HAProxy (/usr/sbin/haproxy, in the foreground) on `config`, a whole haproxy.cfg text, once
+ * each of the `n` loopback `ports` its frontends bind accepts connections; its pid, or -1.
+ * stop_haproxy() ends it and removes its config. */
+struct haproxy {
+    pid_t pid;
+    char config_path[64];
+};
+int start_haproxy(struct haproxy *h, const char *config, const unsigned *ports, size_t n);
+void stop_haproxy(struct haproxy *h);
+
 /* A real redis-server without persistence, on a free loopback port, or on r->port again
  * when it was started before; 0, or -1. */
 struct redis {

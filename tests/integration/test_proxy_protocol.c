@@ -413,50 +413,24 @@ static long get_from_127_0_0_2(unsigned port, const char *path)
  * (127.0.0.2, while HAProxy connects from 127.0.0.1) reaches the upstream. */
 static void test_haproxy(void)
 {
-    unsigned v1_port = free_port(), v2_port = free_port();
-    char path[] = "/tmp/sluice-haproxy-XXXXXX", seen[64];
-    FILE *f;
-    int fd = mkstemp(path);
-    pid_t pid;
+    unsigned ports[2] = {free_port(), free_port()};
+    char config_text[1024], seen[64];
+    struct haproxy h;
 
-    CU_ASSERT_FATAL(fd >= 0);
-    f = fdopen(fd, "w");
-    fprintf(f,
-            "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 5s\n"
-            "  timeout server 5s\n"
-            "frontend v1\n  bind 127.0.0.1:%u\n  default_backend sluice_v1\n"
-            "frontend v2\n  bind 127.0.0.1:%u\n  default_backend sluice_v2\n"
-            "backend sluice_v1\n  server gw 127.0.0.1:%u send-proxy\n"
-            "backend sluice_v2\n  server gw 127.0.0.1:%u send-proxy-v2\n",
-            v1_port, v2_port, gw.port, gw.port);
-    fclose(f);
-    pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-
-        dup2(null, 1);
-        dup2(null, 2);
-        execl("/usr/sbin/haproxy", "haproxy", "-db", "-f", path, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200; i++) { /* until both ports accept */
-        int a = raw_connect(v1_port), b = raw_connect(v2_port);
-
-        if (a >= 0)
-            close(a);
-        if (b >= 0)
-            close(b);
-        if (a >= 0 && b >= 0)
-            break;
-        sleep_ms(20);
-    }
-    CU_ASSERT_EQUAL(get_from_127_0_0_2(v1_port, "/haproxy/v1"), 200);
+    snprintf(config_text, sizeof config_text,
+             "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 5s\n"
+             "  timeout server 5s\n"
+             "frontend v1\n  bind 127.0.0.1:%u\n  default_backend sluice_v1\n"
+             "frontend v2\n  bind 127.0.0.1:%u\n  default_backend sluice_v2\n"
+             "backend sluice_v1\n  server gw 127.0.0.1:%u send-proxy\n"
+             "backend sluice_v2\n  server gw 127.0.0.1:%u send-proxy-v2\n",
+             ports[0], ports[1], gw.port, gw.port);
+    CU_ASSERT_EQUAL_FATAL(start_haproxy(&h, config_text, ports, 2), 0);
+    CU_ASSERT_EQUAL(get_from_127_0_0_2(ports[0], "/haproxy/v1"), 200);
     CU_ASSERT_STRING_EQUAL(forwarded_for_of("/haproxy/v1", seen, sizeof seen), "127.0.0.2");
-    CU_ASSERT_EQUAL(get_from_127_0_0_2(v2_port, "/haproxy/v2"), 200);
+    CU_ASSERT_EQUAL(get_from_127_0_0_2(ports[1], "/haproxy/v2"), 200);
     CU_ASSERT_STRING_EQUAL(forwarded_for_of("/haproxy/v2", seen, sizeof seen), "127.0.0.2");
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
-    unlink(path);
+    stop_haproxy(&h);
 }
 
 /* The startup lines name each listener's whole address; a bind error says which it was. */
@@ -473,7 +447,7 @@ static void test_listen_messages(void)
     FILE *f;
 
     CU_ASSERT_EQUAL_FATAL(start_sluice(&p, yaml, "[::1]:0", "127.0.0.1:0"), 0);
-    snprintf(line, sizeof line, "listening on [::1]:%u\n", p.port);
+    snprintf(line, sizeof line, "listening on http://[::1]:%u\n", p.port);
     CU_ASSERT(wait_for_log(&p, line, 1, 1000));
     snprintf(line, sizeof line, "/readyz) on http://127.0.0.1:%u\n", p.admin_port);
     CU_ASSERT(wait_for_log(&p, line, 1, 1000));

@@ -383,7 +383,6 @@ static void test_forwarded_proto(void)
     free(got);
 }
 
-/* `answer` without its Date fields, which differ from one exchange to the next. */
 /* `answer` without what differs between two answers to the same bytes: its Date fields, and
  * the request ids the gateway made (X-Request-Id and problem+json's "request_id" become
  * 32 'x's). */
@@ -704,6 +703,58 @@ static void test_websocket_over_tls(void)
 }
 
 /* `sluice --check` names the line of the file at fault, and why. */
+/* The PROXY protocol header first, then the handshake: HAProxy in TCP mode passes the TLS
+ * through with send-proxy-v2 in front of it; the client's address (127.0.0.2) is the one the
+ * upstream hears of, the certificate is picked by SNI as ever, and a TLS client that skips
+ * the header is closed. */
+static const char proxied_tls_config[] =
+    "server:\n"
+    "  listen: \"127.0.0.1:0\"\n"
+    "  proxy_protocol: v2\n"
+    "  proxy_protocol_from: [127.0.0.1/32]\n"
+    "  tls: {cert: %2$s/a.pem, key: %2$s/a.key, certificates: [{cert: %2$s/b.pem, key: "
+    "%2$s/b.key}]}\n"
+    "routes:\n"
+    "  - name: main\n    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:%1$u\"\n";
+
+static void test_proxy_protocol_then_tls(void)
+{
+    unsigned port = free_port();
+    char haproxy_config[512], *got;
+    struct haproxy h;
+    struct tls_reply r;
+    struct proc p;
+    CURL *curl;
+    size_t len;
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&p, proxied_tls_config, rec.port, dir), 0);
+    snprintf(haproxy_config, sizeof haproxy_config,
+             "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 5s\n"
+             "  timeout server 5s\n"
+             "frontend tls\n  bind 127.0.0.1:%u\n  default_backend sluice\n"
+             "backend sluice\n  server gw 127.0.0.1:%u send-proxy-v2\n",
+             port, p.port);
+    CU_ASSERT_EQUAL_FATAL(start_haproxy(&h, haproxy_config, &port, 1), 0);
+    recorder_reset(&rec);
+    curl = curl_easy_init();
+    curl_easy_setopt(curl, CURLOPT_INTERFACE, "host!127.0.0.2");
+    tls_get_on(curl, port, "b.test", "/behind", NULL, 0, &r);
+    curl_easy_cleanup(curl);
+    CU_ASSERT_EQUAL(r.rc, CURLE_OK);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.subject, "b.test"));
+    got = recorder_bytes(&rec, &len);
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "\r\nX-Forwarded-For: 127.0.0.2\r\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "\r\nX-Forwarded-Proto: https\r\n"));
+    free(got);
+    /* Straight to sluice, from an allowed peer but with no header: closed. */
+    tls_get(p.port, "a.test", "/direct", NULL, 0, &r);
+    CU_ASSERT_NOT_EQUAL(r.rc, CURLE_OK);
+    CU_ASSERT_EQUAL(r.status, 0);
+    stop_haproxy(&h);
+    CU_ASSERT_EQUAL(stop_sluice(&p, 5000), 0);
+}
+
 static void test_check_errors(void)
 {
     static const struct {
@@ -768,5 +819,6 @@ void register_tls_tests(void)
     add_test(s, "SIGHUP swaps the certificate", test_sighup_swaps_the_certificate);
     add_test(s, "a changed file swaps the certificate", test_file_change_swaps_the_certificate);
     add_test(s, "WebSocket over TLS", test_websocket_over_tls);
+    add_test(s, "the PROXY protocol before the handshake", test_proxy_protocol_then_tls);
     add_test(s, "--check: the file, the line, the reason", test_check_errors);
 }
