@@ -43,6 +43,26 @@ static void expect_error(const char *yaml, int line, int col, const char *fragme
     unlink(path);
 }
 
+/* Loads `yaml`, which must be valid (else its errors are printed and the test ends); freed
+ * with unload(). */
+static struct config *load_valid(const char *yaml)
+{
+    char *errors = NULL;
+    struct config *c = load_text(yaml, &errors);
+
+    if (c == NULL)
+        fprintf(stderr, "\n%s", errors);
+    free(errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    return c;
+}
+
+static void unload(struct config *c)
+{
+    config_free(c);
+    unlink(path);
+}
+
 #define ROUTE_HEAD "routes:\n  - name: api\n    match: {path_prefix: /api/}\n" \
                    "    upstream: \"http://127.0.0.1:9000\"\n"
 
@@ -114,8 +134,7 @@ static void test_defaults_and_upstream_parts(void)
     CU_ASSERT_TRUE(c->routes[0].tls_verify);
     CU_ASSERT_PTR_NULL(c->routes[0].methods);
     CU_ASSERT_FALSE(c->server.underscores_in_headers);
-    config_free(c);
-    unlink(path);
+    unload(c);
 }
 
 /* Each limit counts under its own key: the one it names, or else its route's, whichever comes
@@ -162,8 +181,7 @@ static void test_per_limit_keys(void)
     r = &c->routes[2];
     CU_ASSERT_EQUAL(r->limits[0].key_kind, CONFIG_KEY_IP); /* the route's default */
     CU_ASSERT_PTR_NULL(r->limits[0].key_name);
-    config_free(c);
-    unlink(path);
+    unload(c);
 
     /* A limit's key is checked like a route's, and reported where it stands. */
     expect_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 1, per: 1s, key: cookie:x}\n",
@@ -208,21 +226,18 @@ static void test_underscores_in_headers(void)
     CU_ASSERT_TRUE(c->server.underscores_in_headers);
     CU_ASSERT_STRING_EQUAL(c->routes[0].key_name, "X_Api_Key");
     CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].key_name, "X_Api_Key");
-    config_free(c);
-    unlink(path);
+    unload(c);
 
     snprintf(yaml, sizeof yaml, "%sserver: {underscores_in_headers: true}\n", limit_key);
     c = load_text(yaml, &errors);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].key_name, "X_Api_Key");
-    config_free(c);
-    unlink(path);
+    unload(c);
 
     /* Only headers: a query parameter with '_' is forwarded untouched. */
     c = load_text(ROUTE_HEAD "    key: \"query:api_key\"\n", &errors);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    config_free(c);
-    unlink(path);
+    unload(c);
 }
 
 /* The runtime built for a reloaded config: a limit keeps its limiter (and every client's
@@ -231,7 +246,7 @@ static void test_underscores_in_headers(void)
 static struct gw_runtime *runtime_for(const char *limits, struct gw_runtime *previous,
                                       struct gw_metrics *metrics, struct gw_backends *backends)
 {
-    char *errors = NULL, yaml[1024], err[256] = "";
+    char yaml[1024], err[256] = "";
     struct config *c;
     struct gw_runtime *rt;
 
@@ -239,10 +254,7 @@ static struct gw_runtime *runtime_for(const char *limits, struct gw_runtime *pre
              "server: {access_log: \"off\"}\n" ROUTE_HEAD "    key: \"header:X-API-Key\"\n"
              "    limit:\n%s",
              limits);
-    c = load_text(yaml, &errors);
-    if (c == NULL)
-        fprintf(stderr, "\n%s", errors);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    c = load_valid(yaml);
     unlink(path);
     rt = gw_runtime_build(c, previous, metrics, backends, NULL, err, sizeof err);
     if (rt == NULL)
@@ -372,8 +384,7 @@ static void test_store_settings(void)
     CU_ASSERT_STRING_EQUAL(c->redis.prefix, "rl:");
     CU_ASSERT_EQUAL(c->routes[0].store, CONFIG_STORE_REDIS); /* from limiter.store */
     CU_ASSERT_EQUAL(c->routes[1].store, CONFIG_STORE_MEMORY); /* its own */
-    config_free(c);
-    unlink(path);
+    unload(c);
 
     c = load_text(ROUTE_HEAD, &errors); /* the defaults */
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
@@ -384,8 +395,7 @@ static void test_store_settings(void)
     CU_ASSERT_EQUAL(c->redis.address.port, 6379);
     CU_ASSERT_EQUAL(c->redis.timeout_ns, 50000000);
     CU_ASSERT_STRING_EQUAL(c->redis.prefix, "sluice:");
-    config_free(c);
-    unlink(path);
+    unload(c);
 
     expect_error("limiter: {store: disk}\n" ROUTE_HEAD, 1, 18,
                  "store: \"disk\" is not one of memory or redis");
@@ -410,8 +420,7 @@ static void test_environment(void)
     CU_ASSERT_EQUAL(c->routes[0].timeout_ns, 3000000000);
     CU_ASSERT_EQUAL(c->routes[0].connect_timeout_ns, 250000000); /* empty takes the default */
     CU_ASSERT_STRING_EQUAL(c->routes[0].key_name, "X-Key");
-    config_free(c);
-    unlink(path);
+    unload(c);
     unsetenv("SLUICE_TEST_TIMEOUT");
     unsetenv("SLUICE_TEST_EMPTY");
 }
@@ -470,8 +479,7 @@ static void test_upstream_connection_settings(void)
     CU_ASSERT_EQUAL(c->server.max_response_header_size, 16384);
     CU_ASSERT_EQUAL(c->server.upstream_idle_timeout_ns, 60000000000);
     CU_ASSERT_EQUAL(c->server.upstream_max_idle, 64);
-    config_free(c);
-    unlink(path);
+    unload(c);
 
     c = load_text("server: {max_header_size: 32KiB, upstream_idle_timeout: 5m, "
                   "upstream_max_idle: 200, max_response_header_size: 64KiB}\n" ROUTE_HEAD,
@@ -481,8 +489,7 @@ static void test_upstream_connection_settings(void)
     CU_ASSERT_EQUAL(c->server.max_response_header_size, 65536);
     CU_ASSERT_EQUAL(c->server.upstream_idle_timeout_ns, 300000000000);
     CU_ASSERT_EQUAL(c->server.upstream_max_idle, 200);
-    config_free(c);
-    unlink(path);
+    unload(c);
 
     c = load_text("server: {max_header_size: 4KiB, upstream_idle_timeout: 1s, "
                   "upstream_max_idle: 1}\n" ROUTE_HEAD,
@@ -491,8 +498,7 @@ static void test_upstream_connection_settings(void)
     CU_ASSERT_EQUAL(c->server.max_header_size, 4096);
     CU_ASSERT_EQUAL(c->server.upstream_idle_timeout_ns, 1000000000);
     CU_ASSERT_EQUAL(c->server.upstream_max_idle, 1);
-    config_free(c);
-    unlink(path);
+    unload(c);
 
     c = load_text("server: {max_header_size: 1MiB, upstream_idle_timeout: 1h, "
                   "upstream_max_idle: 65536}\n" ROUTE_HEAD,
@@ -501,8 +507,7 @@ static void test_upstream_connection_settings(void)
     CU_ASSERT_EQUAL(c->server.max_header_size, 1048576);
     CU_ASSERT_EQUAL(c->server.upstream_idle_timeout_ns, 3600000000000);
     CU_ASSERT_EQUAL(c->server.upstream_max_idle, 65536);
-    config_free(c);
-    unlink(path);
+    unload(c);
 
     expect_error("server: {max_header_size: 4095}\n" ROUTE_HEAD, 1, 27,
                  "max_header_size: \"4095\" is out of range (from 4KiB to 1MiB)");
@@ -538,18 +543,12 @@ static void test_proxy_protocol(void)
          CONFIG_PROXY_PROTOCOL_ANY, 1},
         {"server: {proxy_protocol_from: [192.0.2.7]}\n" ROUTE_HEAD, CONFIG_PROXY_PROTOCOL_OFF, 1},
     };
-    char *errors = NULL;
 
     for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
-        struct config *c = load_text(accepted[i].yaml, &errors);
-
-        if (c == NULL)
-            fprintf(stderr, "\n%s", errors);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        struct config *c = load_valid(accepted[i].yaml);
         CU_ASSERT_EQUAL(c->server.proxy_protocol, accepted[i].mode);
         CU_ASSERT_EQUAL(c->server.proxy_protocol_from.n, accepted[i].n_from);
-        config_free(c);
-        unlink(path);
+        unload(c);
     }
     expect_error("server:\n  proxy_protocol: v1\n" ROUTE_HEAD, 2, 19,
                  "proxy_protocol: needs server.proxy_protocol_from");
@@ -588,19 +587,14 @@ static void test_serving_mode(void)
     CU_ASSERT_TRUE(c->server.workers >= 1 && c->server.workers <= 256);
     if (cores >= 1 && cores <= 256)
         CU_ASSERT_EQUAL(c->server.workers, (uint32_t)cores);
-    config_free(c);
-    unlink(path);
+    unload(c);
 
     for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
-        c = load_text(accepted[i].yaml, &errors);
-        if (c == NULL)
-            fprintf(stderr, "\n%s", errors);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        c = load_valid(accepted[i].yaml);
         CU_ASSERT_EQUAL(c->server.mode, accepted[i].mode);
         if (accepted[i].workers != 0)
             CU_ASSERT_EQUAL(c->server.workers, accepted[i].workers);
-        config_free(c);
-        unlink(path);
+        unload(c);
     }
 
     expect_error("server: {mode: fast}\n" ROUTE_HEAD, 1, 16,
@@ -624,22 +618,18 @@ static void test_serving_mode(void)
 /* The route's proxy `value` loads as `want` (NULL: no proxy). */
 static void expect_proxy(const char *value, const char *want)
 {
-    char *errors = NULL, yaml[512];
+    char yaml[512];
     struct config *c;
 
     snprintf(yaml, sizeof yaml, ROUTE_HEAD "%s%s\n", value ? "    proxy: " : "",
              value ? value : "");
-    c = load_text(yaml, &errors);
-    if (c == NULL)
-        fprintf(stderr, "\n%s", errors);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    c = load_valid(yaml);
     if (want == NULL) {
         CU_ASSERT_PTR_NULL(c->routes[0].proxy);
     } else {
         CU_ASSERT_STRING_EQUAL(c->routes[0].proxy, want);
     }
-    config_free(c);
-    unlink(path);
+    unload(c);
 }
 
 static void test_route_proxy(void)
@@ -836,8 +826,7 @@ static void test_file_size_bound(void)
     if (c == NULL)
         fprintf(stderr, "\n%s", errors);
     CU_ASSERT_PTR_NOT_NULL(c); /* exactly CONFIG_MAX_FILE bytes */
-    config_free(c);
-    unlink(path);
+    unload(c);
 
     yaml[CONFIG_MAX_FILE] = '\n';
     yaml[CONFIG_MAX_FILE + 1] = '\0';
@@ -927,24 +916,6 @@ static void test_scalar_bounds(void)
 /* Lines 4 and 5: an upstream mapping, open for more keys at six spaces. */
 #define UPSTREAM_START ROUTE_START "    upstream:\n      servers: [\"http://127.0.0.1:9000\"]\n"
 
-/* Loads `yaml`, which must be valid; the caller hands the config to loaded_free(). */
-static struct config *load_valid(const char *yaml)
-{
-    char *errors = NULL;
-    struct config *c = load_text(yaml, &errors);
-
-    if (c == NULL)
-        fprintf(stderr, "\n%s", errors);
-    free(errors);
-    return c;
-}
-
-static void loaded_free(struct config *c)
-{
-    config_free(c);
-    unlink(path);
-}
-
 /* Loading `yaml` fails with one problem alone, at `line`:`col`, its message starting with
  * `message`. */
 static void expect_one_error(const char *yaml, int line, int col, const char *message)
@@ -954,8 +925,7 @@ static void expect_one_error(const char *yaml, int line, int col, const char *me
     bool found;
 
     CU_ASSERT_PTR_NULL(c);
-    config_free(c);
-    unlink(path);
+    unload(c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(errors);
     snprintf(want, sizeof want, "%s:%d:%d: %s", path, line, col, message);
     found = strncmp(errors, want, strlen(want)) == 0 && count_lines(errors) == 1;
@@ -1006,13 +976,13 @@ static void test_upstream_url_is_one_server(void)
                   "127.0.0.1:9000", 1);
     expect_upstream_defaults(&c->routes[0]);
     CU_ASSERT_TRUE(c->server.ready_needs_upstreams);
-    loaded_free(c);
+    unload(c);
 
     c = load_valid(ROUTE_START "    upstream: \"https://API.Example.com/base//\"\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     expect_server(&c->routes[0].servers[0], "https://api.example.com:443/base",
                   "https://api.example.com:443", "/base", "api.example.com", 1);
-    loaded_free(c);
+    unload(c);
 
     /* The mapping with servers alone has the same defaults. */
     c = load_valid(UPSTREAM_START);
@@ -1021,7 +991,7 @@ static void test_upstream_url_is_one_server(void)
     expect_server(&c->routes[0].servers[0], "http://127.0.0.1:9000", "http://127.0.0.1:9000", "",
                   "127.0.0.1:9000", 1);
     expect_upstream_defaults(&c->routes[0]);
-    loaded_free(c);
+    unload(c);
 }
 
 /* Each server's parts; the port goes into the authority only when it is not the scheme's. */
@@ -1067,14 +1037,14 @@ static void test_upstream_servers(void)
     CU_ASSERT_EQUAL(r->fail_timeout_ns, 3600000000000);
     CU_ASSERT_EQUAL(r->fail_on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET |
                                     CONFIG_FAIL_502 | CONFIG_FAIL_503 | CONFIG_FAIL_504);
-    loaded_free(c);
+    unload(c);
 
     /* Another base path on the same origin is another server. */
     c = load_valid(ROUTE_START "    upstream:\n      servers: [\"http://a/v1\", \"http://a/v2\", "
                                "\"http://a\"]\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->routes[0].n_servers, 3);
-    loaded_free(c);
+    unload(c);
 
     c = load_valid(UPSTREAM_START "      balance: random_two\n      max_fails: 1000\n"
                                   "      fail_on: []\n");
@@ -1082,13 +1052,13 @@ static void test_upstream_servers(void)
     CU_ASSERT_EQUAL(c->routes[0].balance, CONFIG_BALANCE_RANDOM_TWO);
     CU_ASSERT_EQUAL(c->routes[0].max_fails, 1000);
     CU_ASSERT_EQUAL(c->routes[0].fail_on, 0); /* nothing counts against a server */
-    loaded_free(c);
+    unload(c);
 
     c = load_valid(UPSTREAM_START "      balance: round_robin\n      fail_on: [503]\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->routes[0].balance, CONFIG_BALANCE_ROUND_ROBIN);
     CU_ASSERT_EQUAL(c->routes[0].fail_on, CONFIG_FAIL_503);
-    loaded_free(c);
+    unload(c);
 }
 
 static char *servers_text(int n)
@@ -1109,7 +1079,7 @@ static void test_upstream_server_count_bound(void)
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->routes[0].n_servers, CONFIG_MAX_SERVERS);
-    loaded_free(c);
+    unload(c);
     free(yaml);
 
     yaml = servers_text(CONFIG_MAX_SERVERS + 1);
@@ -1192,7 +1162,7 @@ static void test_health_check(void)
     CU_ASSERT_EQUAL(r->health_check.unhealthy, 3);
     CU_ASSERT_EQUAL_FATAL(r->health_check.n_expect_status, 1);
     CU_ASSERT_EQUAL(r->health_check.expect_status[0], 200);
-    loaded_free(c);
+    unload(c);
 
     c = load_valid(UPSTREAM_START "      health_check:\n"
                                   "        path: \"/health?deep=1\"\n"
@@ -1213,13 +1183,13 @@ static void test_health_check(void)
     CU_ASSERT_EQUAL(r->health_check.expect_status[1], 204);
     CU_ASSERT_EQUAL(r->health_check.expect_status[2], 599);
     CU_ASSERT_EQUAL(r->health_check.expect_status[3], 100);
-    loaded_free(c);
+    unload(c);
 
     c = load_valid(UPSTREAM_START "      health_check: {path: /h, interval: 1h, timeout: 10ms}\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->routes[0].health_check.interval_ns, 3600000000000);
     CU_ASSERT_EQUAL(c->routes[0].health_check.timeout_ns, 10000000);
-    loaded_free(c);
+    unload(c);
 }
 
 static void test_health_check_errors(void)
@@ -1286,7 +1256,7 @@ static void test_retries(void)
     CU_ASSERT_EQUAL(c->routes[0].retries.attempts, 2);
     CU_ASSERT_EQUAL(c->routes[0].retries.on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_RESET);
     CU_ASSERT_EQUAL(c->routes[0].retries.budget_percent, 20);
-    loaded_free(c);
+    unload(c);
 
     c = load_valid(ROUTE_HEAD "    retries:\n      attempts: 10\n      on: [timeout, 503, 502]\n"
                               "      budget: 20%\n");
@@ -1295,26 +1265,26 @@ static void test_retries(void)
     CU_ASSERT_EQUAL(c->routes[0].retries.on,
                     CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_502 | CONFIG_FAIL_503);
     CU_ASSERT_EQUAL(c->routes[0].retries.budget_percent, 20);
-    loaded_free(c);
+    unload(c);
 
     c = load_valid(ROUTE_HEAD "    retries: {attempts: 1, on: [], budget: 0}\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->routes[0].retries.attempts, 1);
     CU_ASSERT_EQUAL(c->routes[0].retries.on, 0);
     CU_ASSERT_EQUAL(c->routes[0].retries.budget_percent, 0);
-    loaded_free(c);
+    unload(c);
 
     c = load_valid(ROUTE_HEAD "    retries: {budget: \"100%\", on: [connect_failure, 504]}\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->routes[0].retries.attempts, 2);
     CU_ASSERT_EQUAL(c->routes[0].retries.on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_504);
     CU_ASSERT_EQUAL(c->routes[0].retries.budget_percent, 100);
-    loaded_free(c);
+    unload(c);
 
     c = load_valid(ROUTE_HEAD "    retries: {budget: 100}\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->routes[0].retries.budget_percent, 100);
-    loaded_free(c);
+    unload(c);
 
     expect_one_error(ROUTE_HEAD "    retries: {attempts: 0}\n", 5, 25,
                      "attempts: \"0\" is not a whole number from 1 to 10");
@@ -1348,14 +1318,14 @@ static void test_strip_prefix_and_readiness(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_TRUE(c->routes[0].strip_prefix);
     CU_ASSERT_FALSE(c->server.ready_needs_upstreams);
-    loaded_free(c);
+    unload(c);
 
     c = load_valid("server: {ready_needs_upstreams: true}\n" ROUTE_HEAD
                    "    strip_prefix: false\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_FALSE(c->routes[0].strip_prefix);
     CU_ASSERT_TRUE(c->server.ready_needs_upstreams);
-    loaded_free(c);
+    unload(c);
 
     expect_one_error(ROUTE_HEAD "    strip_prefix: yes\n", 5, 19,
                      "strip_prefix: expected true or false, not \"yes\"");
@@ -1378,7 +1348,7 @@ static void expect_host(const char *value, enum config_host_mode mode, const cha
     } else {
         CU_ASSERT_STRING_EQUAL(c->routes[0].host_name, name);
     }
-    loaded_free(c);
+    unload(c);
 }
 
 static void test_route_host(void)
@@ -1402,14 +1372,14 @@ static void test_route_host(void)
     CU_ASSERT_STRING_EQUAL(c->routes[0].host, "in.example");
     CU_ASSERT_EQUAL(c->routes[0].host_mode, CONFIG_HOST_UPSTREAM);
     CU_ASSERT_STRING_EQUAL(c->routes[0].servers[0].authority, "10.0.0.1");
-    loaded_free(c);
+    unload(c);
 
     memset(name, 'a', 255);
     name[255] = '\0';
     snprintf(yaml, sizeof yaml, ROUTE_HEAD "    host: %s\n", name);
     c = load_valid(yaml);
     CU_ASSERT_PTR_NOT_NULL(c);
-    loaded_free(c);
+    unload(c);
     snprintf(yaml, sizeof yaml, ROUTE_HEAD "    host: %sa\n", name);
     expect_one_error(yaml, 5, 11, "host: \"aaaa");
 
@@ -1457,12 +1427,12 @@ static void test_set_headers(void)
     CU_ASSERT_STRING_EQUAL(r->set_headers[4].name, "x-plain"); /* as written */
     CU_ASSERT_STRING_EQUAL(r->set_headers[4].value, "a value; with = signs");
     CU_ASSERT_STRING_EQUAL(r->set_headers[5].value, "");
-    loaded_free(c);
+    unload(c);
 
     c = load_valid(ROUTE_HEAD "    set_headers: {}\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->routes[0].n_set_headers, 0);
-    loaded_free(c);
+    unload(c);
 }
 
 /* tracing.sample: 0 by default, a number from 0 to 1, each problem at its place. */
@@ -1480,17 +1450,11 @@ static void test_tracing(void)
         {"tracing: {sample: \"${SLUICE_TEST_UNSET_SAMPLE:-0.5}\"}\n" ROUTE_HEAD, 0.5},
         {"tracing: {}\n" ROUTE_HEAD, 0},
     };
-    char *errors = NULL;
 
     for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
-        struct config *c = load_text(accepted[i].yaml, &errors);
-
-        if (c == NULL)
-            fprintf(stderr, "\n%s", errors);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        struct config *c = load_valid(accepted[i].yaml);
         CU_ASSERT_DOUBLE_EQUAL(c->tracing.sample, accepted[i].sample, 1e-12);
-        config_free(c);
-        unlink(path);
+        unload(c);
     }
     expect_one_error("tracing: {sample: 1.5}\n" ROUTE_HEAD, 1, 19,
                      "sample: \"1.5\" is not a number from 0 to 1 (like 0.01)");
@@ -1565,7 +1529,7 @@ static void test_set_headers_errors(void)
     c = load_valid(yaml);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(strlen(c->routes[0].set_headers[0].value), 1024);
-    loaded_free(c);
+    unload(c);
     snprintf(yaml, sizeof yaml,
              ROUTE_HEAD "    set_headers:\n      X-A: \"${SLUICE_TEST_LONG_VALUE}v\"\n");
     expect_one_error(yaml, 6, 12, "set_headers: the value of X-A must be one line of at most");
@@ -1593,7 +1557,7 @@ static void test_remove_headers(void)
     CU_ASSERT_STRING_EQUAL(c->routes[0].remove_headers[1], "cookie"); /* as given */
     CU_ASSERT_STRING_EQUAL(c->routes[0].remove_headers[2], "Connection");
     CU_ASSERT_STRING_EQUAL(c->routes[0].remove_headers[3], "X-Forwarded-For");
-    loaded_free(c);
+    unload(c);
 
     expect_one_error(ROUTE_HEAD "    remove_headers: [X-A, host]\n", 5, 27,
                      "remove_headers: host cannot be removed: the route's host: says what it is");
@@ -1627,7 +1591,7 @@ static void test_upgrades(void)
     CU_ASSERT_EQUAL_FATAL(c->routes[0].n_upgrades, 1); /* the default */
     CU_ASSERT_STRING_EQUAL(c->routes[0].upgrades[0], "websocket");
     CU_ASSERT_EQUAL(c->routes[0].tunnel_idle_timeout_ns, 3600 * 1000000000LL);
-    loaded_free(c);
+    unload(c);
     c = load_valid(ROUTE_HEAD "    upgrades: [WebSocket, my-proto.v2]\n"
                               "    tunnel_idle_timeout: 90s\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
@@ -1635,11 +1599,11 @@ static void test_upgrades(void)
     CU_ASSERT_STRING_EQUAL(c->routes[0].upgrades[0], "websocket"); /* in lower case */
     CU_ASSERT_STRING_EQUAL(c->routes[0].upgrades[1], "my-proto.v2");
     CU_ASSERT_EQUAL(c->routes[0].tunnel_idle_timeout_ns, 90 * 1000000000LL);
-    loaded_free(c);
+    unload(c);
     c = load_valid(ROUTE_HEAD "    upgrades: []\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->routes[0].n_upgrades, 0);
-    loaded_free(c);
+    unload(c);
 
     expect_one_error(ROUTE_HEAD "    upgrades: [websocket, H2C]\n", 5, 27,
                      "upgrades: h2c is refused: it would carry HTTP/2 requests past the limiter");
@@ -1680,18 +1644,12 @@ static void test_log_settings(void)
         {"log: {}\n" ROUTE_HEAD, CONFIG_LOG_TEXT, CONFIG_LOG_INFO},
         {ROUTE_HEAD, CONFIG_LOG_TEXT, CONFIG_LOG_INFO},
     };
-    char *errors = NULL;
 
     for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
-        struct config *c = load_text(accepted[i].yaml, &errors);
-
-        if (c == NULL)
-            fprintf(stderr, "\n%s", errors);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        struct config *c = load_valid(accepted[i].yaml);
         CU_ASSERT_EQUAL(c->log.format, accepted[i].format);
         CU_ASSERT_EQUAL(c->log.level, accepted[i].level);
-        config_free(c);
-        unlink(path);
+        unload(c);
     }
     expect_error("log: {format: yaml}\n" ROUTE_HEAD, 1, 15,
                  "format: \"yaml\" is not one of text or json");
@@ -1726,18 +1684,12 @@ static void test_access_log_settings(void)
          CONFIG_ACCESS_CLIENT_HASH},
         {"server: {access_log: {client: none}}\n" ROUTE_HEAD, "stdout", CONFIG_ACCESS_CLIENT_NONE},
     };
-    char *errors = NULL;
 
     for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
-        struct config *c = load_text(accepted[i].yaml, &errors);
-
-        if (c == NULL)
-            fprintf(stderr, "\n%s", errors);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        struct config *c = load_valid(accepted[i].yaml);
         CU_ASSERT_STRING_EQUAL(c->server.access_log, accepted[i].path);
         CU_ASSERT_EQUAL(c->server.access_log_client, accepted[i].client);
-        config_free(c);
-        unlink(path);
+        unload(c);
     }
     expect_error("server: {access_log: {client: ip}}\n" ROUTE_HEAD, 1, 31,
                  "client: \"ip\" is not one of address, hash or none");
@@ -1791,8 +1743,7 @@ static void test_tls(void)
     CU_ASSERT_FALSE(c->server.tls.on);
     CU_ASSERT_EQUAL(c->server.tls.n_certs, 0);
     CU_ASSERT_PTR_NULL(c->server.tls.priorities);
-    config_free(c);
-    unlink(path);
+    unload(c);
     /* cert and key, relative to the config's directory; the defaults. */
     snprintf(yaml, sizeof yaml, "server:\n  tls: {cert: %s/a.pem, key: %s/a.key}\n" ROUTE_HEAD,
              name, name);
@@ -1805,8 +1756,7 @@ static void test_tls(void)
     CU_ASSERT_EQUAL(c->server.tls.min_version, CONFIG_TLS_1_2);
     CU_ASSERT_PTR_NULL(c->server.tls.ciphers);
     CU_ASSERT_STRING_EQUAL(c->server.tls.priorities, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2");
-    config_free(c);
-    unlink(path);
+    unload(c);
     /* Both forms: cert/key first, then the list; min_version 1.3; ciphers as the base. */
     snprintf(yaml, sizeof yaml,
              "server:\n  tls:\n    cert: %1$s/a.pem\n    key: %1$s/a.key\n"
@@ -1823,8 +1773,7 @@ static void test_tls(void)
     CU_ASSERT_EQUAL(c->server.tls.min_version, CONFIG_TLS_1_3);
     CU_ASSERT_STRING_EQUAL(c->server.tls.ciphers, "SECURE256");
     CU_ASSERT_STRING_EQUAL(c->server.tls.priorities, "SECURE256:-VERS-ALL:+VERS-TLS1.3");
-    config_free(c);
-    unlink(path);
+    unload(c);
     /* The list alone. */
     snprintf(yaml, sizeof yaml,
              "server:\n  tls: {certificates: [{cert: %1$s/b.pem, key: %1$s/b.key}]}\n" ROUTE_HEAD,
@@ -1832,8 +1781,7 @@ static void test_tls(void)
     c = load_text(yaml, &errors);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->server.tls.n_certs, 1);
-    config_free(c);
-    unlink(path);
+    unload(c);
     remove_certificates(dir);
 }
 
