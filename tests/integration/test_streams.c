@@ -10,9 +10,11 @@
  *   - an upstream that answers before the body's end (a 401) has its answer passed on, after
  *     the rest of the body is read and let go;
  *   - clients that go away midway (a reset, a plain close, half a head) are no failures of
- *     the upstream server: no error counted, never skipped, the next request answered 200. */
+ *     the upstream server: no error counted, never skipped, the next request answered 200;
+ *   - nor is an attempt the gateway's stop cut short (503, no upstream_error). */
 #include <curl/curl.h>
 #include <errno.h>
+#include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -485,6 +487,39 @@ static void test_clients_gone_midway(void)
     CU_ASSERT_EQUAL(stop_sluice(&p, 5000), 0);
 }
 
+/* A stop that cuts an attempt short (past drain_timeout) is the gateway's doing: the access
+ * log says 503 and no upstream_error, where it said 504 and "timeout". */
+static void test_stop_blames_no_upstream(void)
+{
+    static const char stop_config[] = "server: {listen: \"127.0.0.1:0\", drain_timeout: 200ms}\n"
+                                      "routes:\n  - name: all\n    match: {path_prefix: /}\n"
+                                      "    upstream: \"http://127.0.0.1:%1$u\"\n";
+    static const char request[] = "GET /slow?ms=3000 HTTP/1.1\r\nHost: t\r\n\r\n";
+    static const char stopped[] = "\"path\":\"/slow\",\"status\":503,";
+    struct proc p;
+    char *access = NULL, *line = NULL;
+    int fd;
+
+    CU_ASSERT_FATAL(start_sluice(&p, stop_config, upstream.port) == 0);
+    fd = raw_connect(p.port);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(send(fd, request, strlen(request), MSG_NOSIGNAL), (ssize_t)strlen(request));
+    sleep_ms(300);
+    kill(p.pid, SIGTERM);
+    for (int i = 0; i < 60 && line == NULL; i++) {
+        free(access);
+        sleep_ms(50);
+        access = read_file(p.access_path);
+        line = access != NULL ? strstr(access, "\"path\":\"/slow\"") : NULL;
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+    CU_ASSERT_EQUAL(strncmp(line, stopped, strlen(stopped)), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "\"upstream_error\":\"\","));
+    free(access);
+    close(fd);
+    CU_ASSERT_EQUAL(stop_sluice(&p, 5000), 0);
+}
+
 void register_streams_tests(void)
 {
     CU_pSuite s = add_suite_with("streams", init, clean);
@@ -498,4 +533,5 @@ void register_streams_tests(void)
     add_test(s, "100-continue only once the limits allowed", test_continue_only_when_allowed);
     add_test(s, "an upstream answering before the body's end", test_upstream_answers_early);
     add_test(s, "clients gone midway leave the upstream server healthy", test_clients_gone_midway);
+    add_test(s, "a stop cutting an attempt short blames no upstream", test_stop_blames_no_upstream);
 }
