@@ -1117,6 +1117,8 @@ static enum MHD_Result upstream_failed(struct gw_request *rq, struct MHD_Connect
 {
     struct gw_route_metrics *metrics = route_runtime_of(rq)->metrics;
 
+    if (gw_proxy_aborting()) /* the gateway stopping cut the attempt: no upstream error */
+        return respond_problem(rq, c, MHD_HTTP_SERVICE_UNAVAILABLE, "the gateway is stopping");
     gw_metrics_count_error(metrics, error == GW_UPSTREAM_TIMEOUT   ? GW_ERR_TIMEOUT
                                     : error == GW_UPSTREAM_CONNECT ? GW_ERR_CONNECT
                                                                    : GW_ERR_OTHER);
@@ -1258,12 +1260,16 @@ static bool end_attempt(struct gw_request *rq, enum gw_upstream_error error, lon
     int64_t now = limiter_now_ns();
     const char *text = "";
 
+    if (error != GW_UPSTREAM_OK && gw_proxy_aborting()) {
+        /* Stopping: the gateway cut the attempt, which says nothing of the server (no
+         * upstream_error either), and no attempt follows. */
+        rq->fault = GW_FAULT_NONE;
+        return false;
+    }
     if (error != GW_UPSTREAM_OK && rq->upstream != NULL)
         rq->fault = gw_upstream_fault(rq->upstream, &text);
     else if (error != GW_UPSTREAM_OK) /* an upgrade's (its fault is set already) */
         text = rq->up.error_text;
-    if (error != GW_UPSTREAM_OK && gw_proxy_aborting())
-        return false; /* stopping: says nothing of the server, and no attempt follows */
     rq->reported = true;
     if (gw_backend_report(rq->backend, route, rq->fault, status, now, rq->probe)) {
         char pause[32], outcome[32];

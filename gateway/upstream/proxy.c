@@ -194,25 +194,48 @@ static struct upstream_pool *pool_of(struct pool_set *set, const char *origin)
     return pool;
 }
 
+static void drop_watch(struct gw_upstream *u, struct watch *w);
+static void free_watch(struct gw_upstream_loop *loop, struct watch *w);
+
+/* Stops tracking the handle's socket `i`: closed by libcurl with close_socket() (its watch
+ * dropped first), or (`closed`) already closed without it, when its number, perhaps another
+ * thread's by now, is not touched (the kernel took it out of a loop's epoll set). */
+static void untrack_socket(struct gw_upstream *u, size_t i, bool closed)
+{
+    if (u->watches[i] != NULL && closed)
+        free_watch(u->loop, u->watches[i]);
+    else if (u->watches[i] != NULL)
+        drop_watch(u, u->watches[i]);
+    u->n_sockets--;
+    u->sockets[i] = u->sockets[u->n_sockets];
+    u->watches[i] = u->watches[u->n_sockets];
+}
+
 /* libcurl's sockets for this handle's connections are opened and closed here, so that
- * gw_upstream_start() can look at them before a request goes out on one. */
+ * gw_upstream_start() can look at them before a request goes out on one. A number the kernel
+ * hands out again was closed behind close_socket()'s back (gw_upstream_finish()). */
 static curl_socket_t open_socket(void *cls, curlsocktype purpose, struct curl_sockaddr *address)
 {
     struct gw_upstream *u = cls;
     curl_socket_t fd;
 
     (void)purpose;
-    if (u->n_sockets == TRACKED_SOCKETS)
-        return CURL_SOCKET_BAD;
     fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
-    if (fd != CURL_SOCKET_BAD) {
-        u->sockets[u->n_sockets] = fd;
-        u->watches[u->n_sockets++] = NULL; /* on a loop, on_socket() gives it one */
+    if (fd == CURL_SOCKET_BAD)
+        return fd;
+    for (size_t i = 0; i < u->n_sockets; i++)
+        if (u->sockets[i] == fd) {
+            untrack_socket(u, i, true);
+            break;
+        }
+    if (u->n_sockets == TRACKED_SOCKETS) {
+        close(fd);
+        return CURL_SOCKET_BAD;
     }
+    u->sockets[u->n_sockets] = fd;
+    u->watches[u->n_sockets++] = NULL; /* on a loop, on_socket() gives it one */
     return fd;
 }
-
-static void drop_watch(struct gw_upstream *u, struct watch *w);
 
 static int close_socket(void *cls, curl_socket_t fd)
 {
@@ -220,11 +243,7 @@ static int close_socket(void *cls, curl_socket_t fd)
 
     for (size_t i = 0; i < u->n_sockets; i++)
         if (u->sockets[i] == fd) {
-            if (u->watches[i] != NULL)
-                drop_watch(u, u->watches[i]);
-            u->n_sockets--;
-            u->sockets[i] = u->sockets[u->n_sockets];
-            u->watches[i] = u->watches[u->n_sockets];
+            untrack_socket(u, i, false);
             break;
         }
     return close(fd);
@@ -266,13 +285,19 @@ static int watch_for(struct gw_upstream_loop *loop, struct watch *w, uint32_t ev
     return epoll_ctl(loop->epoll_fd, op, w->fd, &event);
 }
 
+/* The watch's tag goes back to the loop's free ones (its socket is out of the epoll set). */
+static void free_watch(struct gw_upstream_loop *loop, struct watch *w)
+{
+    w->owner = NULL;
+    w->next_free = loop->free_watches;
+    loop->free_watches = w;
+}
+
 /* The socket's watch goes with the socket (closing it). */
 static void drop_watch(struct gw_upstream *u, struct watch *w)
 {
     watch_for(u->loop, w, 0);
-    w->owner = NULL;
-    w->next_free = u->loop->free_watches;
-    u->loop->free_watches = w;
+    free_watch(u->loop, w);
 }
 
 /* libcurl says which of a transfer's sockets to watch for what: they go into the loop's
@@ -1126,12 +1151,48 @@ ssize_t gw_upstream_read(struct gw_upstream *u, char *buf, size_t max)
     return (ssize_t)n;
 }
 
+/* The socket of the connection libcurl keeps for the next exchange, or CURL_SOCKET_BAD: asked
+ * before the transfer is taken out of the multi (libcurl forgets it then). With
+ * CURLMOPT_MAXCONNECTS 1 a handle keeps at most that one, and only after a transfer that
+ * ended: one taken out before its end has its connection closed. */
+static curl_socket_t kept_socket(struct gw_upstream *u)
+{
+    curl_socket_t fd = CURL_SOCKET_BAD;
+    bool ended = u->done;
+    CURLMsg *msg;
+    int queued;
+
+    while ((msg = curl_multi_info_read(u->multi, &queued)) != NULL)
+        ended = ended || msg->msg == CURLMSG_DONE;
+    if (!ended || curl_easy_getinfo(u->easy, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK)
+        fd = CURL_SOCKET_BAD;
+    return fd;
+}
+
+/* After an exchange the handle tracks only the socket libcurl kept (`kept`). libcurl closes
+ * some sockets without calling close_socket(): 7.88 closes a connection still being made
+ * (a client gone before the upstream's connect completed) with plain close(). Their numbers
+ * may already be another thread's, so they are forgotten without being touched: the kernel
+ * took them out of a loop's epoll set as they closed. (Tracking them on would fill the
+ * handle's table, after which open_socket() refuses every connect, which libcurl reports as
+ * "Couldn't connect to server" in 0 ms, a healthy server's failure.) */
+static void forget_closed_sockets(struct gw_upstream *u, curl_socket_t kept)
+{
+    for (size_t i = u->n_sockets; i-- > 0;)
+        if (u->sockets[i] != kept)
+            untrack_socket(u, i, true);
+}
+
 void gw_upstream_finish(struct gw_upstream *u)
 {
     if (u->loop != NULL)
         unlink_running(u);
-    if (u->attached)
+    if (u->attached) {
+        curl_socket_t kept = kept_socket(u);
+
         curl_multi_remove_handle(u->multi, u->easy);
+        forget_closed_sockets(u, kept);
+    }
     u->attached = false;
     u->notify = NULL;
     u->request_body = NULL;

@@ -8,9 +8,13 @@
  *     upstream's request;
  *   - Expect: 100-continue is answered only once the limits allowed the request;
  *   - an upstream that answers before the body's end (a 401) has its answer passed on, after
- *     the rest of the body is read and let go. */
+ *     the rest of the body is read and let go;
+ *   - clients that go away midway (a reset, a plain close, half a head) are no failures of
+ *     the upstream server: no error counted, never skipped, the next request answered 200;
+ *   - nor is an attempt the gateway's stop cut short (503, no upstream_error). */
 #include <curl/curl.h>
 #include <errno.h>
+#include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,6 +379,147 @@ static void test_upstream_answers_early(void)
     }
 }
 
+/* How a client goes away midway. */
+enum departure { RESET_IN_BODY, CLOSE_IN_BODY, RESET_IN_HEAD, LATE_BODY_RESET };
+
+/* A client that sends a head (or half of one) and a piece of a 100-byte body, and goes. With
+ * LATE_BODY_RESET the body's piece comes 50 ms after the head, by when the upstream has its
+ * request; otherwise it comes with the head, and in thread_per_connection the upstream's
+ * connect is still being made when the client goes. */
+static void go_away_midway(unsigned port, enum departure how)
+{
+    static const char head[] = "POST /sink HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n";
+    static const char with_body[] =
+        "POST /sink HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nabc";
+    const struct linger reset = {1, 0};
+    int fd = raw_connect(port);
+
+    CU_ASSERT_FATAL(fd >= 0);
+    if (how == RESET_IN_HEAD) {
+        CU_ASSERT_EQUAL(send(fd, head, 20, MSG_NOSIGNAL), 20);
+    } else if (how == LATE_BODY_RESET) {
+        CU_ASSERT_EQUAL(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+        sleep_ms(50);
+        CU_ASSERT_EQUAL(send(fd, "abc", 3, MSG_NOSIGNAL), 3);
+    } else {
+        CU_ASSERT_EQUAL(send(fd, with_body, strlen(with_body), MSG_NOSIGNAL),
+                        (ssize_t)strlen(with_body));
+    }
+    sleep_ms(50);
+    if (how != CLOSE_IN_BODY)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    close(fd);
+}
+
+/* Waits up to 3 s for every /sink request the upstream got since `requests0` (besides the
+ * four GET /echo) to have ended early; `*reached` says how many there were. */
+static bool aborted_sinks_end(unsigned long requests0, unsigned long done0, unsigned long aborted0,
+                              unsigned long *reached)
+{
+    unsigned long requests, connections, done, aborted;
+
+    for (int i = 0; i < 60; i++) {
+        upstream_stats(&requests, &connections);
+        sink_stats(&done, &aborted);
+        *reached = aborted - aborted0;
+        if (done == done0 && requests - requests0 == 4 + *reached)
+            return true;
+        sleep_ms(50);
+    }
+    fprintf(stderr, "\n    upstream: requests +%lu, sinks done +%lu, aborted +%lu\n",
+            requests - requests0, done - done0, aborted - aborted0);
+    return false;
+}
+
+/* Clients going away midway leave the upstream server healthy: each attempt they abandon is
+ * no failure of it (not counted, not logged, not in upstream_error), so it is never skipped
+ * and the next request gets the upstream's 200. (libcurl closes a connection still being
+ * made without sluice's close-socket callback; the handle once kept its number and, after
+ * four, refused to connect at all: "refused" in 0 ms, and 502 for everyone.) */
+static void test_clients_gone_midway(void)
+{
+    static const char aborts_config[] =
+        "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
+        "routes:\n  - name: all\n    match: {path_prefix: /}\n"
+        "    upstream: \"http://127.0.0.1:%1$u\"\n";
+    static const char *const names[] = {"a reset mid-body", "a close mid-body", "a reset mid-head",
+                                        "a reset after the body's start"};
+    char server[64], series[160];
+    unsigned long done0, aborted0, requests0, connections0, reached = 0;
+    struct proc p;
+    char *log, *access;
+
+    snprintf(server, sizeof server, "route=\"all\",server=\"http://127.0.0.1:%u\"", upstream.port);
+    CU_ASSERT_FATAL(start_sluice(&p, aborts_config, upstream.port) == 0);
+    sink_stats(&done0, &aborted0);
+    upstream_stats(&requests0, &connections0);
+    for (int how = RESET_IN_BODY; how <= LATE_BODY_RESET; how++) {
+        for (int i = 0; i < 10; i++)
+            go_away_midway(p.port, (enum departure)how);
+        check_case(get_status(p.port, "/echo", NULL) == 200, names[how],
+                   "the next request did not get the upstream's 200");
+    }
+    /* Every aborted request that reached the upstream ended there early, none whole (in
+     * thread_per_connection most never reach it: the client goes before the connect is
+     * driven on; in event mode the late bodies all do). */
+    CU_ASSERT(aborted_sinks_end(requests0, done0, aborted0, &reached));
+    if (serving_mode() != NULL && strcmp(serving_mode(), "event") == 0)
+        CU_ASSERT(reached >= 10);
+    snprintf(series, sizeof series, "sluice_upstream_requests_total{%s,status_class=\"error\"}",
+             server);
+    CU_ASSERT_EQUAL(metric(&p, series), 0);
+    snprintf(series, sizeof series, "sluice_upstream_requests_total{%s,status_class=\"2xx\"}",
+             server);
+    CU_ASSERT_EQUAL(metric(&p, series), 4);
+    snprintf(series, sizeof series, "sluice_upstream_healthy{%s}", server);
+    CU_ASSERT_EQUAL(metric(&p, series), 1);
+    CU_ASSERT_EQUAL(metric(&p, "sluice_upstream_errors_total{route=\"all\",kind=\"connect\"}"), 0);
+    CU_ASSERT_EQUAL(metric(&p, "sluice_upstream_errors_total{route=\"all\",kind=\"other\"}"), 0);
+    log = read_log(&p);
+    access = read_file(p.access_path);
+    CU_ASSERT_PTR_NULL(log != NULL ? strstr(log, "is skipped") : "no log");
+    CU_ASSERT_PTR_NULL(log != NULL ? strstr(log, ": refused: ") : "no log");
+    CU_ASSERT_PTR_NOT_NULL(access != NULL ? strstr(access, "\"path\":\"/sink\",\"status\":0,")
+                                          : NULL);
+    CU_ASSERT_PTR_NULL(access != NULL ? strstr(access, "\"upstream_error\":\"r") : "no log");
+    free(log);
+    free(access);
+    CU_ASSERT_EQUAL(stop_sluice(&p, 5000), 0);
+}
+
+/* A stop that cuts an attempt short (past drain_timeout) is the gateway's doing: the access
+ * log says 503 and no upstream_error, where it said 504 and "timeout". */
+static void test_stop_blames_no_upstream(void)
+{
+    static const char stop_config[] = "server: {listen: \"127.0.0.1:0\", drain_timeout: 200ms}\n"
+                                      "routes:\n  - name: all\n    match: {path_prefix: /}\n"
+                                      "    upstream: \"http://127.0.0.1:%1$u\"\n";
+    static const char request[] = "GET /slow?ms=3000 HTTP/1.1\r\nHost: t\r\n\r\n";
+    static const char stopped[] = "\"path\":\"/slow\",\"status\":503,";
+    struct proc p;
+    char *access = NULL, *line = NULL;
+    int fd;
+
+    CU_ASSERT_FATAL(start_sluice(&p, stop_config, upstream.port) == 0);
+    fd = raw_connect(p.port);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(send(fd, request, strlen(request), MSG_NOSIGNAL), (ssize_t)strlen(request));
+    sleep_ms(300);
+    kill(p.pid, SIGTERM);
+    for (int i = 0; i < 60 && line == NULL; i++) {
+        free(access);
+        sleep_ms(50);
+        access = read_file(p.access_path);
+        line = access != NULL ? strstr(access, "\"path\":\"/slow\"") : NULL;
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+    CU_ASSERT_EQUAL(strncmp(line, stopped, strlen(stopped)), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "\"upstream_error\":\"\","));
+    free(access);
+    close(fd);
+    CU_ASSERT_EQUAL(stop_sluice(&p, 5000), 0);
+}
+
 void register_streams_tests(void)
 {
     CU_pSuite s = add_suite_with("streams", init, clean);
@@ -387,4 +532,6 @@ void register_streams_tests(void)
     add_test(s, "a client that stops midway: both sides end", test_client_stops_midway);
     add_test(s, "100-continue only once the limits allowed", test_continue_only_when_allowed);
     add_test(s, "an upstream answering before the body's end", test_upstream_answers_early);
+    add_test(s, "clients gone midway leave the upstream server healthy", test_clients_gone_midway);
+    add_test(s, "a stop cutting an attempt short blames no upstream", test_stop_blames_no_upstream);
 }
