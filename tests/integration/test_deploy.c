@@ -1,6 +1,7 @@
-/* What deploy/ ships, checked offline: the Kubernetes manifests against the API's schemas
- * (tests/deploy/check_manifests.py and its vendored k8s-schema.json), the configs their
- * ConfigMaps hold against sluice --check, and the Grafana dashboard's PromQL against a
+/* What deploy/ ships, checked offline: the Kubernetes manifests, the base and the Redis
+ * overlay as rendered, against the API's schemas (tests/deploy/check_manifests.py and its
+ * vendored k8s-schema.json) and against the configs their ConfigMaps hold (grace period,
+ * replicas), those configs against sluice --check, and the Grafana dashboard's PromQL against a
  * /metrics page scraped here from a running sluice (tests/deploy/check_dashboard.py), so
  * that neither can drift from the code. Each checker is also shown a broken copy, and must
  * refuse it, saying what is wrong. */
@@ -72,8 +73,9 @@ static void write_text(const char *path, const char *text)
     fclose(f);
 }
 
-/* Runs `checker` on `original` with `from` replaced by `to` (written to DIR/`name`) and
- * expects exit code 1 and `expected` in what it printed. */
+/* Runs `checker` on `original` with `from` replaced by `to` (written to DIR/`name`; when
+ * `name` is FOLDER/FILE, the checker is run on DIR/FOLDER) and `args`, and expects exit code 1
+ * and `expected` in what it printed. */
 static void refuses(const char *checker, const char *original, const char *name, const char *args,
                     const char *from, const char *to, const char *expected)
 {
@@ -85,6 +87,8 @@ static void refuses(const char *checker, const char *original, const char *name,
     if (broken != NULL) {
         snprintf(path, sizeof path, "%s/%s", dir, name);
         write_text(path, broken);
+        if (strchr(name, '/') != NULL)
+            *strrchr(path, '/') = '\0';
         snprintf(command, sizeof command, "%s %s %s", checker, path, args);
         code = run_command(command, out, sizeof out);
         check_case(code == 1 && strstr(out, expected) != NULL, name,
@@ -100,7 +104,8 @@ static void test_manifests_validate(void)
     char command[512], out[8192];
     int code;
 
-    snprintf(command, sizeof command, "%s --configs %s %s", CHECK_MANIFESTS, dir, MANIFESTS);
+    snprintf(command, sizeof command, "%s --configs %s " MANIFESTS "/base " MANIFESTS "/redis",
+             CHECK_MANIFESTS, dir);
     code = run_command(command, out, sizeof out);
     check_case(code == 0 && out[0] == '\0', "manifests", "exit %d:\n%s", code, out);
 
@@ -134,6 +139,41 @@ static void test_broken_manifests_refused(void)
             "terminationGracePeriodSeconds: 40", "terminationGracePeriodSeconds: 25",
             "terminationGracePeriodSeconds: 25 s is not above preStop's 10 s plus "
             "server.drain_timeout (20 s)");
+}
+
+/* The Redis overlay, copied with its base named by an absolute path. */
+static void test_broken_overlay_refused(void)
+{
+    char pristine[128], command[1024], out[8192], cwd[512];
+    char *text = read_file(MANIFESTS "/redis/kustomization.yaml"), *rebased;
+    int code;
+
+    CU_ASSERT_FATAL(getcwd(cwd, sizeof cwd) != NULL);
+    snprintf(out, sizeof out, "  - %s/" MANIFESTS "/base\n", cwd);
+    rebased = replaced(text, "  - ../base\n", out);
+    CU_ASSERT_FATAL(rebased != NULL);
+    snprintf(pristine, sizeof pristine, "%s/overlay.kustomization.yaml", dir);
+    write_text(pristine, rebased);
+    snprintf(command, sizeof command,
+             "mkdir -p %1$s/overlay && cp " MANIFESTS "/redis/*.yaml %1$s/overlay/ && "
+             "cp %2$s %1$s/overlay/kustomization.yaml && %3$s %1$s/overlay",
+             dir, pristine, CHECK_MANIFESTS);
+    code = run_command(command, out, sizeof out);
+    check_case(code == 0 && out[0] == '\0', "overlay copy", "exit %d:\n%s", code, out);
+
+    refuses(CHECK_MANIFESTS, pristine, "overlay/kustomization.yaml", "", "value: 3", "value: 4",
+            "spec.replicas: 4, but its sluice.yaml says limiter.replicas: 3");
+    refuses(CHECK_MANIFESTS, pristine, "overlay/kustomization.yaml", "",
+            "resources:", "namePrefix: edge-\nresources:", "namePrefix: not rendered here");
+    refuses(CHECK_MANIFESTS, pristine, "overlay/kustomization.yaml", "", "op: remove", "op: move",
+            "move /spec/maxUnavailable: not applied here");
+    /* What a patch makes is validated as the files are. */
+    refuses(CHECK_MANIFESTS, pristine, "overlay/kustomization.yaml", "", "path: /spec/minAvailable",
+            "path: /spec/minAvailabel",
+            "spec: Additional properties are not allowed "
+            "('minAvailabel' was unexpected)");
+    free(rebased);
+    free(text);
 }
 
 static void test_dashboard_names_what_metrics_export(void)
@@ -180,6 +220,8 @@ void register_deploy_tests(void)
     add_test(s, "the Kubernetes manifests match the API's schema", test_manifests_validate);
     add_test(s, "a misspelled field, a wrong type, a missing field are refused",
              test_broken_manifests_refused);
+    add_test(s, "an overlay whose replicas disagree with its config is refused",
+             test_broken_overlay_refused);
     add_test(s, "the dashboard names only metrics and labels sluice exports",
              test_dashboard_names_what_metrics_export);
 }
