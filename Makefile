@@ -13,7 +13,7 @@ TSAN     := -O1 -fsanitize=thread
 PKGS := libmicrohttpd libcurl yaml-0.1 cunit libsodium json-c hiredis gnutls
 DEBS := pkg-config libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcunit1-dev libsodium-dev \
         libjson-c-dev libhiredis-dev openssl redis-server clang libclang-rt-14-dev valgrind \
-        python3-websockets libgnutls28-dev
+        python3-websockets libgnutls28-dev python3-yaml python3-jsonschema
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Expanded when a recipe runs, after the dependency check has installed what was missing.
@@ -53,7 +53,8 @@ all: build/sluice build/test_upstream build/test_unit build/test_integration bui
 
 build/.deps-ok:
 	@(pkg-config --exists $(PKGS) && command -v openssl && command -v redis-server && \
-		command -v clang && command -v valgrind && /usr/bin/python3 -c 'import websockets') \
+		command -v clang && command -v valgrind && \
+		/usr/bin/python3 -c 'import websockets, yaml, jsonschema') \
 		>/dev/null 2>&1 || \
 		$(MAKE) --no-print-directory deps
 	@mkdir -p build && touch $@

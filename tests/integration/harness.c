@@ -530,12 +530,20 @@ static double sample(const char *body, const char *series)
 int run_sluice(const char *args, char *out, size_t cap)
 {
     char command[512];
+
+    snprintf(command, sizeof command, "%s %s", sluice_binary(), args);
+    return run_command(command, out, cap);
+}
+
+int run_command(const char *command, char *out, size_t cap)
+{
+    char line[1024];
     FILE *p;
     size_t n;
     int status;
 
-    snprintf(command, sizeof command, "%s %s 2>&1", sluice_binary(), args);
-    p = popen(command, "r");
+    snprintf(line, sizeof line, "%s 2>&1", command);
+    p = popen(line, "r");
     n = fread(out, 1, cap - 1, p);
     out[n] = '\0';
     status = pclose(p);

@@ -114,6 +114,10 @@ int race_requests(const unsigned *ports, int n_ports, int n, const char *target,
  * what it wrote to stdout and stderr in `out`. */
 int run_sluice(const char *args, char *out, size_t cap);
 
+/* Runs `command` (a shell command line) and waits, the same way: its exit code (-1 when
+ * killed), and its stdout and stderr in `out` (cut to `cap` - 1 bytes). */
+int run_command(const char *command, char *out, size_t cap);
+
 /* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM"), or -1. */
 long proc_kib(pid_t pid, const char *field);
 
@@ -182,6 +186,7 @@ int start_ws_server(struct proc *p, const char *cert, const char *key);
 void stop_ws_server(struct proc *p);
 
 void register_proxy_tests(void);
+void register_deploy_tests(void);
 void register_limits_tests(void);
 void register_cli_tests(void);
 void register_upstreams_tests(void);

@@ -1,0 +1,179 @@
+#!/usr/bin/python3
+"""Validates Kubernetes manifests offline against tests/deploy/k8s-schema.json (JSON Schemas
+for exactly the kinds and API versions deploy/kubernetes/ uses, see k8s_schema_gen.py):
+
+    tests/deploy/check_manifests.py [--configs DIR] PATH...
+
+PATH is a manifest file, or a directory holding a kustomization.yaml, whose objects are
+rendered as `kubectl apply -k` would for the little these use (resources, files or
+directories; patches: a file deep-merged into the object of its kind and name, without lists,
+or an inline JSON patch of add, replace and remove for a target kind and name); anything else
+in a kustomization is an error rather than a guess. Every object must be of a kind and API
+version the schema holds and match it: a misspelled or unknown field, a value of the wrong
+type or a missing required field is an error. Within each PATH it also checks what the schema
+cannot see (the files named are one set, each directory another), for each Deployment that mounts a ConfigMap holding sluice.yaml: that
+terminationGracePeriodSeconds stays above the preStop sleep plus server.drain_timeout, and
+that with limiter.store: redis, limiter.replicas is the Deployment's replicas. With --configs,
+each such sluice.yaml is written to DIR/<directory's name, or files>-<ConfigMap's name>.yaml for
+`sluice --check`. Prints one line per problem (WHERE: KIND/NAME: FIELD: message) and exits 1
+if there was one."""
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+SCHEMA = Path(__file__).with_name("k8s-schema.json")
+UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+
+
+class Unsupported(Exception):
+    pass
+
+
+def load(path):
+    return [d for d in yaml.safe_load_all(Path(path).read_text()) if d is not None]
+
+
+def merge(into, patch, where):
+    for key, value in patch.items():
+        if isinstance(value, list) or isinstance(into.get(key), list):
+            raise Unsupported(f"{where}: {key}: lists in a patch file are not merged here")
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value, where)
+        else:
+            into[key] = value
+
+
+def json_patch(doc, ops, where):
+    for op in ops:
+        *parents, last = [p.replace("~1", "/").replace("~0", "~")
+                          for p in op["path"].split("/")[1:]]
+        node = doc
+        for p in parents:
+            node = node[int(p) if isinstance(node, list) else p]
+        if op["op"] in ("replace", "remove") and last not in node:
+            raise Unsupported(f"{where}: {op['op']} {op['path']}: no such field")
+        if op["op"] in ("add", "replace") and isinstance(node, dict):
+            node[last] = op["value"]
+        elif op["op"] == "remove" and isinstance(node, dict):
+            del node[last]
+        else:
+            raise Unsupported(f"{where}: {op['op']} {op['path']}: not applied here")
+
+
+def find(docs, kind, name, where):
+    found = [d for d in docs if d.get("kind") == kind and d["metadata"].get("name") == name]
+    if len(found) != 1:
+        raise Unsupported(f"{where}: {len(found)} objects {kind}/{name} to patch")
+    return found[0]
+
+
+def render(folder):
+    """The objects of the kustomization in `folder`, each with the file it came from."""
+    k = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    where = folder / "kustomization.yaml"
+    if set(k) - {"resources", "patches"}:
+        raise Unsupported(f"{where}: {', '.join(sorted(set(k) - {'resources', 'patches'}))}: "
+                          "not rendered here")
+    objects = []
+    for r in k.get("resources", []):
+        objects += render(folder / r) if (folder / r).is_dir() else \
+            [(folder / r, d) for d in load(folder / r)]
+    docs = [d for _, d in objects]
+    for p in k.get("patches", []):
+        if set(p) == {"path"}:
+            for d in load(folder / p["path"]):
+                merge(find(docs, d["kind"], d["metadata"]["name"], where), d, where)
+        elif set(p) == {"target", "patch"} and set(p["target"]) == {"kind", "name"}:
+            json_patch(find(docs, p["target"]["kind"], p["target"]["name"], where),
+                       yaml.safe_load(p["patch"]), where)
+        else:
+            raise Unsupported(f"{where}: a patch of the form {sorted(p)}: not applied here")
+    return objects
+
+
+def seconds(text):
+    m = re.fullmatch(r"(\d+)(ms|s|m|h)", str(text))
+    return int(m.group(1)) * UNITS[m.group(2)] if m else None
+
+
+def config_problems(deployment, configs):
+    """Each container of `deployment` against the sluice.yaml of its ConfigMap volumes."""
+    pod = deployment["spec"]["template"]["spec"]
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    maps = {v["name"]: v["configMap"]["name"] for v in pod.get("volumes", []) if "configMap" in v}
+    for c in pod["containers"]:
+        command = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+        sleep = int(command[1]) if len(command) == 2 and command[0] == "sleep" else 0
+        for mount in c.get("volumeMounts", []):
+            text = configs.get(maps.get(mount["name"]))
+            if text is None:
+                continue
+            config = yaml.safe_load(text)
+            drain = seconds((config.get("server") or {}).get("drain_timeout", "10s"))
+            if drain is None or sleep + drain >= grace:
+                yield (f"spec.template.spec.terminationGracePeriodSeconds: {grace} s is not "
+                       f"above preStop's {sleep} s plus server.drain_timeout ({drain} s)")
+            limiter = config.get("limiter") or {}
+            replicas = deployment["spec"].get("replicas", 1)
+            if limiter.get("store") == "redis" and limiter.get("replicas", 1) != replicas:
+                yield (f"spec.replicas: {replicas}, but its sluice.yaml says limiter.replicas: "
+                       f"{limiter.get('replicas', 1)}")
+
+
+def check(objects, label, schema, configs_dir):
+    problems, deployments, configs = [], [], {}
+    for f, doc in objects:
+        kind = f"{doc.get('apiVersion')}/{doc.get('kind')}" if isinstance(doc, dict) else "?"
+        name = (doc.get("metadata") or {}).get("name") if isinstance(doc, dict) else None
+        where = f"{f}: {kind.rpartition('/')[2]}/{name}"
+        if kind not in schema["kinds"]:
+            problems.append(f"{where}: apiVersion/kind {kind} is not one of "
+                            f"{', '.join(sorted(schema['kinds']))}")
+            continue
+        validator = jsonschema.Draft7Validator(
+            {"$ref": schema["kinds"][kind]["$ref"], "definitions": schema["definitions"]})
+        errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+        for e in errors:
+            path = ".".join(str(p) for p in e.absolute_path) or "(top)"
+            problems.append(f"{where}: {path}: {e.message}")
+        if errors:
+            continue
+        if kind == "v1/ConfigMap" and "sluice.yaml" in doc.get("data", {}):
+            configs[name] = doc["data"]["sluice.yaml"]
+            if configs_dir:
+                (Path(configs_dir) / f"{label}-{name}.yaml").write_text(configs[name])
+        if kind == "apps/v1/Deployment":
+            deployments.append((where, doc))
+    for where, d in deployments:
+        problems += [f"{where}: {p}" for p in config_problems(d, configs)]
+    return problems
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--configs", metavar="DIR")
+    parser.add_argument("paths", nargs="+")
+    args = parser.parse_args()
+    schema = json.loads(SCHEMA.read_text())
+    problems = []
+
+    files = [Path(p) for p in args.paths if not Path(p).is_dir()]
+    sets = [(Path(p).name, Path(p)) for p in args.paths if Path(p).is_dir()]
+    for label, path in sets + ([("files", files)] if files else []):
+        try:
+            objects = render(path) if label != "files" else [(f, d) for f in path for d in load(f)]
+        except (Unsupported, OSError, KeyError, IndexError, ValueError, yaml.YAMLError) as e:
+            problems.append(f"{path if label != 'files' else 'files'}: {e}")
+            continue
+        problems += check(objects, label, schema, args.configs)
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
+sys.exit(main())
