@@ -133,17 +133,18 @@ build/limiter_bench: $(call objs,build/obj,$(BENCH_SRC))
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $^ $(LIMITER_LIBS) -o $@
 
-# The unit suites plain, under ASan+UBSan, and the concurrency suites under TSan; then the
-# integration suites against build/sluice (one of them under valgrind's memcheck), and again
-# against an ASan+UBSan build of it, in thread_per_connection and again in event mode (the
-# harness adds server.mode to each config: tests/integration/harness.h); then each fuzz target
-# briefly, and its regressions. Any
-# sanitizer or memcheck report fails its run (the integration suites check that sluice exits
-# 0).
+# The unit suites plain; the man pages, --help, make install/uninstall and the systemd unit
+# (tests/packaging-test.sh); the unit suites under ASan+UBSan, and the concurrency suites under
+# TSan; then the integration suites against build/sluice (one of them under valgrind's
+# memcheck), and again against an ASan+UBSan build of it, in thread_per_connection and again in
+# event mode (the harness adds server.mode to each config: tests/integration/harness.h); then
+# each fuzz target briefly, and its regressions. Any sanitizer or memcheck report fails its run
+# (the integration suites check that sluice exits 0).
 test: build/.deps-test-ok build/test_unit build/asan/test_unit build/tsan/test_unit \
       build/sluice build/asan/sluice \
       build/test_upstream build/test_integration $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS))
 	build/test_unit
+	MAKE="$(MAKE)" tests/packaging-test.sh
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		build/asan/test_unit
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/test_unit concurrency
