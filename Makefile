@@ -19,7 +19,7 @@ BUILD_DEBS := gcc libc6-dev pkg-config libmicrohttpd-dev libcurl4-openssl-dev li
               libsodium-dev libhiredis-dev libgnutls28-dev
 TEST_PKGS  := cunit json-c
 TEST_DEBS  := libcunit1-dev libjson-c-dev openssl redis-server haproxy clang libclang-rt-14-dev \
-              valgrind python3-websockets systemd groff-base man-db
+              valgrind python3-websockets systemd procps groff-base man-db
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Expanded when a recipe runs, after the dependency check has installed what was missing.
@@ -68,7 +68,7 @@ build/.deps-ok: Makefile
 build/.deps-test-ok: Makefile | build/.deps-ok
 	@(pkg-config --exists $(TEST_PKGS) && command -v openssl && command -v redis-server && \
 		test -x /usr/sbin/haproxy && command -v clang && command -v valgrind && \
-		command -v systemd-analyze && command -v groff && command -v man && \
+		command -v systemd-analyze && test -x /bin/kill && command -v groff && command -v man && \
 		/usr/bin/python3 -c 'import websockets') >/dev/null 2>&1 || \
 		$(MAKE) --no-print-directory deps-test
 	@mkdir -p build && touch $@
