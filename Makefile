@@ -53,7 +53,8 @@ EXPORT_RECV := -Wl,--export-dynamic-symbol=recv -Wl,--export-dynamic-symbol=gnut
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test run bench deps deps-test install uninstall clean format container-test fuzz fuzz-regressions
+.PHONY: all test run bench deps deps-test install uninstall clean format container-test fuzz \
+        fuzz-regressions
 .SECONDARY:
 # `make` builds the gateway and the demo upstream (`make run`'s); the tests' binaries are built
 # by `make test`, which installs their tools.
@@ -103,7 +104,8 @@ build/tsan/%.o: %.c | build/.deps-ok
 
 # The test suites' sources need the test libraries (CUnit, json-c).
 TEST_SRC := $(filter tests/%,$(UNIT_SRC) $(INTEG_SRC))
-$(foreach dir,build/obj build/asan build/tsan,$(call objs,$(dir),$(TEST_SRC))): | build/.deps-test-ok
+$(foreach dir,build/obj build/asan build/tsan,$(call objs,$(dir),$(TEST_SRC))): \
+	| build/.deps-test-ok
 
 build/sluice: $(call objs,build/obj,$(SLUICE_SRC))
 	@echo "  LD  $@"

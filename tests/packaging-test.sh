@@ -14,13 +14,16 @@ pass() { printf '== %s\n' "$*"; passed=$((passed + 1)); }
 
 dest=$(mktemp -d /tmp/sluice-install.XXXXXX)
 trap 'rm -rf "$dest"' EXIT
+# the files under $dest, one a line
+installed() { (cd "$dest" && find . -type f | sed 's|^\./||' | sort); }
 
 # --- the man pages ---------------------------------------------------------------------------
 for page in docs/man/sluice.1 docs/man/sluice.yaml.5; do
   warnings=$(groff -man -ww -z -Tutf8 "$page" 2>&1) || fail "groff failed on $page"
   [ -z "$warnings" ] || fail "$page: $warnings"
   # the NAME and SYNOPSIS sections, as man and whatis read them
-  grep -q '^\.SH NAME$' "$page" && grep -q '^\.SH SYNOPSIS$' "$page" || fail "$page: no NAME/SYNOPSIS"
+  grep -q '^\.SH NAME$' "$page" && grep -q '^\.SH SYNOPSIS$' "$page" ||
+    fail "$page: no NAME or SYNOPSIS"
 done
 pass "man pages render without warnings"
 
@@ -31,7 +34,8 @@ man_options=$(grep -o -- '\\-\\-[a-z]*' docs/man/sluice.1 | sed 's/\\//g' | sort
 [ "$help_options" = "$man_options" ] ||
   fail "options differ: --help: $(echo $help_options); sluice(1): $(echo $man_options)"
 help_codes=$(sed -n '/^Exit codes:/,$p' <<<"$help" | grep -oE '^  [0-9]+ ' | tr -d ' ' | sort)
-man_codes=$(sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' docs/man/sluice.1 | grep -oE '^\.B [0-9]+$' | cut -c4- | sort)
+man_codes=$(sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' docs/man/sluice.1 | grep -oE '^\.B [0-9]+$' |
+  cut -c4- | sort)
 [ -n "$help_codes" ] && [ "$help_codes" = "$man_codes" ] ||
   fail "exit codes differ: --help: $(echo $help_codes); sluice(1): $(echo $man_codes)"
 "$SLUICE" >/dev/null 2>&1 && fail "no arguments accepted"
@@ -43,11 +47,12 @@ files="etc/sluice/sluice.yaml usr/local/bin/sluice usr/local/lib/systemd/system/
 usr/local/share/doc/sluice/sluice.yaml usr/local/share/man/man1/sluice.1
 usr/local/share/man/man5/sluice.yaml.5"
 $MAKE -s --no-print-directory install DESTDIR="$dest" >/dev/null
-[ "$(cd "$dest" && find . -type f | sed 's|^\./||' | sort)" = "$(tr -s ' \n' '\n' <<<"$files" | sort)" ] ||
-  fail "make install put: $(cd "$dest" && find . -type f)"
+[ "$(installed)" = "$(tr -s ' \n' '\n' <<<"$files" | sort)" ] ||
+  fail "make install put: $(installed)"
 [ "$(stat -c %a "$dest/usr/local/bin/sluice")" = 755 ] || fail "the binary is not 755"
 [ "$(stat -c %a "$dest/etc/sluice/sluice.yaml")" = 644 ] || fail "the config is not 644"
-"$dest/usr/local/bin/sluice" --version | grep -q '^sluice ' || fail "the installed binary does not run"
+"$dest/usr/local/bin/sluice" --version | grep -q '^sluice ' ||
+  fail "the installed binary does not run"
 "$dest/usr/local/bin/sluice" --check -c "$dest/etc/sluice/sluice.yaml" >/dev/null 2>&1 ||
   fail "the installed config does not pass --check"
 grep -qx 'ExecStart=/usr/local/bin/sluice -c /etc/sluice/sluice.yaml' \
@@ -82,10 +87,11 @@ pass "systemd-analyze verify accepts the installed unit"
 # --- a changed config survives install and uninstall -----------------------------------------
 echo "# changed" >>"$dest/etc/sluice/sluice.yaml"
 $MAKE -s --no-print-directory install DESTDIR="$dest" >/dev/null
-tail -1 "$dest/etc/sluice/sluice.yaml" | grep -qx '# changed' || fail "install replaced a changed config"
+tail -1 "$dest/etc/sluice/sluice.yaml" | grep -qx '# changed' ||
+  fail "install replaced a changed config"
 $MAKE -s --no-print-directory uninstall DESTDIR="$dest" >/dev/null
-[ "$(cd "$dest" && find . -type f)" = "./etc/sluice/sluice.yaml" ] ||
-  fail "after uninstall, with a changed config: $(cd "$dest" && find . -type f)"
+[ "$(installed)" = etc/sluice/sluice.yaml ] ||
+  fail "after uninstall, with a changed config: $(installed)"
 rm "$dest/etc/sluice/sluice.yaml"
 pass "install keeps a changed config; uninstall removes all but it"
 
@@ -93,11 +99,12 @@ pass "install keeps a changed config; uninstall removes all but it"
 $MAKE -s --no-print-directory install DESTDIR="$dest" PREFIX=/opt/sluice >/dev/null
 [ -x "$dest/opt/sluice/bin/sluice" ] || fail "PREFIX=/opt/sluice: no opt/sluice/bin/sluice"
 grep -qx 'ExecStart=/opt/sluice/bin/sluice -c /etc/sluice/sluice.yaml' \
-  "$dest/opt/sluice/lib/systemd/system/sluice.service" || fail "PREFIX=/opt/sluice: the unit's ExecStart"
+  "$dest/opt/sluice/lib/systemd/system/sluice.service" ||
+  fail "PREFIX=/opt/sluice: the unit's ExecStart"
 grep -q '/opt/sluice/share/doc/sluice/sluice.yaml' "$dest/opt/sluice/share/man/man1/sluice.1" ||
   fail "PREFIX=/opt/sluice: sluice(1)'s FILES"
 $MAKE -s --no-print-directory uninstall DESTDIR="$dest" PREFIX=/opt/sluice >/dev/null
-[ -z "$(cd "$dest" && find . -type f)" ] || fail "uninstall left: $(cd "$dest" && find . -type f)"
+[ -z "$(installed)" ] || fail "uninstall left: $(installed)"
 [ ! -e "$dest/etc/sluice" ] && [ ! -e "$dest/opt/sluice/share/doc/sluice" ] ||
   fail "uninstall left its directories"
 pass "PREFIX=/opt/sluice installs there; uninstall removes every file"
