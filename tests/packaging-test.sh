@@ -25,7 +25,11 @@ for page in docs/man/sluice.1 docs/man/sluice.yaml.5; do
   grep -q '^\.SH NAME$' "$page" && grep -q '^\.SH SYNOPSIS$' "$page" ||
     fail "$page: no NAME or SYNOPSIS"
 done
-pass "man pages render without warnings"
+version=$("$SLUICE" --version)
+for page in docs/man/sluice.1 docs/man/sluice.yaml.5; do
+  grep -q "^\.TH .* \"$version\" " "$page" || fail "$page is not for $version"
+done
+pass "man pages render without warnings, for $version"
 
 # --- --help and sluice(1) agree --------------------------------------------------------------
 help=$("$SLUICE" --help) || fail "--help exits $?"
