@@ -1,5 +1,7 @@
-# sluice: make | make test | make run | make bench | make deps
-# Everything is built under build/; `make test` and `make run` install missing Debian packages.
+# sluice: make | make test | make run | make bench | make install | make deps | make deps-test
+# Everything is built under build/; `make test` and `make run` install missing Debian packages:
+# building sluice needs only the compiler and the libraries it links (BUILD_DEBS); the tests'
+# tools (TEST_DEBS) are installed by the targets that run tests, never by `make` or `make run`.
 
 CC       ?= cc
 CFLAGS   ?= -O2 -g
@@ -9,11 +11,16 @@ CPPFLAGS += -D_GNU_SOURCE -Ilimiter -Iconfig $(addprefix -I,$(GATEWAY_DIRS))
 ASAN     := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 TSAN     := -O1 -fsanitize=thread
 
-# pkg-config names and the Debian packages that provide them
-PKGS := libmicrohttpd libcurl yaml-0.1 cunit libsodium json-c hiredis gnutls
-DEBS := pkg-config libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev libcunit1-dev libsodium-dev \
-        libjson-c-dev libhiredis-dev openssl redis-server clang libclang-rt-14-dev valgrind \
-        python3-websockets libgnutls28-dev python3-yaml python3-jsonschema
+# pkg-config names and the Debian packages that provide them: what building sluice needs, then
+# what only the tests need (test libraries, clang for the fuzzers, valgrind, the real peers the
+# integration suites start, and the checkers of tests/packaging-test.sh).
+PKGS       := libmicrohttpd libcurl yaml-0.1 libsodium hiredis gnutls
+BUILD_DEBS := gcc libc6-dev pkg-config libmicrohttpd-dev libcurl4-openssl-dev libyaml-dev \
+              libsodium-dev libhiredis-dev libgnutls28-dev
+TEST_PKGS  := cunit json-c
+TEST_DEBS  := libcunit1-dev libjson-c-dev openssl redis-server haproxy clang libclang-rt-14-dev \
+              valgrind python3-websockets python3-yaml python3-jsonschema systemd procps \
+              groff-base man-db
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Expanded when a recipe runs, after the dependency check has installed what was missing.
@@ -47,21 +54,36 @@ EXPORT_RECV := -Wl,--export-dynamic-symbol=recv -Wl,--export-dynamic-symbol=gnut
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test run bench deps clean format container-test fuzz fuzz-regressions
+.PHONY: all test run bench deps deps-test install uninstall clean format container-test fuzz \
+        fuzz-regressions
 .SECONDARY:
-all: build/sluice build/test_upstream build/test_unit build/test_integration build/limiter_bench
+# `make` builds the gateway and the demo upstream (`make run`'s); the tests' binaries are built
+# by `make test`, which installs their tools.
+all: build/sluice build/test_upstream
 
-build/.deps-ok:
-	@(pkg-config --exists $(PKGS) && command -v openssl && command -v redis-server && \
-		command -v clang && command -v valgrind && \
-		/usr/bin/python3 -c 'import websockets, yaml, jsonschema') \
-		>/dev/null 2>&1 || \
+# Each stamp is made once the check passes, installing what is missing first; a change to the
+# lists above (this Makefile) checks again.
+build/.deps-ok: Makefile
+	@(command -v $(CC) && pkg-config --exists $(PKGS)) >/dev/null 2>&1 || \
 		$(MAKE) --no-print-directory deps
 	@mkdir -p build && touch $@
+build/.deps-test-ok: Makefile | build/.deps-ok
+	@(pkg-config --exists $(TEST_PKGS) && command -v openssl && command -v redis-server && \
+		test -x /usr/sbin/haproxy && command -v clang && command -v valgrind && \
+		command -v systemd-analyze && test -x /bin/kill && command -v groff && command -v man && \
+		/usr/bin/python3 -c 'import websockets, yaml, jsonschema') >/dev/null 2>&1 || \
+		$(MAKE) --no-print-directory deps-test
+	@mkdir -p build && touch $@
 
+# deps: what building sluice needs (no recommended extras: a build needs none);
+# deps-test: that and what the tests need.
 deps:
 	$(SUDO) apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(DEBS)
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+		$(BUILD_DEBS)
+deps-test:
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(BUILD_DEBS) $(TEST_DEBS)
 
 build/obj/%.o: %.c | build/.deps-ok
 	@mkdir -p $(@D)
@@ -71,7 +93,7 @@ build/asan/%.o: %.c | build/.deps-ok
 	@mkdir -p $(@D)
 	@echo "  CC  $@"
 	@$(CC) $(CPPFLAGS) $(CFLAGS) $(ASAN) -MMD -MP -c $< -o $@
-build/fuzz/%.o: %.c | build/.deps-ok
+build/fuzz/%.o: %.c | build/.deps-test-ok
 	@mkdir -p $(@D)
 	@echo "  CC  $@"
 	@clang $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pthread $(FUZZ_FLAGS) \
@@ -80,6 +102,11 @@ build/tsan/%.o: %.c | build/.deps-ok
 	@mkdir -p $(@D)
 	@echo "  CC  $@"
 	@$(CC) $(CPPFLAGS) $(CFLAGS) $(TSAN) -MMD -MP -c $< -o $@
+
+# The test suites' sources need the test libraries (CUnit, json-c).
+TEST_SRC := $(filter tests/%,$(UNIT_SRC) $(INTEG_SRC))
+$(foreach dir,build/obj build/asan build/tsan,$(call objs,$(dir),$(TEST_SRC))): \
+	| build/.deps-test-ok
 
 build/sluice: $(call objs,build/obj,$(SLUICE_SRC))
 	@echo "  LD  $@"
@@ -109,16 +136,18 @@ build/limiter_bench: $(call objs,build/obj,$(BENCH_SRC))
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $^ $(LIMITER_LIBS) -o $@
 
-# The unit suites plain, under ASan+UBSan, and the concurrency suites under TSan; then the
-# integration suites against build/sluice (one of them under valgrind's memcheck), and again
-# against an ASan+UBSan build of it, in thread_per_connection and again in event mode (the
-# harness adds server.mode to each config: tests/integration/harness.h); then each fuzz target
-# briefly, and its regressions. Any
-# sanitizer or memcheck report fails its run (the integration suites check that sluice exits
-# 0).
-test: build/test_unit build/asan/test_unit build/tsan/test_unit build/sluice build/asan/sluice \
+# The unit suites plain; the man pages, --help, make install/uninstall and the systemd unit
+# (tests/packaging-test.sh); the unit suites under ASan+UBSan, and the concurrency suites under
+# TSan; then the integration suites against build/sluice (one of them under valgrind's
+# memcheck), and again against an ASan+UBSan build of it, in thread_per_connection and again in
+# event mode (the harness adds server.mode to each config: tests/integration/harness.h); then
+# each fuzz target briefly, and its regressions. Any sanitizer or memcheck report fails its run
+# (the integration suites check that sluice exits 0).
+test: build/.deps-test-ok build/test_unit build/asan/test_unit build/tsan/test_unit \
+      build/sluice build/asan/sluice \
       build/test_upstream build/test_integration $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS))
 	build/test_unit
+	MAKE="$(MAKE)" tests/packaging-test.sh
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		build/asan/test_unit
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/test_unit concurrency
@@ -154,6 +183,41 @@ fuzz-regressions: $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS))
 		build/fuzz/fuzz_$$t "$$@" >build/fuzz/$$t-regressions.log 2>&1 || \
 			{ tail -40 build/fuzz/$$t-regressions.log; exit 1; }; \
 	done
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binary, the man pages sluice(1) and
+# sluice.yaml(5), the example config (as documentation, and as $(SYSCONFDIR)/sluice/sluice.yaml
+# unless that file exists) and the systemd unit, with /usr/local and /etc in the unit and the
+# man pages replaced by PREFIX and SYSCONFDIR. make uninstall removes them, and the config only
+# while it is unchanged. Both are checked by tests/packaging-test.sh.
+PREFIX     ?= /usr/local
+SYSCONFDIR ?= /etc
+BINDIR     := $(PREFIX)/bin
+MANDIR     := $(PREFIX)/share/man
+DOCDIR     := $(PREFIX)/share/doc/sluice
+UNITDIR    := $(PREFIX)/lib/systemd/system
+CONFFILE   := $(SYSCONFDIR)/sluice/sluice.yaml
+PATHS_SED  := sed -e 's|/usr/local|$(PREFIX)|g' -e 's|/etc/sluice|$(SYSCONFDIR)/sluice|g'
+
+install: build/sluice
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/sluice
+	install -m 755 build/sluice $(DESTDIR)$(BINDIR)/sluice
+	$(PATHS_SED) docs/man/sluice.1 >$(DESTDIR)$(MANDIR)/man1/sluice.1
+	$(PATHS_SED) docs/man/sluice.yaml.5 >$(DESTDIR)$(MANDIR)/man5/sluice.yaml.5
+	$(PATHS_SED) packaging/sluice.service >$(DESTDIR)$(UNITDIR)/sluice.service
+	chmod 644 $(DESTDIR)$(MANDIR)/man1/sluice.1 $(DESTDIR)$(MANDIR)/man5/sluice.yaml.5 \
+		$(DESTDIR)$(UNITDIR)/sluice.service
+	install -m 644 config/sluice.yaml $(DESTDIR)$(DOCDIR)/sluice.yaml
+	test -e $(DESTDIR)$(CONFFILE) || install -m 644 config/sluice.yaml $(DESTDIR)$(CONFFILE)
+
+uninstall:
+	if cmp -s $(DESTDIR)$(DOCDIR)/sluice.yaml $(DESTDIR)$(CONFFILE); then \
+		rm -f $(DESTDIR)$(CONFFILE); rmdir $(DESTDIR)$(SYSCONFDIR)/sluice 2>/dev/null || :; \
+	fi
+	rm -f $(DESTDIR)$(BINDIR)/sluice $(DESTDIR)$(MANDIR)/man1/sluice.1 \
+		$(DESTDIR)$(MANDIR)/man5/sluice.yaml.5 $(DESTDIR)$(UNITDIR)/sluice.service \
+		$(DESTDIR)$(DOCDIR)/sluice.yaml
+	rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || :
 
 # The container image, built and checked with podman (see tests/container-test.sh).
 container-test:

@@ -31,19 +31,33 @@
  * the config watch. */
 #define FDS_RESERVED 64
 
+/* Kept in step with docs/man/sluice.1 (tests/packaging-test.sh compares their options and exit
+ * codes). */
 static const char usage[] =
-    "usage: sluice -c FILE           run the gateway with the configuration in FILE\n"
-    "       sluice --check -c FILE   validate FILE: exit 0, or print FILE:LINE:COL: problem\n"
-    "                                lines and exit 1\n"
-    "       sluice --healthcheck URL exit 0 if URL answers 2xx within 2 s, else 1 (for a\n"
-    "                                container's HEALTHCHECK: no curl needed in the image)\n"
-    "       sluice --healthcheck -c FILE\n"
-    "                                the same for /healthz on FILE's server.admin_listen\n"
+    "usage: sluice -c FILE                 run the gateway with the configuration in FILE\n"
+    "       sluice --check -c FILE         validate FILE and exit\n"
+    "       sluice --healthcheck URL       ask URL whether the gateway is healthy\n"
+    "       sluice --healthcheck -c FILE   ask /healthz on FILE's server.admin_listen\n"
     "       sluice --version | --help\n"
+    "\n"
+    "Options:\n"
+    "  -c, --config FILE  the configuration file (YAML; see sluice.yaml(5))\n"
+    "      --check        load and validate FILE without serving: print FILE: OK, or one\n"
+    "                     FILE:LINE:COL: problem line for each problem\n"
+    "      --healthcheck  GET the URL, or /healthz on FILE's admin address: healthy if it\n"
+    "                     answers 2xx within 2 s (a container's HEALTHCHECK needs no curl)\n"
+    "      --version      print the version\n"
+    "  -h, --help         print this text\n"
     "\n"
     "Signals: SIGHUP reloads FILE (so does saving it, unless server.watch_config is false);\n"
     "SIGTERM or SIGINT stop accepting connections, let requests in flight finish (up to\n"
-    "server.drain_timeout) and exit 0.\n";
+    "server.drain_timeout) and exit 0.\n"
+    "\n"
+    "Exit codes:\n"
+    "  0  stopped by SIGTERM or SIGINT; --check: FILE is valid; --healthcheck: healthy\n"
+    "  1  FILE is invalid or unreadable, or sluice cannot listen or start; --healthcheck:\n"
+    "     not healthy\n"
+    "  2  wrong usage (an unknown option, no -c FILE, an extra argument)\n";
 
 static size_t discard(char *data, size_t size, size_t n, void *cls)
 {

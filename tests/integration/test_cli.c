@@ -46,6 +46,8 @@ static void test_version_help_usage(void)
     CU_ASSERT_EQUAL(strncmp(out, "sluice ", 7), 0);
     CU_ASSERT_EQUAL(run_sluice("--help", out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "--check"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "-c, --config FILE"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "Exit codes:"));
     CU_ASSERT_EQUAL(run_sluice("", out, sizeof out), 2);
     CU_ASSERT_EQUAL(run_sluice("--bogus", out, sizeof out), 2);
 }

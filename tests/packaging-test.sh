@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# `make test` runs this after building build/sluice: the man pages render without a warning,
+# `sluice --help` and sluice(1) name the same options and exit codes, `make install` and
+# `make uninstall` under a DESTDIR put and remove exactly their files (a changed config
+# stays), and the installed systemd unit passes `systemd-analyze verify`. A few seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MAKE=${MAKE:-make}
+SLUICE=${SLUICE:-build/sluice}
+
+passed=0
+fail() { printf 'FAILED: %s\n' "$*" >&2; exit 1; }
+pass() { printf '== %s\n' "$*"; passed=$((passed + 1)); }
+
+dest=$(mktemp -d /tmp/sluice-install.XXXXXX)
+trap 'rm -rf "$dest"' EXIT
+# the files under $dest, one a line
+installed() { (cd "$dest" && find . -type f | sed 's|^\./||' | sort); }
+
+# --- the man pages ---------------------------------------------------------------------------
+for page in docs/man/sluice.1 docs/man/sluice.yaml.5; do
+  warnings=$(groff -man -ww -z -Tutf8 "$page" 2>&1) || fail "groff failed on $page"
+  [ -z "$warnings" ] || fail "$page: $warnings"
+  # the NAME and SYNOPSIS sections, as man and whatis read them
+  grep -q '^\.SH NAME$' "$page" && grep -q '^\.SH SYNOPSIS$' "$page" ||
+    fail "$page: no NAME or SYNOPSIS"
+done
+version=$("$SLUICE" --version)
+for page in docs/man/sluice.1 docs/man/sluice.yaml.5; do
+  grep -q "^\.TH .* \"$version\" " "$page" || fail "$page is not for $version"
+done
+pass "man pages render without warnings, for $version"
+
+# --- --help and sluice(1) agree --------------------------------------------------------------
+help=$("$SLUICE" --help) || fail "--help exits $?"
+help_options=$(grep -o -- '--[a-z]*' <<<"$help" | sort -u)
+man_options=$(grep -o -- '\\-\\-[a-z]*' docs/man/sluice.1 | sed 's/\\//g' | sort -u)
+[ "$help_options" = "$man_options" ] ||
+  fail "options differ: --help: $(echo $help_options); sluice(1): $(echo $man_options)"
+help_codes=$(sed -n '/^Exit codes:/,$p' <<<"$help" | grep -oE '^  [0-9]+ ' | tr -d ' ' | sort)
+man_codes=$(sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' docs/man/sluice.1 | grep -oE '^\.B [0-9]+$' |
+  cut -c4- | sort)
+[ -n "$help_codes" ] && [ "$help_codes" = "$man_codes" ] ||
+  fail "exit codes differ: --help: $(echo $help_codes); sluice(1): $(echo $man_codes)"
+"$SLUICE" >/dev/null 2>&1 && fail "no arguments accepted"
+[ "$("$SLUICE" >/dev/null 2>&1; echo $?)" = 2 ] || fail "wrong usage does not exit 2"
+pass "--help and sluice(1) list the same options ($(echo $help_options)) and exit codes"
+
+# --- make install ----------------------------------------------------------------------------
+files="etc/sluice/sluice.yaml usr/local/bin/sluice usr/local/lib/systemd/system/sluice.service
+usr/local/share/doc/sluice/sluice.yaml usr/local/share/man/man1/sluice.1
+usr/local/share/man/man5/sluice.yaml.5"
+$MAKE -s --no-print-directory install DESTDIR="$dest" >/dev/null
+[ "$(installed)" = "$(tr -s ' \n' '\n' <<<"$files" | sort)" ] ||
+  fail "make install put: $(installed)"
+[ "$(stat -c %a "$dest/usr/local/bin/sluice")" = 755 ] || fail "the binary is not 755"
+[ "$(stat -c %a "$dest/etc/sluice/sluice.yaml")" = 644 ] || fail "the config is not 644"
+"$dest/usr/local/bin/sluice" --version | grep -q '^sluice ' ||
+  fail "the installed binary does not run"
+"$dest/usr/local/bin/sluice" --check -c "$dest/etc/sluice/sluice.yaml" >/dev/null 2>&1 ||
+  fail "the installed config does not pass --check"
+grep -qx 'ExecStart=/usr/local/bin/sluice -c /etc/sluice/sluice.yaml' \
+  "$dest/usr/local/lib/systemd/system/sluice.service" || fail "the unit's ExecStart"
+MANWIDTH=80 MANPATH="$dest/usr/local/share/man" man sluice.yaml 2>&1 | grep -q 'SLUICE.YAML(5)' ||
+  fail "man does not find the installed sluice.yaml(5)"
+pass "make install DESTDIR=... puts the binary, the man pages, the unit and the config"
+
+# --- the unit --------------------------------------------------------------------------------
+# verify needs ExecStart's binary to exist: a copy of the unit naming the installed one, with
+# the installed man pages on MANPATH for its Documentation= lines.
+unit="$dest/unit/sluice.service"
+mkdir -p "$dest/unit"
+sed "s|^ExecStart=/usr/local|ExecStart=$dest/usr/local|" \
+  "$dest/usr/local/lib/systemd/system/sluice.service" >"$unit"
+grep -q "^ExecStart=$dest/usr/local/bin/sluice " "$unit" || fail "no ExecStart to rewrite"
+out=$(MANPATH="$dest/usr/local/share/man" systemd-analyze verify "$unit" 2>&1) ||
+  fail "systemd-analyze verify: $out"
+[ -z "$out" ] || fail "systemd-analyze verify warns: $out"
+for line in Type=exec 'ExecReload=/bin/kill -HUP $MAINPID' KillSignal=SIGTERM DynamicUser=yes \
+    ProtectSystem=strict ProtectHome=yes PrivateTmp=yes NoNewPrivileges=yes \
+    CapabilityBoundingSet=CAP_NET_BIND_SERVICE AmbientCapabilities=CAP_NET_BIND_SERVICE \
+    LimitNOFILE=65536; do
+  grep -qxF "$line" "$unit" || fail "the unit lacks $line"
+done
+# SIGTERM drains for server.drain_timeout (10 s by default): systemd must wait longer.
+stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)s$/\1/p' "$unit")
+[ -n "$stop" ] && [ "$stop" -gt 10 ] || fail "TimeoutStopSec is not above the 10 s drain_timeout"
+rm -rf "$dest/unit"
+pass "systemd-analyze verify accepts the installed unit"
+
+# --- a changed config survives install and uninstall -----------------------------------------
+echo "# changed" >>"$dest/etc/sluice/sluice.yaml"
+$MAKE -s --no-print-directory install DESTDIR="$dest" >/dev/null
+tail -1 "$dest/etc/sluice/sluice.yaml" | grep -qx '# changed' ||
+  fail "install replaced a changed config"
+$MAKE -s --no-print-directory uninstall DESTDIR="$dest" >/dev/null
+[ "$(installed)" = etc/sluice/sluice.yaml ] ||
+  fail "after uninstall, with a changed config: $(installed)"
+rm "$dest/etc/sluice/sluice.yaml"
+pass "install keeps a changed config; uninstall removes all but it"
+
+# --- PREFIX ----------------------------------------------------------------------------------
+$MAKE -s --no-print-directory install DESTDIR="$dest" PREFIX=/opt/sluice >/dev/null
+[ -x "$dest/opt/sluice/bin/sluice" ] || fail "PREFIX=/opt/sluice: no opt/sluice/bin/sluice"
+grep -qx 'ExecStart=/opt/sluice/bin/sluice -c /etc/sluice/sluice.yaml' \
+  "$dest/opt/sluice/lib/systemd/system/sluice.service" ||
+  fail "PREFIX=/opt/sluice: the unit's ExecStart"
+grep -q '/opt/sluice/share/doc/sluice/sluice.yaml' "$dest/opt/sluice/share/man/man1/sluice.1" ||
+  fail "PREFIX=/opt/sluice: sluice(1)'s FILES"
+$MAKE -s --no-print-directory uninstall DESTDIR="$dest" PREFIX=/opt/sluice >/dev/null
+[ -z "$(installed)" ] || fail "uninstall left: $(installed)"
+[ ! -e "$dest/etc/sluice" ] && [ ! -e "$dest/opt/sluice/share/doc/sluice" ] ||
+  fail "uninstall left its directories"
+pass "PREFIX=/opt/sluice installs there; uninstall removes every file"
+
+echo "packaging-test: $passed passed, 0 failed"
