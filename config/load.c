@@ -245,6 +245,7 @@ enum value_type { V_STRING, V_DURATION, V_SIZE, V_U32, V_U64, V_BOOL, V_CIDRS, V
 #define HOUR        (3600 * SECOND)
 #define DAY         (86400 * SECOND) /* the longest timeout */
 #define KIB         ((uint64_t)1024)
+#define MAX_BODY_BOUND (64 * 1024 * 1024 * KIB) /* 64GiB: server.max_body's most */
 
 struct field {
     const char *key;
@@ -437,6 +438,61 @@ static const yaml_node_t **repeated_keys(struct loader *ld, yaml_node_t *node)
     return first;
 }
 
+#define SUGGEST_DISTANCE 2 /* the most edits between a mistyped key and the one suggested */
+
+/* The Levenshtein distance between `a` and `b`, or SUGGEST_DISTANCE + 1 when it is surely
+ * more: lengths further apart, or a key longer than any known one. Bounded so that a file of
+ * thousands of long unknown keys costs no more than reading them. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t len_a = strlen(a), len_b = strlen(b), row[33], diagonal;
+
+    if (len_a + SUGGEST_DISTANCE < len_b || len_b + SUGGEST_DISTANCE < len_a ||
+        len_b >= sizeof row / sizeof row[0])
+        return SUGGEST_DISTANCE + 1;
+    for (size_t j = 0; j <= len_b; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= len_a; i++) {
+        diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= len_b; j++) {
+            size_t above = row[j];
+            size_t best = diagonal + (a[i - 1] != b[j - 1]);
+
+            if (above + 1 < best)
+                best = above + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diagonal = above;
+        }
+    }
+    return row[len_b];
+}
+
+/* The known key that `name` most likely meant: the one key of `fields` that differs from it
+ * only in case, or else the one nearest within SUGGEST_DISTANCE edits; NULL when none is, or
+ * two are equally near. */
+static const char *suggest_key(const struct field *fields, const char *name)
+{
+    const char *best = NULL;
+    size_t best_distance = SUGGEST_DISTANCE + 1;
+    bool tie = false;
+
+    for (const struct field *f = fields; f->key != NULL; f++) {
+        size_t distance = strcasecmp(f->key, name) == 0 ? 0 : edit_distance(name, f->key);
+
+        if (distance < best_distance) {
+            best = f->key;
+            best_distance = distance;
+            tie = false;
+        } else if (distance == best_distance && distance <= SUGGEST_DISTANCE) {
+            tie = true;
+        }
+    }
+    return tie ? NULL : best;
+}
+
 /* Applies `fields` to every pair of the mapping `node`; unknown and repeated keys are errors. */
 static void walk_mapping(struct loader *ld, yaml_node_t *node, const struct field *fields,
                          void *object, const char *section)
@@ -471,7 +527,11 @@ static void walk_mapping(struct loader *ld, yaml_node_t *node, const struct fiel
         while (f->key != NULL && strcmp(f->key, name) != 0)
             f++;
         if (f->key == NULL) {
-            errorf(ld, key, "%s: unknown key \"%s\"", section, name);
+            const char *meant = suggest_key(fields, name);
+
+            errorf(ld, key, "%s: unknown key \"%s\"%s%s%s", section, name,
+                   meant != NULL ? "; did you mean " : "", meant != NULL ? meant : "",
+                   meant != NULL ? "?" : "");
             continue;
         }
         parse_value(ld, f, node_at(ld, p->value), object);
@@ -653,7 +713,10 @@ static const struct field server_fields[] = {
     {"max_connections_per_ip", V_U32, offsetof(struct config, server.max_connections_per_ip), 0,
      1000000, NULL},
     {"client_timeout", V_DURATION, offsetof(struct config, server.client_timeout_ns), 1, DAY, NULL},
-    {"max_body", V_SIZE, offsetof(struct config, server.max_body), 0, 0, NULL},
+    /* Bodies are streamed, never held whole, so the bound is not memory: it catches a slipped
+     * unit (10GB for 10MB, a byte count with zeros too many) while leaving room for the largest
+     * real uploads (disk images, backups). */
+    {"max_body", V_SIZE, offsetof(struct config, server.max_body), 0, MAX_BODY_BOUND, NULL},
     /* 4KiB: below that, ordinary browser heads with a few cookies get 431. 1MiB: each
      * connection's buffer is sized from it, so max_connections of them must fit in memory. */
     {"max_header_size", V_SIZE, offsetof(struct config, server.max_header_size), 4 * KIB,
@@ -734,6 +797,23 @@ static const struct field limiter_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
+/* The methods a route may name: RFC 9110's and PATCH (RFC 5789). Anything else is far more
+ * likely a typo (GETT) than an extension method, and a route limited to a method no client
+ * sends would never match. */
+static const char *const http_methods[] = {"GET",     "HEAD",    "POST",  "PUT",  "DELETE",
+                                           "CONNECT", "OPTIONS", "TRACE", "PATCH"};
+#define METHOD_LIST "GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE or PATCH"
+
+/* The method `text` names, in capitals as a request line carries it (get is GET); NULL when
+ * it is none of http_methods. */
+static const char *known_method(const char *text)
+{
+    for (size_t i = 0; i < sizeof http_methods / sizeof http_methods[0]; i++)
+        if (strcasecmp(text, http_methods[i]) == 0)
+            return http_methods[i];
+    return NULL;
+}
+
 static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
@@ -758,18 +838,16 @@ static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
 
         if (text == NULL)
             continue;
-        if (text[0] == '\0' || strspn(text, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-") !=
-                                   strlen(text)) {
-            errorf(ld, item, "methods: \"%s\" is not an HTTP method", text);
+        if (known_method(text) == NULL) {
+            errorf(ld, item, "methods: \"%s\" is not an HTTP method (expected %s)", text,
+                   METHOD_LIST);
             continue;
         }
-        method = strdup(text);
+        method = strdup(known_method(text));
         if (method == NULL) {
             errorf(ld, item, "methods: out of memory");
             continue;
         }
-        for (char *c = method; *c != '\0'; c++)
-            *c = (char)toupper((unsigned char)*c);
         route->methods[n++] = method;
     }
 }
@@ -1756,6 +1834,28 @@ static bool is_plain_name(const char *s)
            strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == len;
 }
 
+/* Names each of algorithm, requests and per that a limit lacks ("all required" left a
+ * newcomer to guess which). */
+static void report_missing_limit_keys(struct loader *ld, yaml_node_t *node,
+                                      const struct limiter_params *p)
+{
+    const char *missing[3];
+    size_t n = 0;
+
+    if (p->algorithm == NULL)
+        missing[n++] = "algorithm";
+    if (p->requests == 0)
+        missing[n++] = "requests";
+    if (find_value(ld, node, "per") == NULL)
+        missing[n++] = "per";
+    if (n == 1)
+        errorf(ld, node, "limit: %s is required", missing[0]);
+    else if (n == 2)
+        errorf(ld, node, "limit: %s and %s are required", missing[0], missing[1]);
+    else
+        errorf(ld, node, "limit: %s, %s and %s are required", missing[0], missing[1], missing[2]);
+}
+
 /* One limit, checked by building the limiter itself, so the config accepts exactly what the
  * limiter will run. */
 static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_limit *limit)
@@ -1775,8 +1875,13 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
                limit->name);
         return;
     }
-    if (p->algorithm == NULL || p->requests == 0 || p->per_ns == 0) {
-        errorf(ld, node, "limit: algorithm, requests and per are all required");
+    if (p->algorithm == NULL || p->requests == 0 || find_value(ld, node, "per") == NULL) {
+        report_missing_limit_keys(ld, node, p);
+        return;
+    }
+    if (p->per_ns < LIMITER_MIN_PER_NS || p->per_ns > LIMITER_MAX_PER_NS) {
+        errorf(ld, value_or_self(ld, node, "per"), "per must be %s",
+               p->per_ns < LIMITER_MIN_PER_NS ? "at least 1ms" : "at most 366d");
         return;
     }
     if (!limiter_algorithm_exists(p->algorithm)) {

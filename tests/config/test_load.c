@@ -323,7 +323,7 @@ static void test_errors_are_positioned(void)
     expect_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 0, per: 1s}\n", 5, 40,
                  "requests: \"0\" is not a whole number from 1");
     expect_error(ROUTE_HEAD "    limit: {algorithm: gcra, per: 1s}\n", 5, 12,
-                 "algorithm, requests and per are all required");
+                 "limit: requests is required");
     expect_error(ROUTE_HEAD "    key: cookie:session\n", 5, 10, "expected ip, header:NAME");
     expect_error(ROUTE_HEAD "    exempt: [\"10.0.0.0/99\"]\n", 5, 14, "is not an address");
     expect_error(ROUTE_HEAD "    dry_run: yes\n", 5, 14, "expected true or false");
@@ -1836,6 +1836,81 @@ static void test_tls_errors(void)
     remove_certificates(dir);
 }
 
+/* --- what --check tells a newcomer ------------------------------------------------------ */
+
+#define MATCH_ROUTE(methods)                                                                       \
+    "routes:\n  - name: a\n    match: {path_prefix: /, methods: " methods "}\n"                    \
+    "    upstream: \"http://x:1\"\n"
+
+static void test_methods_checked(void)
+{
+    struct config *c;
+
+    expect_one_error(MATCH_ROUTE("[GET, GETT]"), 3, 44,
+                     "methods: \"GETT\" is not an HTTP method (expected GET, HEAD, POST, PUT, "
+                     "DELETE, CONNECT, OPTIONS, TRACE or PATCH)");
+    expect_one_error(MATCH_ROUTE("[PURGE]"), 3, 39, "methods: \"PURGE\" is not an HTTP method");
+    c = load_valid(MATCH_ROUTE("[get, Patch, OPTIONS, DELETE, PUT, HEAD, TRACE, CONNECT, POST]"));
+    CU_ASSERT_STRING_EQUAL(c->routes[0].methods[0], "GET");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].methods[1], "PATCH");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].methods[8], "POST");
+    CU_ASSERT_PTR_NULL(c->routes[0].methods[9]);
+    unload(c);
+}
+
+static void test_limit_keys_named(void)
+{
+    expect_one_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 5, per: 0s}\n", 5, 48,
+                     "per must be at least 1ms");
+    expect_one_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 5, per: 500us}\n", 5, 48,
+                     "per: \"500us\" is not a duration");
+    expect_one_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 5, per: 367d}\n", 5, 48,
+                     "per must be at most 366d");
+    expect_one_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 5}\n", 5, 12,
+                     "limit: per is required");
+    expect_one_error(ROUTE_HEAD "    limit: {requests: 5, per: 1s}\n", 5, 12,
+                     "limit: algorithm is required");
+    expect_one_error(ROUTE_HEAD "    limit: {per: 1s}\n", 5, 12,
+                     "limit: algorithm and requests are required");
+    expect_one_error(ROUTE_HEAD "    limit: {name: x}\n", 5, 12,
+                     "limit: algorithm, requests and per are required");
+}
+
+static void test_max_body_bounded(void)
+{
+    struct config *c;
+
+    expect_one_error("server: {max_body: 65GiB}\n" ROUTE_HEAD, 1, 20,
+                     "max_body: \"65GiB\" is out of range (at most 64GiB)");
+    expect_one_error("server: {max_body: 100000000000}\n" ROUTE_HEAD, 1, 20,
+                     "max_body: \"100000000000\" is out of range");
+    c = load_valid("server: {max_body: 64GiB}\n" ROUTE_HEAD);
+    CU_ASSERT_EQUAL(c->server.max_body, 64ULL << 30);
+    unload(c);
+    c = load_valid("server: {max_body: 0}\n" ROUTE_HEAD);
+    CU_ASSERT_EQUAL(c->server.max_body, 0);
+    unload(c);
+}
+
+static void test_did_you_mean(void)
+{
+    expect_one_error("server: {max_bdy: 1MiB}\n" ROUTE_HEAD, 1, 10,
+                     "server: unknown key \"max_bdy\"; did you mean max_body?");
+    expect_one_error("server: {Listen: \"127.0.0.1:1\"}\n" ROUTE_HEAD, 1, 10,
+                     "server: unknown key \"Listen\"; did you mean listen?");
+    expect_one_error("server: {MAX_BODY: 1MiB}\n" ROUTE_HEAD, 1, 10,
+                     "server: unknown key \"MAX_BODY\"; did you mean max_body?");
+    expect_one_error(ROUTE_HEAD "    limit: {algoritm: gcra, requests: 5, per: 1s}\n", 5, 13,
+                     "limit: unknown key \"algoritm\"; did you mean algorithm?");
+    expect_one_error(ROUTE_HEAD "    mtach: {path_prefix: /}\n", 5, 5,
+                     "route: unknown key \"mtach\"; did you mean match?");
+    /* Nothing near: no guess. */
+    expect_one_error("server:\n  colour: blue\n" ROUTE_HEAD, 2, 3,
+                     "server: unknown key \"colour\"\n");
+    /* Two keys equally near (deny and key): no guess either. */
+    expect_one_error(ROUTE_HEAD "    dey: ip\n", 5, 5, "route: unknown key \"dey\"\n");
+}
+
 void register_load_tests(void)
 {
     CU_pSuite s = add_suite("config_load");
@@ -1888,4 +1963,10 @@ void register_load_tests(void)
     add_test(s, "tracing.sample", test_tracing);
     add_test(s, "server.tls: certificates, versions, ciphers", test_tls);
     add_test(s, "server.tls problems, each at its line", test_tls_errors);
+
+    s = add_suite("config_check");
+    add_test(s, "methods: RFC 9110's and PATCH, others listed", test_methods_checked);
+    add_test(s, "a limit's missing keys by name; per at least 1ms", test_limit_keys_named);
+    add_test(s, "max_body at most 64GiB", test_max_body_bounded);
+    add_test(s, "an unknown key near a known one: did you mean", test_did_you_mean);
 }
