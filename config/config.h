@@ -139,8 +139,10 @@
  * LIMITER_MAX_PER_REQUEST limits per route. YAML aliases (*name) are refused: libyaml's
  * document shares an aliased node wherever it is named (and an anchor is registered before its
  * own children, so `&a [*a]` is a cycle), which lets a few hundred KiB expand to gigabytes of
- * config, and sluice's schema has no use for them (libyaml has no merge keys, and unknown keys
- * are errors). The shape is checked on libyaml's event stream first, which stops at the first
+ * config, and sluice's schema has no use for them (unknown keys are errors). YAML 1.1's merge
+ * key (<<: *defaults), which libyaml leaves as a plain key, is refused at its << with the way
+ * to share settings instead (plans:): merging would copy a mapping once per use, the same
+ * expansion again. The shape is checked on libyaml's event stream first, which stops at the first
  * collection nested too deep, since libyaml's scanner costs time quadratic in the nesting depth;
  * a file with any shape problem is not walked further. Otherwise the walk visits each node a
  * bounded number of times, and repeated keys are found by sorting (n log n), so a load costs

@@ -3122,6 +3122,15 @@ static void count_item(struct loader *ld, struct open_collection *c, yaml_mark_t
               CONFIG_MAX_ITEMS, CONFIG_MAX_ITEMS + 1);
 }
 
+/* Whether `e` is a plain << as a key of the mapping `in` (its item just counted): YAML 1.1's
+ * merge key, which libyaml leaves to the application as an ordinary key. */
+static bool is_merge_key(const yaml_event_t *e, const struct open_collection *in)
+{
+    return in != NULL && in->mapping && in->events % 2 == 1 &&
+           e->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+           strcmp((const char *)e->data.scalar.value, "<<") == 0;
+}
+
 /* Checks the bounds of the first document's shape (see config.h) on libyaml's event stream,
  * before any node is built. Every problem is reported, but the first collection nested too
  * deep ends the reading: libyaml's scanner goes over every open flow level for each token, so
@@ -3134,7 +3143,7 @@ static int check_shape(struct loader *ld, const char *text, size_t len)
     size_t depth = 0;
     yaml_parser_t parser;
     yaml_event_t event;
-    bool done = false;
+    bool done = false, merge_key = false, merge_value = false;
 
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -3154,18 +3163,27 @@ static int check_shape(struct loader *ld, const char *text, size_t len)
         default:
             break;
         }
+        merge_value = merge_key;
+        merge_key = false;
         switch (event.type) {
         case YAML_SCALAR_EVENT:
-            if (event.data.scalar.length > CONFIG_MAX_SCALAR)
+            merge_key = is_merge_key(&event, depth > 0 ? &open[depth - 1] : NULL);
+            if (merge_key)
+                errorf_at(ld, event.start_mark,
+                          "<<: merge keys are not supported; give routes the same limits with "
+                          "plans: (each route then says plan: NAME), and write other settings "
+                          "out in each route");
+            else if (event.data.scalar.length > CONFIG_MAX_SCALAR)
                 errorf_at(ld, event.start_mark, "a key or value may hold at most %d bytes",
                           CONFIG_MAX_SCALAR);
             else if (memchr(event.data.scalar.value, '\0', event.data.scalar.length) != NULL)
                 errorf_at(ld, event.start_mark, "a key or value may not hold a NUL character");
             break;
         case YAML_ALIAS_EVENT:
-            errorf_at(ld, event.start_mark,
-                      "*%s: aliases are not supported; write the value out in full",
-                      (const char *)event.data.alias.anchor);
+            if (!merge_value) /* reported at its << */
+                errorf_at(ld, event.start_mark,
+                          "*%s: aliases are not supported; write the value out in full",
+                          (const char *)event.data.alias.anchor);
             break;
         case YAML_SEQUENCE_START_EVENT:
         case YAML_MAPPING_START_EVENT:
@@ -3313,11 +3331,20 @@ struct config *config_load(const char *path, char **errors)
     struct config *config = NULL;
     char *text = malloc(CONFIG_MAX_FILE + 1), message[512];
     FILE *file = fopen(path, "rb");
+    struct stat st;
     size_t len;
 
     *errors = NULL;
     if (text == NULL || file == NULL)
         goto unreadable;
+    /* fopen() opens a directory, and reading it then says only "Is a directory". */
+    if (fstat(fileno(file), &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(message, sizeof message,
+                 "%s: is a directory; name the config file in it (such as %s/sluice.yaml)\n", path,
+                 path);
+        *errors = strdup(message);
+        goto out;
+    }
     /* One byte past the bound tells config_parse() the file is too large; the rest, which may
      * never end (/dev/zero), is never read. */
     len = fread(text, 1, CONFIG_MAX_FILE + 1, file);

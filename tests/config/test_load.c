@@ -1911,6 +1911,35 @@ static void test_did_you_mean(void)
     expect_one_error(ROUTE_HEAD "    dey: ip\n", 5, 5, "route: unknown key \"dey\"\n");
 }
 
+static void test_merge_keys_refused(void)
+{
+    /* The usual way to share route settings in YAML, refused at the <<, alias and all. */
+    expect_one_error("routes:\n  - &base\n    name: a\n    match: {path_prefix: /a/}\n"
+                     "    upstream: \"http://x:1\"\n  - <<: *base\n    name: b\n",
+                     6, 5,
+                     "<<: merge keys are not supported; give routes the same limits with "
+                     "plans:");
+    expect_one_error(ROUTE_HEAD "    <<: {timeout: 5s}\n", 5, 5,
+                     "<<: merge keys are not supported");
+    /* "<<" quoted is an ordinary (unknown) key; a value << is no merge key. */
+    expect_one_error(ROUTE_HEAD "    \"<<\": 1\n", 5, 5, "route: unknown key \"<<\"");
+    expect_one_error(ROUTE_HEAD "    name: <<\n", 5, 5, "route: \"name\" appears twice");
+}
+
+static void test_directory_named(void)
+{
+    char dir[] = "/tmp/sluice-test-dir-XXXXXX", want[128], *errors = NULL;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    CU_ASSERT_PTR_NULL(config_load(dir, &errors));
+    snprintf(want, sizeof want, "%s: is a directory; name the config file in it (such as %s/", dir,
+             dir);
+    CU_ASSERT_PTR_NOT_NULL(errors);
+    CU_ASSERT_PTR_NOT_NULL(errors != NULL ? strstr(errors, want) : NULL);
+    free(errors);
+    rmdir(dir);
+}
+
 void register_load_tests(void)
 {
     CU_pSuite s = add_suite("config_load");
@@ -1969,4 +1998,6 @@ void register_load_tests(void)
     add_test(s, "a limit's missing keys by name; per at least 1ms", test_limit_keys_named);
     add_test(s, "max_body at most 64GiB", test_max_body_bounded);
     add_test(s, "an unknown key near a known one: did you mean", test_did_you_mean);
+    add_test(s, "YAML merge keys are refused, saying what to use", test_merge_keys_refused);
+    add_test(s, "-c DIR: is a directory", test_directory_named);
 }
