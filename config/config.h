@@ -466,6 +466,9 @@ struct config {
     struct {
         double sample; /* the chance a request without a trace starts one: 0 (default) to 1 */
     } tracing;
+    /* What is legal but surely unintended (a route that can never match): one "FILE:LINE:COL:
+     * warning: ..." line each, for the caller to log; NULL when none. */
+    char *warnings;
 };
 
 /* Loads and validates `path`. Returns the config, freed with config_free(); or NULL with

@@ -51,6 +51,12 @@ struct loader {
      * may come later in the file, so they are judged once the whole file is read. */
     struct underscore_key *underscore_keys;
     size_t n_underscore_keys, cap_underscore_keys;
+    /* What is legal but surely unintended, one "FILE:LINE:COL: warning: ..." line each, for
+     * config->warnings; only the first CONFIG_MAX_ERRORS are listed. */
+    FILE *warnings;
+    char *warnings_text;
+    size_t warnings_len;
+    unsigned n_warnings;
 };
 
 /* One problem at `mark`, on one line: a value quoted in the message keeps its line breaks and
@@ -103,6 +109,23 @@ static void errorf(struct loader *ld, const yaml_node_t *node, const char *fmt, 
     va_start(ap, fmt);
     verrorf_at(ld, node->start_mark, fmt, ap);
     va_end(ap);
+}
+
+/* A warning at `mark`: the config stays valid (config->warnings). */
+static void warnf_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void warnf_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (ld->n_warnings++ >= CONFIG_MAX_ERRORS)
+        return;
+    fprintf(ld->warnings, "%s:%zu:%zu: warning: ", ld->path, mark.line + 1, mark.column + 1);
+    va_start(ap, fmt);
+    vfprintf(ld->warnings, fmt, ap);
+    va_end(ap);
+    fputc('\n', ld->warnings);
 }
 
 /* `items` (`n` of `*cap`, each `size` bytes) with room for one more, doubling so that appends
@@ -2294,6 +2317,94 @@ static void check_route_names(struct loader *ld, yaml_node_t *list, struct confi
     free(named);
 }
 
+#define ANY_OTHER_METHOD (1u << (sizeof http_methods / sizeof http_methods[0]))
+
+/* The methods `route` takes, as bits of http_methods (HEAD with GET, as routes.c matches),
+ * and ANY_OTHER_METHOD when it names none and so takes every method. */
+static unsigned methods_taken(const struct config_route *route)
+{
+    unsigned bits = 0;
+
+    if (route->methods == NULL)
+        return ANY_OTHER_METHOD | (ANY_OTHER_METHOD - 1);
+    for (char **m = route->methods; *m != NULL; m++)
+        for (size_t i = 0; i < sizeof http_methods / sizeof http_methods[0]; i++)
+            if (strcmp(*m, http_methods[i]) == 0)
+                bits |= 1u << i | (strcmp(*m, "GET") == 0 ? 1u << 1 : 0); /* [1] is HEAD */
+    return bits;
+}
+
+static uint64_t fnv1a(const char *text)
+{
+    uint64_t hash = 14695981039346656037ULL;
+
+    for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++)
+        hash = (hash ^ *c) * 1099511628211ULL;
+    return hash;
+}
+
+/* A route's match, as check_shadowed_routes() compares it. */
+struct route_match {
+    uint64_t prefix_hash, host_hash; /* host_hash 0: any host */
+    unsigned methods;
+};
+
+/* Whether the earlier route `a` takes every request the later `b` would: routes.c picks the
+ * longest matching path_prefix and, of equal ones, the first, so only the same prefix can
+ * shadow; `a` must take b's methods, b's host (or any), and every path b's would (a
+ * strip_prefix route takes whole segments only, unless its prefix ends in /). */
+static bool shadows(const struct config_route *a, const struct route_match *am,
+                    const struct config_route *b, const struct route_match *bm)
+{
+    size_t len = strlen(b->path_prefix);
+
+    return am->prefix_hash == bm->prefix_hash && (bm->methods & ~am->methods) == 0 &&
+           (a->host == NULL || am->host_hash == bm->host_hash) &&
+           (!a->strip_prefix || b->strip_prefix || (len > 0 && b->path_prefix[len - 1] == '/')) &&
+           strcmp(a->path_prefix, b->path_prefix) == 0 &&
+           (a->host == NULL || (b->host != NULL && strcmp(a->host, b->host) == 0));
+}
+
+/* Warns of each route that an earlier one shadows, so that it can never match (a copy left in
+ * by mistake, or a specific route put after the general one). Each pair is compared by hashes
+ * first, so 1024 routes of one long prefix cost half a million cheap comparisons. */
+static void check_shadowed_routes(struct loader *ld, yaml_node_t *list, struct config *config)
+{
+    struct route_match *m = calloc(config->n_routes + 1, sizeof *m);
+
+    if (m == NULL) {
+        errorf(ld, list, "routes: out of memory");
+        return;
+    }
+    for (size_t i = 0; i < config->n_routes; i++) {
+        const struct config_route *r = &config->routes[i];
+
+        m[i].prefix_hash = r->path_prefix != NULL ? fnv1a(r->path_prefix) : 0;
+        m[i].host_hash = r->host != NULL ? fnv1a(r->host) | 1 : 0;
+        m[i].methods = methods_taken(r);
+    }
+    for (size_t i = 1; i < config->n_routes; i++) {
+        const struct config_route *b = &config->routes[i];
+
+        for (size_t j = 0; j < i && b->path_prefix != NULL && b->name != NULL; j++) {
+            const struct config_route *a = &config->routes[j];
+            yaml_node_t *b_node = node_at(ld, list->data.sequence.items.start[i]);
+            yaml_node_t *a_node = node_at(ld, list->data.sequence.items.start[j]);
+
+            if (a->path_prefix == NULL || a->name == NULL || !shadows(a, &m[j], b, &m[i]))
+                continue;
+            warnf_at(ld, value_or_self(ld, b_node, "match")->start_mark,
+                     "route \"%s\" can never match: route \"%s\" (line %zu) comes first with "
+                     "the same path_prefix %s, %s and %s",
+                     b->name, a->name, value_or_self(ld, a_node, "match")->start_mark.line + 1,
+                     a->path_prefix, a->methods == NULL ? "any method" : "every method of this one",
+                     a->host == NULL ? "any host" : "the same host");
+            break;
+        }
+    }
+    free(m);
+}
+
 static void parse_routes(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
@@ -2324,6 +2435,7 @@ static void parse_routes(struct loader *ld, yaml_node_t *node, void *object)
     for (size_t i = 0; i < n; i++)
         parse_route(ld, node_at(ld, node->data.sequence.items.start[i]), &config->routes[i]);
     check_route_names(ld, node, config);
+    check_shadowed_routes(ld, node, config);
 }
 
 static void parse_plans(struct loader *ld, yaml_node_t *node, void *object)
@@ -3261,11 +3373,15 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
 
     *errors = NULL;
     ld.errors = open_memstream(&ld.errors_text, &ld.errors_len);
-    if (config == NULL || ld.errors == NULL) {
+    ld.warnings = open_memstream(&ld.warnings_text, &ld.warnings_len);
+    if (config == NULL || ld.errors == NULL || ld.warnings == NULL) {
         free(config);
         if (ld.errors != NULL)
             fclose(ld.errors);
+        if (ld.warnings != NULL)
+            fclose(ld.warnings);
         free(ld.errors_text);
+        free(ld.warnings_text);
         *errors = strdup("out of memory\n");
         return NULL;
     }
@@ -3316,6 +3432,13 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
         free(ld.underscore_keys[i].header);
     free(ld.underscore_keys);
 
+    if (ld.n_warnings > CONFIG_MAX_ERRORS)
+        fprintf(ld.warnings, "%s: %u more warnings are not listed\n", ld.path,
+                ld.n_warnings - CONFIG_MAX_ERRORS);
+    fclose(ld.warnings);
+    config->warnings = ld.n_warnings > 0 ? ld.warnings_text : NULL;
+    if (config->warnings == NULL)
+        free(ld.warnings_text);
     fclose(ld.errors);
     if (ld.n_errors > 0) {
         config_free(config);
@@ -3430,5 +3553,6 @@ void config_free(struct config *config)
     free(config->redis.password);
     free(config->redis.prefix);
     free(config->path);
+    free(config->warnings);
     free(config);
 }

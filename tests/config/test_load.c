@@ -1940,6 +1940,98 @@ static void test_directory_named(void)
     rmdir(dir);
 }
 
+/* Two routes, `first` and `second` (each "path_prefix: ..., more" inside match: {}, then any
+ * route keys), loaded: their warnings, or NULL; the caller frees them. */
+static char *route_pair_warnings(const char *first, const char *second)
+{
+    char yaml[1024], *warnings;
+    struct config *c;
+
+    snprintf(yaml, sizeof yaml,
+             "routes:\n  - name: a\n    match: {%s}\n    upstream: \"http://x:1\"\n"
+             "  - name: b\n    match: {%s}\n    upstream: \"http://x:1\"\n",
+             first, second);
+    c = load_valid(yaml);
+    warnings = c->warnings != NULL ? strdup(c->warnings) : NULL;
+    unload(c);
+    return warnings;
+}
+
+static void expect_shadowed(const char *first, const char *second, const char *how)
+{
+    char *warnings = route_pair_warnings(first, second), want[512];
+
+    snprintf(want, sizeof want,
+             "%s:6:12: warning: route \"b\" can never match: route \"a\" (line 3) comes first "
+             "with the same path_prefix %s\n",
+             path, how);
+    if (warnings == NULL || strcmp(warnings, want) != 0)
+        fprintf(stderr, "\nexpected %s for {%s} then {%s}, got %s", want, first, second,
+                warnings != NULL ? warnings : "none\n");
+    CU_ASSERT_PTR_NOT_NULL(warnings);
+    CU_ASSERT_STRING_EQUAL(warnings != NULL ? warnings : "", want);
+    free(warnings);
+}
+
+static void expect_not_shadowed(const char *first, const char *second)
+{
+    char *warnings = route_pair_warnings(first, second);
+
+    if (warnings != NULL)
+        fprintf(stderr, "\nexpected no warning for {%s} then {%s}, got %s", first, second,
+                warnings);
+    CU_ASSERT_PTR_NULL(warnings);
+    free(warnings);
+}
+
+static void test_shadowed_routes_warned(void)
+{
+    expect_shadowed("path_prefix: /api/", "path_prefix: /api/, methods: [GET]",
+                    "/api/, any method and any host");
+    expect_shadowed("path_prefix: /api/, methods: [GET, POST]",
+                    "path_prefix: /api/, methods: [post]",
+                    "/api/, every method of this one and any host");
+    /* HEAD is matched as GET is (routes.c). */
+    expect_shadowed("path_prefix: /api/, methods: [GET]", "path_prefix: /api/, methods: [HEAD]",
+                    "/api/, every method of this one and any host");
+    expect_shadowed("path_prefix: /, host: api.example.com",
+                    "path_prefix: /, host: API.example.com, methods: [PUT]",
+                    "/, any method and the same host");
+    expect_shadowed("path_prefix: /api/", "path_prefix: /api/, host: api.example.com",
+                    "/api/, any method and any host");
+    /* Each takes requests the other does not. */
+    expect_not_shadowed("path_prefix: /api/, methods: [GET]", "path_prefix: /api/");
+    expect_not_shadowed("path_prefix: /api/, methods: [GET]",
+                        "path_prefix: /api/, methods: [GET, POST]");
+    expect_not_shadowed("path_prefix: /api/, methods: [HEAD]",
+                        "path_prefix: /api/, methods: [GET]");
+    expect_not_shadowed("path_prefix: /api/, host: a.example",
+                        "path_prefix: /api/, host: b.example");
+    expect_not_shadowed("path_prefix: /api/, host: a.example", "path_prefix: /api/");
+    /* The longest prefix wins, wherever it stands. */
+    expect_not_shadowed("path_prefix: /", "path_prefix: /api/");
+    expect_not_shadowed("path_prefix: /api/", "path_prefix: /api");
+}
+
+/* A strip_prefix route takes whole segments only: /api does not take /apix from a later /api. */
+static void test_strip_prefix_shadowing(void)
+{
+    struct config *c;
+
+    c = load_valid("routes:\n  - name: a\n    match: {path_prefix: /api}\n    strip_prefix: true\n"
+                   "    upstream: \"http://x:1\"\n"
+                   "  - name: b\n    match: {path_prefix: /api}\n    upstream: \"http://x:1\"\n");
+    CU_ASSERT_PTR_NULL(c->warnings);
+    unload(c);
+    c = load_valid("routes:\n  - name: a\n    match: {path_prefix: /api/}\n    strip_prefix: true\n"
+                   "    upstream: \"http://x:1\"\n"
+                   "  - name: b\n    match: {path_prefix: /api/}\n    upstream: \"http://x:1\"\n");
+    CU_ASSERT_PTR_NOT_NULL(c->warnings);
+    CU_ASSERT_PTR_NOT_NULL(c->warnings != NULL ? strstr(c->warnings, ":7:12: warning: route \"b\"")
+                                               : NULL);
+    unload(c);
+}
+
 void register_load_tests(void)
 {
     CU_pSuite s = add_suite("config_load");
@@ -2000,4 +2092,7 @@ void register_load_tests(void)
     add_test(s, "an unknown key near a known one: did you mean", test_did_you_mean);
     add_test(s, "YAML merge keys are refused, saying what to use", test_merge_keys_refused);
     add_test(s, "-c DIR: is a directory", test_directory_named);
+    add_test(s, "a route an earlier one shadows is warned of, naming both lines",
+             test_shadowed_routes_warned);
+    add_test(s, "a strip_prefix route shadows by whole segments", test_strip_prefix_shadowing);
 }

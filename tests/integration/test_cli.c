@@ -38,6 +38,28 @@ static void test_check(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot read"));
 }
 
+/* What is legal but surely unintended is printed at its place, and --check still passes;
+ * a directory named by -c says so. */
+static void test_check_warns(void)
+{
+    char out[4096];
+
+    write_file("/tmp/sluice-it-shadow.yaml",
+               "routes:\n  - name: all\n    match: {path_prefix: /api/}\n"
+               "    upstream: \"http://127.0.0.1:1\"\n"
+               "  - name: reads\n    match: {path_prefix: /api/, methods: [GET]}\n"
+               "    upstream: \"http://127.0.0.1:1\"\n");
+    CU_ASSERT_EQUAL(run_sluice("--check -c /tmp/sluice-it-shadow.yaml", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "OK, 2 routes"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-shadow.yaml:6:12: warning: route \"reads\" "
+                                       "can never match: route \"all\" (line 3)"));
+    unlink("/tmp/sluice-it-shadow.yaml");
+    CU_ASSERT_EQUAL(run_sluice("--check -c config/sluice.yaml", out, sizeof out), 0);
+    CU_ASSERT_PTR_NULL(strstr(out, "warning:"));
+    CU_ASSERT_EQUAL(run_sluice("--check -c config", out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "config: is a directory; name the config file in it"));
+}
+
 static void test_version_help_usage(void)
 {
     char out[4096];
@@ -144,6 +166,7 @@ void register_cli_tests(void)
     CU_pSuite s = add_suite_with("cli", NULL, NULL);
 
     add_test(s, "--check names every problem", test_check);
+    add_test(s, "--check prints warnings and passes; -c DIR", test_check_warns);
     add_test(s, "--version, --help and bad usage", test_version_help_usage);
     add_test(s, "a taken port is a clear error", test_port_taken);
     add_test(s, "--healthcheck", test_healthcheck);
