@@ -16,7 +16,7 @@
  *             tls {cert, key, min_version, ciphers, certificates [{cert, key}]}
  *   log:      format, level
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
- *             on_store_error
+ *             on_store_error, max_memory
  *   routes:   name, match {path_prefix, methods, host}, upstream (a URL, or {servers,
  *             balance, max_fails, fail_window, fail_timeout, fail_on, health_check {path,
  *             interval, timeout, healthy, unhealthy, expect_status}}), retries {attempts, on,
@@ -130,6 +130,20 @@
  * certificates, an error at tls:. min_version: "1.2" (default) or "1.3". ciphers (default
  * unset, "NORMAL"): a GnuTLS priority string used as the base, to which the versions are
  * appended; one gnutls_priority_init() refuses is an error at its line.
+ *
+ * What newcomers get wrong is named where it is. A route's methods: are RFC 9110's (GET,
+ * HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE) and PATCH, in any case, kept in capitals;
+ * any other is an error listing them. A limit lacking algorithm, requests or per is told
+ * which; per is 1ms to 366d. server.max_body is at most 64GiB: bodies are streamed, so the
+ * bound is no memory's but catches a slipped unit. limiter.max_memory (default 256MiB, 1MiB
+ * to 1TiB) bounds what one sliding_window_log limit may need at worst, requests x 8 B x
+ * limiter.max_clients; over it, the error gives the figure and suggests the sliding window
+ * counter. An unknown key that differs from a known one of its section only in case, or by at
+ * most two edits (and is nearer to it than to any other), gets "did you mean". What is legal
+ * but surely unintended is a warning, config->warnings, which does not make the config
+ * invalid: a route that an earlier one shadows (the same path_prefix, a superset of its
+ * methods or any, its host or any: routes.c takes the longest prefix, the first of equals),
+ * naming both lines.
  *
  * The file is untrusted input as far as cost goes (a reload runs on the signal thread), so
  * every dimension is bounded and checked before anything is built: at most CONFIG_MAX_FILE
@@ -446,6 +460,7 @@ struct config {
         enum config_log_level level; /* default info */
     } log;
     uint32_t max_clients;
+    uint64_t max_memory; /* bytes a sliding_window_log limit may need at worst (limiter.h) */
     enum config_store store;
     struct {
         struct config_endpoint address;

@@ -32,6 +32,12 @@ struct consumer_place {
     yaml_mark_t item, name, key, plan;
 };
 
+/* A sliding_window_log limit: where it is written, and its requests. */
+struct log_limit {
+    yaml_node_t *node;
+    uint64_t requests;
+};
+
 struct loader {
     const char *path;
     struct consumer_place *places; /* one per config->consumers */
@@ -51,6 +57,10 @@ struct loader {
      * may come later in the file, so they are judged once the whole file is read. */
     struct underscore_key *underscore_keys;
     size_t n_underscore_keys, cap_underscore_keys;
+    /* The sliding_window_log limits, judged against limiter.max_memory once the whole file
+     * is read (limiter: may come after routes:). */
+    struct log_limit *log_limits;
+    size_t n_log_limits, cap_log_limits;
     /* What is legal but surely unintended, one "FILE:LINE:COL: warning: ..." line each, for
      * config->warnings; only the first CONFIG_MAX_ERRORS are listed. */
     FILE *warnings;
@@ -817,6 +827,10 @@ static const struct field limiter_fields[] = {
     {"redis", V_CUSTOM, 0, 0, 0, parse_redis},
     {"replicas", V_U32, offsetof(struct config, replicas), 1, 10000, NULL},
     {"on_store_error", V_CUSTOM, 0, 0, 0, parse_on_store_error},
+    /* 1MiB: below that, not even the default max_clients of 1-request logs fit. 1TiB: no
+     * machine sluice runs on has more. */
+    {"max_memory", V_SIZE, offsetof(struct config, max_memory), 1024 * KIB,
+     1024 * 1024 * 1024 * KIB, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -1857,6 +1871,45 @@ static bool is_plain_name(const char *s)
            strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == len;
 }
 
+/* Keeps a sliding_window_log limit for check_log_memory(). */
+static void note_log_limit(struct loader *ld, yaml_node_t *node, uint64_t requests)
+{
+    struct log_limit *grown =
+        grow(ld->log_limits, &ld->cap_log_limits, ld->n_log_limits, sizeof *grown);
+
+    if (grown == NULL) {
+        errorf(ld, node, "limit: out of memory");
+        return;
+    }
+    ld->log_limits = grown;
+    grown[ld->n_log_limits++] = (struct log_limit){node, requests};
+}
+
+/* A sliding_window_log keeps 8 bytes for each request in its window, for each client: at
+ * worst requests x 8 B x limiter.max_clients, which must fit in limiter.max_memory. A log of
+ * 100,000 a minute is 80 GB for the default 100,000 clients; the sliding window counter
+ * limits as closely in 24 bytes a client. */
+static void check_log_memory(struct loader *ld, const struct config *config)
+{
+    char budget[32];
+
+    for (size_t i = 0; i < ld->n_log_limits; i++) {
+        const struct log_limit *l = &ld->log_limits[i];
+        uint64_t worst = l->requests * 8 * config->max_clients; /* < 2^63: both are bounded */
+
+        if (worst <= config->max_memory)
+            continue;
+        errorf(ld, value_or_self(ld, l->node, "requests"),
+               "limit: sliding_window_log keeps 8 bytes per request for each client: %llu "
+               "requests x 8 B x %u clients (limiter.max_clients) is %.1f MiB at worst, over "
+               "limiter.max_memory (%s); use sliding_window_counter, which needs no more memory "
+               "for more requests, or fewer requests or max_clients",
+               (unsigned long long)l->requests, config->max_clients,
+               (double)worst / (1024.0 * 1024.0),
+               config_format_size(config->max_memory, budget, sizeof budget));
+    }
+}
+
 /* Names each of algorithm, requests and per that a limit lacks ("all required" left a
  * newcomer to guess which). */
 static void report_missing_limit_keys(struct loader *ld, yaml_node_t *node,
@@ -1914,6 +1967,8 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
                p->algorithm);
         return;
     }
+    if (strcmp(p->algorithm, "sliding_window_log") == 0)
+        note_log_limit(ld, node, p->requests);
     p->max_clients = 1; /* only the parameters are on trial here */
     probe = limiter_create(p, err);
     p->max_clients = 0;
@@ -3198,6 +3253,7 @@ static void set_defaults(struct config *config)
     config->server.workers = cores >= 1 && cores <= 256 ? (uint32_t)cores : 1;
     config->log.level = CONFIG_LOG_INFO;
     config->max_clients = LIMITER_DEFAULT_MAX_CLIENTS;
+    config->max_memory = 256 * 1024 * KIB;
     config->redis.db = 0;
     config->redis.timeout_ns = 50 * (int64_t)1000000;
     config->replicas = 1;
@@ -3401,6 +3457,7 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
         if (ld.n_errors == 0)
             resolve_plans(&ld, root, config);
         check_underscore_keys(&ld, config);
+        check_log_memory(&ld, config);
         yaml_document_delete(&ld.doc);
     }
     if (config->server.listen.host == NULL && ld.n_errors == 0)
@@ -3431,6 +3488,7 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
     for (size_t i = 0; i < ld.n_underscore_keys; i++)
         free(ld.underscore_keys[i].header);
     free(ld.underscore_keys);
+    free(ld.log_limits);
 
     if (ld.n_warnings > CONFIG_MAX_ERRORS)
         fprintf(ld.warnings, "%s: %u more warnings are not listed\n", ld.path,

@@ -2032,6 +2032,44 @@ static void test_strip_prefix_shadowing(void)
     unload(c);
 }
 
+static void test_log_memory_budget(void)
+{
+    struct config *c;
+
+    /* 1000 x 8 B x 100,000 = 762.9 MiB, over the default 256MiB. */
+    expect_one_error(ROUTE_HEAD "    limit: {algorithm: sliding_window_log, requests: 1000, "
+                                "per: 1m}\n",
+                     5, 54,
+                     "limit: sliding_window_log keeps 8 bytes per request for each client: 1000 "
+                     "requests x 8 B x 100000 clients (limiter.max_clients) is 762.9 MiB at worst, "
+                     "over limiter.max_memory (256MiB); use sliding_window_counter");
+    /* The same in a plan, and judged by a limiter: section that comes after it. */
+    expect_one_error(
+        "plans:\n  gold: {algorithm: sliding_window_log, requests: 100, per: 1m}\n" ROUTE_HEAD
+        "    plan: gold\nlimiter: {max_clients: 1000000}\n",
+        2, 51,
+        "limit: sliding_window_log keeps 8 bytes per request for each "
+        "client: 100 requests x 8 B x 1000000 clients");
+    /* 335 x 8 x 100,000 = 255.6 MiB fits; so does more with a larger budget or fewer clients. */
+    c = load_valid(ROUTE_HEAD
+                   "    limit: {algorithm: sliding_window_log, requests: 335, per: 1m}\n");
+    CU_ASSERT_EQUAL(c->max_memory, 256ULL << 20);
+    unload(c);
+    c = load_valid("limiter: {max_memory: 1GiB}\n" ROUTE_HEAD
+                   "    limit: {algorithm: sliding_window_log, requests: 1000, per: 1m}\n");
+    CU_ASSERT_EQUAL(c->max_memory, 1ULL << 30);
+    unload(c);
+    c = load_valid("limiter: {max_clients: 1000}\n" ROUTE_HEAD
+                   "    limit: {algorithm: sliding_window_log, requests: 30000, per: 1m}\n");
+    unload(c);
+    /* Other algorithms keep a fixed state a client. */
+    c = load_valid(ROUTE_HEAD "    limit: {algorithm: sliding_window_counter, requests: 1000000, "
+                              "per: 1m}\n");
+    unload(c);
+    expect_one_error("limiter: {max_memory: 512KiB}\n" ROUTE_HEAD, 1, 23,
+                     "max_memory: \"512KiB\" is out of range (from 1MiB to 1024GiB)");
+}
+
 void register_load_tests(void)
 {
     CU_pSuite s = add_suite("config_load");
@@ -2095,4 +2133,6 @@ void register_load_tests(void)
     add_test(s, "a route an earlier one shadows is warned of, naming both lines",
              test_shadowed_routes_warned);
     add_test(s, "a strip_prefix route shadows by whole segments", test_strip_prefix_shadowing);
+    add_test(s, "sliding_window_log's worst case within limiter.max_memory",
+             test_log_memory_budget);
 }
