@@ -507,6 +507,10 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
 
 void config_free(struct config *config);
 
+/* Calls `each` with every key the loader knows: its section ("" for the top level, "server",
+ * "routes.limit", ...; a list's items are named by the list) and its name, both static. */
+void config_known_keys(void (*each)(const char *section, const char *key, void *cls), void *cls);
+
 /* Reads the regular file `path`, of at most `max` bytes, into `*text` (NUL-terminated, its
  * length in `*len`; the caller frees it). 0, or -1 with a sentence in `why`. */
 int config_read_file(const char *path, size_t max, char **text, size_t *len, char why[128]);

@@ -3236,6 +3236,40 @@ static const struct field top_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
+/* Every table of keys, by the section it walks: a new table goes here too, so that the test
+ * that holds config/sluice.yaml and README.md to the loader (tests/config/test_load.c) sees
+ * its keys. Top-level plans: hold limits (routes.limit). */
+static const struct {
+    const char *section;
+    const struct field *fields;
+} key_tables[] = {
+    {"", top_fields},
+    {"server", server_fields},
+    {"server.access_log", access_log_fields},
+    {"server.tls", tls_fields},
+    {"server.tls.certificates", tls_pair_fields},
+    {"log", log_fields},
+    {"limiter", limiter_fields},
+    {"limiter.redis", redis_fields},
+    {"tracing", tracing_fields},
+    {"routes", route_fields},
+    {"routes.match", match_fields},
+    {"routes.upstream", upstream_fields},
+    {"routes.upstream.servers", upstream_server_fields},
+    {"routes.upstream.health_check", health_check_fields},
+    {"routes.retries", retries_fields},
+    {"routes.limit", limit_fields},
+    {"routes.on_limit", on_limit_fields},
+    {"consumers", consumer_fields},
+};
+
+void config_known_keys(void (*each)(const char *section, const char *key, void *cls), void *cls)
+{
+    for (size_t i = 0; i < sizeof key_tables / sizeof key_tables[0]; i++)
+        for (const struct field *f = key_tables[i].fields; f->key != NULL; f++)
+            each(key_tables[i].section, f->key, cls);
+}
+
 static void set_defaults(struct config *config)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

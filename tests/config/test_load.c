@@ -1,3 +1,4 @@
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2070,6 +2071,64 @@ static void test_log_memory_budget(void)
                      "max_memory: \"512KiB\" is out of range (from 1MiB to 1024GiB)");
 }
 
+/* Whether `text` names `key` as documentation does: "key:" as YAML writes it, or `key` (or
+ * `section.key`) as prose does, not inside a longer name. */
+static bool mentions(const char *text, const char *key)
+{
+    size_t len = strlen(key);
+
+    for (const char *p = strstr(text, key); p != NULL; p = strstr(p + 1, key)) {
+        bool starts = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+
+        if (starts && (p[len] == ':' || p[len] == '`'))
+            return true;
+    }
+    return false;
+}
+
+struct documented {
+    char *example, *readme;
+    unsigned keys, missing;
+};
+
+static void expect_documented(const char *section, const char *key, void *cls)
+{
+    struct documented *d = cls;
+
+    d->keys++;
+    if (!mentions(d->example, key)) {
+        fprintf(stderr, "\nconfig/sluice.yaml does not show %s%s%s", section,
+                section[0] != '\0' ? "." : "", key);
+        d->missing++;
+    }
+    if (!mentions(d->readme, key)) {
+        fprintf(stderr, "\nREADME.md does not document %s%s%s", section,
+                section[0] != '\0' ? "." : "", key);
+        d->missing++;
+    }
+}
+
+/* Every key the loader's tables know is shown in the example config and documented in the
+ * README, so that neither can fall behind the code. */
+static void test_every_key_documented(void)
+{
+    struct documented d = {0};
+    size_t len;
+    char why[128];
+
+    CU_ASSERT_EQUAL_FATAL(config_read_file("config/sluice.yaml", 1 << 20, &d.example, &len, why),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(config_read_file("README.md", 1 << 20, &d.readme, &len, why), 0);
+    config_known_keys(expect_documented, &d);
+    CU_ASSERT(d.keys > 100);
+    CU_ASSERT_EQUAL(d.missing, 0);
+    CU_ASSERT_FALSE(mentions("max_bodyx: 1", "max_body"));
+    CU_ASSERT_FALSE(mentions("server.max_body_size: 1", "max_body"));
+    CU_ASSERT_TRUE(mentions("`server.max_body`", "max_body"));
+    free(d.example);
+    free(d.readme);
+}
+
 void register_load_tests(void)
 {
     CU_pSuite s = add_suite("config_load");
@@ -2135,4 +2194,5 @@ void register_load_tests(void)
     add_test(s, "a strip_prefix route shadows by whole segments", test_strip_prefix_shadowing);
     add_test(s, "sliding_window_log's worst case within limiter.max_memory",
              test_log_memory_budget);
+    add_test(s, "every key is in config/sluice.yaml and README.md", test_every_key_documented);
 }
