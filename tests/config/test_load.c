@@ -2129,6 +2129,30 @@ static void test_every_key_documented(void)
     free(d.readme);
 }
 
+/* The container's config drains within the time docker and podman give a container to stop
+ * (10 s unless told) and within compose.yaml's stop_grace_period, as its comment says: past
+ * it, requests in flight are cut by SIGKILL. */
+static void test_container_drain_below_stop_timeout(void)
+{
+    char *compose = NULL, why[128], *errors = NULL, value[16];
+    const char *grace;
+    struct config *c = config_load("docker/etc/sluice.yaml", &errors);
+    int64_t grace_ns = 0;
+    size_t len;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT(c->server.drain_timeout_ns < 10 * 1000000000LL);
+    CU_ASSERT_EQUAL_FATAL(config_read_file("docker/compose.yaml", 1 << 20, &compose, &len, why), 0);
+    grace = strstr(compose, "stop_grace_period: ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(grace);
+    grace += strlen("stop_grace_period: ");
+    snprintf(value, sizeof value, "%.*s", (int)strcspn(grace, " \n#"), grace);
+    CU_ASSERT_EQUAL(config_parse_duration(value, &grace_ns), 0);
+    CU_ASSERT(c->server.drain_timeout_ns < grace_ns);
+    free(compose);
+    config_free(c);
+}
+
 void register_load_tests(void)
 {
     CU_pSuite s = add_suite("config_load");
@@ -2195,4 +2219,6 @@ void register_load_tests(void)
     add_test(s, "sliding_window_log's worst case within limiter.max_memory",
              test_log_memory_budget);
     add_test(s, "every key is in config/sluice.yaml and README.md", test_every_key_documented);
+    add_test(s, "the container's drain_timeout is below its stop timeouts",
+             test_container_drain_below_stop_timeout);
 }
