@@ -133,7 +133,7 @@
  *
  * What newcomers get wrong is named where it is. A route's methods: are RFC 9110's (GET,
  * HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE) and PATCH, in any case, kept in capitals;
- * any other is an error listing them. A limit lacking algorithm, requests or per is told
+ * any other is an error listing them, as is one a cost: names (in capitals there). A limit lacking algorithm, requests or per is told
  * which; per is 1ms to 366d. server.max_body is at most 64GiB: bodies are streamed, so the
  * bound is no memory's but catches a slipped unit. limiter.max_memory (default 256MiB, 1MiB
  * to 1TiB) bounds what one sliding_window_log limit may need at worst, requests x 8 B x

@@ -1830,12 +1830,10 @@ static void parse_cost(struct loader *ld, yaml_node_t *node, void *object)
             limit->default_cost = units;
             continue;
         }
-        if (!is_token(method) || strlen(method) > 32 ||
-            strspn(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(method)) {
-            errorf(ld, key,
-                   "cost: \"%s\" is not a method in capitals (GET, POST...) or "
-                   "default",
-                   method);
+        /* In capitals, as the request line carries it and the lookup compares it. */
+        if (known_method(method) == NULL || strcmp(known_method(method), method) != 0) {
+            errorf(ld, key, "cost: \"%s\" is not default or a method in capitals (%s)", method,
+                   METHOD_LIST);
             continue;
         }
         for (size_t j = 0; j < limit->n_costs; j++)

@@ -1851,6 +1851,18 @@ static void test_methods_checked(void)
                      "methods: \"GETT\" is not an HTTP method (expected GET, HEAD, POST, PUT, "
                      "DELETE, CONNECT, OPTIONS, TRACE or PATCH)");
     expect_one_error(MATCH_ROUTE("[PURGE]"), 3, 39, "methods: \"PURGE\" is not an HTTP method");
+    /* A cost names a method as the request line does. */
+    expect_one_error(
+        ROUTE_HEAD "    limit: {algorithm: gcra, requests: 5, per: 1s, cost: {GETT: 2}}\n", 5, 59,
+        "cost: \"GETT\" is not default or a method in capitals (GET, HEAD, POST, "
+        "PUT, DELETE, CONNECT, OPTIONS, TRACE or PATCH)");
+    expect_one_error(ROUTE_HEAD
+                     "    limit: {algorithm: gcra, requests: 5, per: 1s, cost: {post: 2}}\n",
+                     5, 59, "cost: \"post\" is not default or a method in capitals");
+    c = load_valid(ROUTE_HEAD
+                   "    limit: {algorithm: gcra, requests: 5, per: 1s, cost: {PATCH: 2}}\n");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].costs[0].method, "PATCH");
+    unload(c);
     c = load_valid(MATCH_ROUTE("[get, Patch, OPTIONS, DELETE, PUT, HEAD, TRACE, CONNECT, POST]"));
     CU_ASSERT_STRING_EQUAL(c->routes[0].methods[0], "GET");
     CU_ASSERT_STRING_EQUAL(c->routes[0].methods[1], "PATCH");
