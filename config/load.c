@@ -526,6 +526,17 @@ static const char *suggest_key(const struct field *fields, const char *name)
     return tie ? NULL : best;
 }
 
+/* Reports `name`, which none of `fields` is, at `mark`, with the key it most likely meant. */
+static void unknown_key(struct loader *ld, yaml_mark_t mark, const char *section, const char *name,
+                        const struct field *fields)
+{
+    const char *meant = suggest_key(fields, name);
+
+    errorf_at(ld, mark, "%s: unknown key \"%s\"%s%s%s", section, name,
+              meant != NULL ? "; did you mean " : "", meant != NULL ? meant : "",
+              meant != NULL ? "?" : "");
+}
+
 /* Applies `fields` to every pair of the mapping `node`; unknown and repeated keys are errors. */
 static void walk_mapping(struct loader *ld, yaml_node_t *node, const struct field *fields,
                          void *object, const char *section)
@@ -560,11 +571,7 @@ static void walk_mapping(struct loader *ld, yaml_node_t *node, const struct fiel
         while (f->key != NULL && strcmp(f->key, name) != 0)
             f++;
         if (f->key == NULL) {
-            const char *meant = suggest_key(fields, name);
-
-            errorf(ld, key, "%s: unknown key \"%s\"%s%s%s", section, name,
-                   meant != NULL ? "; did you mean " : "", meant != NULL ? meant : "",
-                   meant != NULL ? "?" : "");
+            unknown_key(ld, key->start_mark, section, name, fields);
             continue;
         }
         parse_value(ld, f, node_at(ld, p->value), object);
@@ -2749,7 +2756,7 @@ static bool read_file_consumer(struct loader *ld, yaml_parser_t *parser, yaml_ev
             if (wrong != NULL)
                 errorf_at(ld, event->start_mark, "%s", wrong);
         } else {
-            errorf_at(ld, key_at, "consumer: unknown key \"%s\"", field);
+            unknown_key(ld, key_at, "consumer", field, consumer_fields);
         }
         free(field);
     }
