@@ -527,8 +527,8 @@ static const char *suggest_key(const struct field *fields, const char *name)
 }
 
 /* Reports `name`, which none of `fields` is, at `mark`, with the key it most likely meant. */
-static void unknown_key(struct loader *ld, yaml_mark_t mark, const char *section, const char *name,
-                        const struct field *fields)
+static void report_unknown_key(struct loader *ld, yaml_mark_t mark, const char *section,
+                               const char *name, const struct field *fields)
 {
     const char *meant = suggest_key(fields, name);
 
@@ -571,7 +571,7 @@ static void walk_mapping(struct loader *ld, yaml_node_t *node, const struct fiel
         while (f->key != NULL && strcmp(f->key, name) != 0)
             f++;
         if (f->key == NULL) {
-            unknown_key(ld, key->start_mark, section, name, fields);
+            report_unknown_key(ld, key->start_mark, section, name, fields);
             continue;
         }
         parse_value(ld, f, node_at(ld, p->value), object);
@@ -2756,7 +2756,7 @@ static bool read_file_consumer(struct loader *ld, yaml_parser_t *parser, yaml_ev
             if (wrong != NULL)
                 errorf_at(ld, event->start_mark, "%s", wrong);
         } else {
-            unknown_key(ld, key_at, "consumer", field, consumer_fields);
+            report_unknown_key(ld, key_at, "consumer", field, consumer_fields);
         }
         free(field);
     }
