@@ -2379,6 +2379,15 @@ static void check_route_names(struct loader *ld, yaml_node_t *list, struct confi
 
 #define ANY_OTHER_METHOD (1u << (sizeof http_methods / sizeof http_methods[0]))
 
+/* The bit of `method` among http_methods; 0 for none of them. */
+static unsigned method_bit(const char *method)
+{
+    for (size_t i = 0; i < sizeof http_methods / sizeof http_methods[0]; i++)
+        if (strcmp(method, http_methods[i]) == 0)
+            return 1u << i;
+    return 0;
+}
+
 /* The methods `route` takes, as bits of http_methods (HEAD with GET, as routes.c matches),
  * and ANY_OTHER_METHOD when it names none and so takes every method. */
 static unsigned methods_taken(const struct config_route *route)
@@ -2388,9 +2397,7 @@ static unsigned methods_taken(const struct config_route *route)
     if (route->methods == NULL)
         return ANY_OTHER_METHOD | (ANY_OTHER_METHOD - 1);
     for (char **m = route->methods; *m != NULL; m++)
-        for (size_t i = 0; i < sizeof http_methods / sizeof http_methods[0]; i++)
-            if (strcmp(*m, http_methods[i]) == 0)
-                bits |= 1u << i | (strcmp(*m, "GET") == 0 ? 1u << 1 : 0); /* [1] is HEAD */
+        bits |= method_bit(*m) | (strcmp(*m, "GET") == 0 ? method_bit("HEAD") : 0);
     return bits;
 }
 
