@@ -2414,6 +2414,7 @@ static uint64_t fnv1a(const char *text)
 struct route_match {
     uint64_t prefix_hash, host_hash; /* host_hash 0: any host */
     unsigned methods;
+    bool whole_segments; /* its prefix ends in /: it matches whole segments, stripped or not */
 };
 
 /* Whether the earlier route `a` takes every request the later `b` would: routes.c picks the
@@ -2423,11 +2424,9 @@ struct route_match {
 static bool shadows(const struct config_route *a, const struct route_match *am,
                     const struct config_route *b, const struct route_match *bm)
 {
-    size_t len = strlen(b->path_prefix);
-
     return am->prefix_hash == bm->prefix_hash && (bm->methods & ~am->methods) == 0 &&
            (a->host == NULL || am->host_hash == bm->host_hash) &&
-           (!a->strip_prefix || b->strip_prefix || (len > 0 && b->path_prefix[len - 1] == '/')) &&
+           (!a->strip_prefix || b->strip_prefix || bm->whole_segments) &&
            strcmp(a->path_prefix, b->path_prefix) == 0 &&
            (a->host == NULL || (b->host != NULL && strcmp(a->host, b->host) == 0));
 }
@@ -2449,6 +2448,8 @@ static void check_shadowed_routes(struct loader *ld, yaml_node_t *list, struct c
         m[i].prefix_hash = r->path_prefix != NULL ? fnv1a(r->path_prefix) : 0;
         m[i].host_hash = r->host != NULL ? fnv1a(r->host) | 1 : 0;
         m[i].methods = methods_taken(r);
+        m[i].whole_segments = r->path_prefix != NULL && r->path_prefix[0] != '\0' &&
+                              r->path_prefix[strlen(r->path_prefix) - 1] == '/';
     }
     for (size_t i = 1; i < config->n_routes; i++) {
         const struct config_route *b = &config->routes[i];
