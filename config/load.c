@@ -2456,11 +2456,12 @@ static void check_shadowed_routes(struct loader *ld, yaml_node_t *list, struct c
 
         for (size_t j = 0; j < i && b->path_prefix != NULL && b->name != NULL; j++) {
             const struct config_route *a = &config->routes[j];
-            yaml_node_t *b_node = node_at(ld, list->data.sequence.items.start[i]);
-            yaml_node_t *a_node = node_at(ld, list->data.sequence.items.start[j]);
+            yaml_node_t *b_node, *a_node;
 
             if (a->path_prefix == NULL || a->name == NULL || !shadows(a, &m[j], b, &m[i]))
                 continue;
+            b_node = node_at(ld, list->data.sequence.items.start[i]);
+            a_node = node_at(ld, list->data.sequence.items.start[j]);
             warnf_at(ld, value_or_self(ld, b_node, "match")->start_mark,
                      "route \"%s\" can never match: route \"%s\" (line %zu) comes first with "
                      "the same path_prefix %s, %s and %s",
