@@ -16,7 +16,7 @@
  *             tls {cert, key, min_version, ciphers, certificates [{cert, key}]}
  *   log:      format, level
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
- *             on_store_error
+ *             on_store_error, max_memory
  *   routes:   name, match {path_prefix, methods, host}, upstream (a URL, or {servers,
  *             balance, max_fails, fail_window, fail_timeout, fail_on, health_check {path,
  *             interval, timeout, healthy, unhealthy, expect_status}}), retries {attempts, on,
@@ -131,6 +131,20 @@
  * unset, "NORMAL"): a GnuTLS priority string used as the base, to which the versions are
  * appended; one gnutls_priority_init() refuses is an error at its line.
  *
+ * What newcomers get wrong is named where it is. A route's methods: are RFC 9110's (GET,
+ * HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE) and PATCH, in any case, kept in capitals;
+ * any other is an error listing them, as is one a cost: names (in capitals there). A limit lacking algorithm, requests or per is told
+ * which; per is 1ms to 366d. server.max_body is at most 64GiB: bodies are streamed, so the
+ * bound is no memory's but catches a slipped unit. limiter.max_memory (default 256MiB, 1MiB
+ * to 1TiB) bounds what one sliding_window_log limit may need at worst, requests x 8 B x
+ * limiter.max_clients; over it, the error gives the figure and suggests the sliding window
+ * counter. An unknown key that differs from a known one of its section only in case, or by at
+ * most two edits (and is nearer to it than to any other), gets "did you mean". What is legal
+ * but surely unintended is a warning, config->warnings, which does not make the config
+ * invalid: a route that an earlier one shadows (the same path_prefix, a superset of its
+ * methods or any, its host or any: routes.c takes the longest prefix, the first of equals),
+ * naming both lines.
+ *
  * The file is untrusted input as far as cost goes (a reload runs on the signal thread), so
  * every dimension is bounded and checked before anything is built: at most CONFIG_MAX_FILE
  * bytes; collections nested at most CONFIG_MAX_DEPTH deep; at most CONFIG_MAX_ITEMS keys in one
@@ -139,8 +153,10 @@
  * LIMITER_MAX_PER_REQUEST limits per route. YAML aliases (*name) are refused: libyaml's
  * document shares an aliased node wherever it is named (and an anchor is registered before its
  * own children, so `&a [*a]` is a cycle), which lets a few hundred KiB expand to gigabytes of
- * config, and sluice's schema has no use for them (libyaml has no merge keys, and unknown keys
- * are errors). The shape is checked on libyaml's event stream first, which stops at the first
+ * config, and sluice's schema has no use for them (unknown keys are errors). YAML 1.1's merge
+ * key (<<: *defaults), which libyaml leaves as a plain key, is refused at its << with the way
+ * to share settings instead (plans:): merging would copy a mapping once per use, the same
+ * expansion again. The shape is checked on libyaml's event stream first, which stops at the first
  * collection nested too deep, since libyaml's scanner costs time quadratic in the nesting depth;
  * a file with any shape problem is not walked further. Otherwise the walk visits each node a
  * bounded number of times, and repeated keys are found by sorting (n log n), so a load costs
@@ -444,6 +460,7 @@ struct config {
         enum config_log_level level; /* default info */
     } log;
     uint32_t max_clients;
+    uint64_t max_memory; /* bytes a sliding_window_log limit may need at worst (limiter.h) */
     enum config_store store;
     struct {
         struct config_endpoint address;
@@ -464,6 +481,9 @@ struct config {
     struct {
         double sample; /* the chance a request without a trace starts one: 0 (default) to 1 */
     } tracing;
+    /* What is legal but surely unintended (a route that can never match): one "FILE:LINE:COL:
+     * warning: ..." line each, for the caller to log; NULL when none. */
+    char *warnings;
 };
 
 /* Loads and validates `path`. Returns the config, freed with config_free(); or NULL with
@@ -486,6 +506,10 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
 #define CONFIG_MAX_SERVERS        64                 /* servers of one route's upstream */
 
 void config_free(struct config *config);
+
+/* Calls `each` with every key the loader knows: its section ("" for the top level, "server",
+ * "routes.limit", ...; a list's items are named by the list) and its name, both static. */
+void config_known_keys(void (*each)(const char *section, const char *key, void *cls), void *cls);
 
 /* Reads the regular file `path`, of at most `max` bytes, into `*text` (NUL-terminated, its
  * length in `*len`; the caller frees it). 0, or -1 with a sentence in `why`. */

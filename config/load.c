@@ -32,6 +32,12 @@ struct consumer_place {
     yaml_mark_t item, name, key, plan;
 };
 
+/* A sliding_window_log limit: where it is written, and its requests. */
+struct log_limit {
+    yaml_node_t *node;
+    uint64_t requests;
+};
+
 struct loader {
     const char *path;
     struct consumer_place *places; /* one per config->consumers */
@@ -51,6 +57,16 @@ struct loader {
      * may come later in the file, so they are judged once the whole file is read. */
     struct underscore_key *underscore_keys;
     size_t n_underscore_keys, cap_underscore_keys;
+    /* The sliding_window_log limits, judged against limiter.max_memory once the whole file
+     * is read (limiter: may come after routes:). */
+    struct log_limit *log_limits;
+    size_t n_log_limits, cap_log_limits;
+    /* What is legal but surely unintended, one "FILE:LINE:COL: warning: ..." line each, for
+     * config->warnings; only the first CONFIG_MAX_ERRORS are listed. */
+    FILE *warnings;
+    char *warnings_text;
+    size_t warnings_len;
+    unsigned n_warnings;
 };
 
 /* One problem at `mark`, on one line: a value quoted in the message keeps its line breaks and
@@ -103,6 +119,23 @@ static void errorf(struct loader *ld, const yaml_node_t *node, const char *fmt, 
     va_start(ap, fmt);
     verrorf_at(ld, node->start_mark, fmt, ap);
     va_end(ap);
+}
+
+/* A warning at `mark`: the config stays valid (config->warnings). */
+static void warnf_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void warnf_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (ld->n_warnings++ >= CONFIG_MAX_ERRORS)
+        return;
+    fprintf(ld->warnings, "%s:%zu:%zu: warning: ", ld->path, mark.line + 1, mark.column + 1);
+    va_start(ap, fmt);
+    vfprintf(ld->warnings, fmt, ap);
+    va_end(ap);
+    fputc('\n', ld->warnings);
 }
 
 /* `items` (`n` of `*cap`, each `size` bytes) with room for one more, doubling so that appends
@@ -245,6 +278,7 @@ enum value_type { V_STRING, V_DURATION, V_SIZE, V_U32, V_U64, V_BOOL, V_CIDRS, V
 #define HOUR        (3600 * SECOND)
 #define DAY         (86400 * SECOND) /* the longest timeout */
 #define KIB         ((uint64_t)1024)
+#define MAX_BODY_BOUND (64 * 1024 * 1024 * KIB) /* 64GiB: server.max_body's most */
 
 struct field {
     const char *key;
@@ -437,6 +471,72 @@ static const yaml_node_t **repeated_keys(struct loader *ld, yaml_node_t *node)
     return first;
 }
 
+#define SUGGEST_DISTANCE 2 /* the most edits between a mistyped key and the one suggested */
+
+/* The Levenshtein distance between `a` and `b`, or SUGGEST_DISTANCE + 1 when it is surely
+ * more: lengths further apart, or a key longer than any known one. Bounded so that a file of
+ * thousands of long unknown keys costs no more than reading them. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t len_a = strlen(a), len_b = strlen(b), row[33], diagonal;
+
+    if (len_a + SUGGEST_DISTANCE < len_b || len_b + SUGGEST_DISTANCE < len_a ||
+        len_b >= sizeof row / sizeof row[0])
+        return SUGGEST_DISTANCE + 1;
+    for (size_t j = 0; j <= len_b; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= len_a; i++) {
+        diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= len_b; j++) {
+            size_t above = row[j];
+            size_t best = diagonal + (a[i - 1] != b[j - 1]);
+
+            if (above + 1 < best)
+                best = above + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diagonal = above;
+        }
+    }
+    return row[len_b];
+}
+
+/* The known key that `name` most likely meant: the one key of `fields` that differs from it
+ * only in case, or else the one nearest within SUGGEST_DISTANCE edits; NULL when none is, or
+ * two are equally near. */
+static const char *suggest_key(const struct field *fields, const char *name)
+{
+    const char *best = NULL;
+    size_t best_distance = SUGGEST_DISTANCE + 1;
+    bool tie = false;
+
+    for (const struct field *f = fields; f->key != NULL; f++) {
+        size_t distance = strcasecmp(f->key, name) == 0 ? 0 : edit_distance(name, f->key);
+
+        if (distance < best_distance) {
+            best = f->key;
+            best_distance = distance;
+            tie = false;
+        } else if (distance == best_distance && distance <= SUGGEST_DISTANCE) {
+            tie = true;
+        }
+    }
+    return tie ? NULL : best;
+}
+
+/* Reports `name`, which none of `fields` is, at `mark`, with the key it most likely meant. */
+static void report_unknown_key(struct loader *ld, yaml_mark_t mark, const char *section,
+                               const char *name, const struct field *fields)
+{
+    const char *meant = suggest_key(fields, name);
+
+    errorf_at(ld, mark, "%s: unknown key \"%s\"%s%s%s", section, name,
+              meant != NULL ? "; did you mean " : "", meant != NULL ? meant : "",
+              meant != NULL ? "?" : "");
+}
+
 /* Applies `fields` to every pair of the mapping `node`; unknown and repeated keys are errors. */
 static void walk_mapping(struct loader *ld, yaml_node_t *node, const struct field *fields,
                          void *object, const char *section)
@@ -471,7 +571,7 @@ static void walk_mapping(struct loader *ld, yaml_node_t *node, const struct fiel
         while (f->key != NULL && strcmp(f->key, name) != 0)
             f++;
         if (f->key == NULL) {
-            errorf(ld, key, "%s: unknown key \"%s\"", section, name);
+            report_unknown_key(ld, key->start_mark, section, name, fields);
             continue;
         }
         parse_value(ld, f, node_at(ld, p->value), object);
@@ -653,7 +753,10 @@ static const struct field server_fields[] = {
     {"max_connections_per_ip", V_U32, offsetof(struct config, server.max_connections_per_ip), 0,
      1000000, NULL},
     {"client_timeout", V_DURATION, offsetof(struct config, server.client_timeout_ns), 1, DAY, NULL},
-    {"max_body", V_SIZE, offsetof(struct config, server.max_body), 0, 0, NULL},
+    /* Bodies are streamed, never held whole, so the bound is not memory: it catches a slipped
+     * unit (10GB for 10MB, a byte count with zeros too many) while leaving room for the largest
+     * real uploads (disk images, backups). */
+    {"max_body", V_SIZE, offsetof(struct config, server.max_body), 0, MAX_BODY_BOUND, NULL},
     /* 4KiB: below that, ordinary browser heads with a few cookies get 431. 1MiB: each
      * connection's buffer is sized from it, so max_connections of them must fit in memory. */
     {"max_header_size", V_SIZE, offsetof(struct config, server.max_header_size), 4 * KIB,
@@ -731,8 +834,29 @@ static const struct field limiter_fields[] = {
     {"redis", V_CUSTOM, 0, 0, 0, parse_redis},
     {"replicas", V_U32, offsetof(struct config, replicas), 1, 10000, NULL},
     {"on_store_error", V_CUSTOM, 0, 0, 0, parse_on_store_error},
+    /* 1MiB: below that, not even the default max_clients of 1-request logs fit. 1TiB: no
+     * machine sluice runs on has more. */
+    {"max_memory", V_SIZE, offsetof(struct config, max_memory), 1024 * KIB,
+     1024 * 1024 * 1024 * KIB, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
+
+/* The methods a route may name: RFC 9110's and PATCH (RFC 5789). Anything else is far more
+ * likely a typo (GETT) than an extension method, and a route limited to a method no client
+ * sends would never match. */
+static const char *const http_methods[] = {"GET",     "HEAD",    "POST",  "PUT",  "DELETE",
+                                           "CONNECT", "OPTIONS", "TRACE", "PATCH"};
+#define METHOD_LIST "GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE or PATCH"
+
+/* The method `text` names, in capitals as a request line carries it (get is GET); NULL when
+ * it is none of http_methods. */
+static const char *known_method(const char *text)
+{
+    for (size_t i = 0; i < sizeof http_methods / sizeof http_methods[0]; i++)
+        if (strcasecmp(text, http_methods[i]) == 0)
+            return http_methods[i];
+    return NULL;
+}
 
 static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
 {
@@ -758,18 +882,16 @@ static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
 
         if (text == NULL)
             continue;
-        if (text[0] == '\0' || strspn(text, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-") !=
-                                   strlen(text)) {
-            errorf(ld, item, "methods: \"%s\" is not an HTTP method", text);
+        if (known_method(text) == NULL) {
+            errorf(ld, item, "methods: \"%s\" is not an HTTP method (expected %s)", text,
+                   METHOD_LIST);
             continue;
         }
-        method = strdup(text);
+        method = strdup(known_method(text));
         if (method == NULL) {
             errorf(ld, item, "methods: out of memory");
             continue;
         }
-        for (char *c = method; *c != '\0'; c++)
-            *c = (char)toupper((unsigned char)*c);
         route->methods[n++] = method;
     }
 }
@@ -1715,12 +1837,10 @@ static void parse_cost(struct loader *ld, yaml_node_t *node, void *object)
             limit->default_cost = units;
             continue;
         }
-        if (!is_token(method) || strlen(method) > 32 ||
-            strspn(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(method)) {
-            errorf(ld, key,
-                   "cost: \"%s\" is not a method in capitals (GET, POST...) or "
-                   "default",
-                   method);
+        /* In capitals, as the request line carries it and the lookup compares it. */
+        if (known_method(method) == NULL || strcmp(known_method(method), method) != 0) {
+            errorf(ld, key, "cost: \"%s\" is not default or a method in capitals (%s)", method,
+                   METHOD_LIST);
             continue;
         }
         for (size_t j = 0; j < limit->n_costs; j++)
@@ -1756,6 +1876,67 @@ static bool is_plain_name(const char *s)
            strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == len;
 }
 
+/* Keeps a sliding_window_log limit for check_log_memory(). */
+static void note_log_limit(struct loader *ld, yaml_node_t *node, uint64_t requests)
+{
+    struct log_limit *grown =
+        grow(ld->log_limits, &ld->cap_log_limits, ld->n_log_limits, sizeof *grown);
+
+    if (grown == NULL) {
+        errorf(ld, node, "limit: out of memory");
+        return;
+    }
+    ld->log_limits = grown;
+    grown[ld->n_log_limits++] = (struct log_limit){node, requests};
+}
+
+/* A sliding_window_log keeps 8 bytes for each request in its window, for each client: at
+ * worst requests x 8 B x limiter.max_clients, which must fit in limiter.max_memory. A log of
+ * 100,000 a minute is 80 GB for the default 100,000 clients; the sliding window counter
+ * limits as closely in 24 bytes a client. */
+static void check_log_memory(struct loader *ld, const struct config *config)
+{
+    char budget[32];
+
+    for (size_t i = 0; i < ld->n_log_limits; i++) {
+        const struct log_limit *l = &ld->log_limits[i];
+        uint64_t worst = l->requests * 8 * config->max_clients; /* < 2^63: both are bounded */
+
+        if (worst <= config->max_memory)
+            continue;
+        errorf(ld, value_or_self(ld, l->node, "requests"),
+               "limit: sliding_window_log keeps 8 bytes per request for each client: %llu "
+               "requests x 8 B x %u clients (limiter.max_clients) is %.1f MiB at worst, over "
+               "limiter.max_memory (%s); use sliding_window_counter, which needs no more memory "
+               "for more requests, or fewer requests or max_clients",
+               (unsigned long long)l->requests, config->max_clients,
+               (double)worst / (1024.0 * 1024.0),
+               config_format_size(config->max_memory, budget, sizeof budget));
+    }
+}
+
+/* Names each of algorithm, requests and per that a limit lacks ("all required" left a
+ * newcomer to guess which). */
+static void report_missing_limit_keys(struct loader *ld, yaml_node_t *node,
+                                      const struct limiter_params *p)
+{
+    const char *missing[3];
+    size_t n = 0;
+
+    if (p->algorithm == NULL)
+        missing[n++] = "algorithm";
+    if (p->requests == 0)
+        missing[n++] = "requests";
+    if (find_value(ld, node, "per") == NULL)
+        missing[n++] = "per";
+    if (n == 1)
+        errorf(ld, node, "limit: %s is required", missing[0]);
+    else if (n == 2)
+        errorf(ld, node, "limit: %s and %s are required", missing[0], missing[1]);
+    else
+        errorf(ld, node, "limit: %s, %s and %s are required", missing[0], missing[1], missing[2]);
+}
+
 /* One limit, checked by building the limiter itself, so the config accepts exactly what the
  * limiter will run. */
 static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_limit *limit)
@@ -1775,8 +1956,13 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
                limit->name);
         return;
     }
-    if (p->algorithm == NULL || p->requests == 0 || p->per_ns == 0) {
-        errorf(ld, node, "limit: algorithm, requests and per are all required");
+    if (p->algorithm == NULL || p->requests == 0 || find_value(ld, node, "per") == NULL) {
+        report_missing_limit_keys(ld, node, p);
+        return;
+    }
+    if (p->per_ns < LIMITER_MIN_PER_NS || p->per_ns > LIMITER_MAX_PER_NS) {
+        errorf(ld, value_or_self(ld, node, "per"), "per must be %s",
+               p->per_ns < LIMITER_MIN_PER_NS ? "at least 1ms" : "at most 366d");
         return;
     }
     if (!limiter_algorithm_exists(p->algorithm)) {
@@ -1786,6 +1972,8 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
                p->algorithm);
         return;
     }
+    if (strcmp(p->algorithm, "sliding_window_log") == 0)
+        note_log_limit(ld, node, p->requests);
     p->max_clients = 1; /* only the parameters are on trial here */
     probe = limiter_create(p, err);
     p->max_clients = 0;
@@ -2189,6 +2377,103 @@ static void check_route_names(struct loader *ld, yaml_node_t *list, struct confi
     free(named);
 }
 
+#define ANY_OTHER_METHOD (1u << (sizeof http_methods / sizeof http_methods[0]))
+
+/* The bit of `method` among http_methods; 0 for none of them. */
+static unsigned method_bit(const char *method)
+{
+    for (size_t i = 0; i < sizeof http_methods / sizeof http_methods[0]; i++)
+        if (strcmp(method, http_methods[i]) == 0)
+            return 1u << i;
+    return 0;
+}
+
+/* The methods `route` takes, as bits of http_methods (HEAD with GET, as routes.c matches),
+ * and ANY_OTHER_METHOD when it names none and so takes every method. */
+static unsigned methods_taken(const struct config_route *route)
+{
+    unsigned bits = 0;
+
+    if (route->methods == NULL)
+        return ANY_OTHER_METHOD | (ANY_OTHER_METHOD - 1);
+    for (char **m = route->methods; *m != NULL; m++)
+        bits |= method_bit(*m) | (strcmp(*m, "GET") == 0 ? method_bit("HEAD") : 0);
+    return bits;
+}
+
+static uint64_t fnv1a(const char *text)
+{
+    uint64_t hash = 14695981039346656037ULL;
+
+    for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++)
+        hash = (hash ^ *c) * 1099511628211ULL;
+    return hash;
+}
+
+/* A route's match, as check_shadowed_routes() compares it. */
+struct route_match {
+    uint64_t prefix_hash, host_hash; /* host_hash 0: any host */
+    unsigned methods;
+    bool whole_segments; /* its prefix ends in /: it matches whole segments, stripped or not */
+};
+
+/* Whether the earlier route `a` takes every request the later `b` would: routes.c picks the
+ * longest matching path_prefix and, of equal ones, the first, so only the same prefix can
+ * shadow; `a` must take b's methods, b's host (or any), and every path b's would (a
+ * strip_prefix route takes whole segments only, unless its prefix ends in /). */
+static bool shadows(const struct config_route *a, const struct route_match *am,
+                    const struct config_route *b, const struct route_match *bm)
+{
+    return am->prefix_hash == bm->prefix_hash && (bm->methods & ~am->methods) == 0 &&
+           (a->host == NULL || am->host_hash == bm->host_hash) &&
+           (!a->strip_prefix || b->strip_prefix || bm->whole_segments) &&
+           strcmp(a->path_prefix, b->path_prefix) == 0 &&
+           (a->host == NULL || (b->host != NULL && strcmp(a->host, b->host) == 0));
+}
+
+/* Warns of each route that an earlier one shadows, so that it can never match (a copy left in
+ * by mistake, or a specific route put after the general one). Each pair is compared by hashes
+ * first, so 1024 routes of one long prefix cost half a million cheap comparisons. */
+static void check_shadowed_routes(struct loader *ld, yaml_node_t *list, struct config *config)
+{
+    struct route_match *m = calloc(config->n_routes + 1, sizeof *m);
+
+    if (m == NULL) {
+        errorf(ld, list, "routes: out of memory");
+        return;
+    }
+    for (size_t i = 0; i < config->n_routes; i++) {
+        const struct config_route *r = &config->routes[i];
+
+        m[i].prefix_hash = r->path_prefix != NULL ? fnv1a(r->path_prefix) : 0;
+        m[i].host_hash = r->host != NULL ? fnv1a(r->host) | 1 : 0;
+        m[i].methods = methods_taken(r);
+        m[i].whole_segments = r->path_prefix != NULL && r->path_prefix[0] != '\0' &&
+                              r->path_prefix[strlen(r->path_prefix) - 1] == '/';
+    }
+    for (size_t i = 1; i < config->n_routes; i++) {
+        const struct config_route *b = &config->routes[i];
+
+        for (size_t j = 0; j < i && b->path_prefix != NULL && b->name != NULL; j++) {
+            const struct config_route *a = &config->routes[j];
+            yaml_node_t *b_node, *a_node;
+
+            if (a->path_prefix == NULL || a->name == NULL || !shadows(a, &m[j], b, &m[i]))
+                continue;
+            b_node = node_at(ld, list->data.sequence.items.start[i]);
+            a_node = node_at(ld, list->data.sequence.items.start[j]);
+            warnf_at(ld, value_or_self(ld, b_node, "match")->start_mark,
+                     "route \"%s\" can never match: route \"%s\" (line %zu) comes first with "
+                     "the same path_prefix %s, %s and %s",
+                     b->name, a->name, value_or_self(ld, a_node, "match")->start_mark.line + 1,
+                     a->path_prefix, a->methods == NULL ? "any method" : "every method of this one",
+                     a->host == NULL ? "any host" : "the same host");
+            break;
+        }
+    }
+    free(m);
+}
+
 static void parse_routes(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
@@ -2219,6 +2504,7 @@ static void parse_routes(struct loader *ld, yaml_node_t *node, void *object)
     for (size_t i = 0; i < n; i++)
         parse_route(ld, node_at(ld, node->data.sequence.items.start[i]), &config->routes[i]);
     check_route_names(ld, node, config);
+    check_shadowed_routes(ld, node, config);
 }
 
 static void parse_plans(struct loader *ld, yaml_node_t *node, void *object)
@@ -2479,7 +2765,7 @@ static bool read_file_consumer(struct loader *ld, yaml_parser_t *parser, yaml_ev
             if (wrong != NULL)
                 errorf_at(ld, event->start_mark, "%s", wrong);
         } else {
-            errorf_at(ld, key_at, "consumer: unknown key \"%s\"", field);
+            report_unknown_key(ld, key_at, "consumer", field, consumer_fields);
         }
         free(field);
     }
@@ -2964,6 +3250,40 @@ static const struct field top_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
+/* Every table of keys, by the section it walks: a new table goes here too, so that the test
+ * that holds config/sluice.yaml and README.md to the loader (tests/config/test_load.c) sees
+ * its keys. Top-level plans: hold limits (routes.limit). */
+static const struct {
+    const char *section;
+    const struct field *fields;
+} key_tables[] = {
+    {"", top_fields},
+    {"server", server_fields},
+    {"server.access_log", access_log_fields},
+    {"server.tls", tls_fields},
+    {"server.tls.certificates", tls_pair_fields},
+    {"log", log_fields},
+    {"limiter", limiter_fields},
+    {"limiter.redis", redis_fields},
+    {"tracing", tracing_fields},
+    {"routes", route_fields},
+    {"routes.match", match_fields},
+    {"routes.upstream", upstream_fields},
+    {"routes.upstream.servers", upstream_server_fields},
+    {"routes.upstream.health_check", health_check_fields},
+    {"routes.retries", retries_fields},
+    {"routes.limit", limit_fields},
+    {"routes.on_limit", on_limit_fields},
+    {"consumers", consumer_fields},
+};
+
+void config_known_keys(void (*each)(const char *section, const char *key, void *cls), void *cls)
+{
+    for (size_t i = 0; i < sizeof key_tables / sizeof key_tables[0]; i++)
+        for (const struct field *f = key_tables[i].fields; f->key != NULL; f++)
+            each(key_tables[i].section, f->key, cls);
+}
+
 static void set_defaults(struct config *config)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -2981,6 +3301,7 @@ static void set_defaults(struct config *config)
     config->server.workers = cores >= 1 && cores <= 256 ? (uint32_t)cores : 1;
     config->log.level = CONFIG_LOG_INFO;
     config->max_clients = LIMITER_DEFAULT_MAX_CLIENTS;
+    config->max_memory = 256 * 1024 * KIB;
     config->redis.db = 0;
     config->redis.timeout_ns = 50 * (int64_t)1000000;
     config->replicas = 1;
@@ -3017,6 +3338,15 @@ static void count_item(struct loader *ld, struct open_collection *c, yaml_mark_t
               CONFIG_MAX_ITEMS, CONFIG_MAX_ITEMS + 1);
 }
 
+/* Whether `e` is a plain << as a key of the mapping `in` (its item just counted): YAML 1.1's
+ * merge key, which libyaml leaves to the application as an ordinary key. */
+static bool is_merge_key(const yaml_event_t *e, const struct open_collection *in)
+{
+    return in != NULL && in->mapping && in->events % 2 == 1 &&
+           e->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+           strcmp((const char *)e->data.scalar.value, "<<") == 0;
+}
+
 /* Checks the bounds of the first document's shape (see config.h) on libyaml's event stream,
  * before any node is built. Every problem is reported, but the first collection nested too
  * deep ends the reading: libyaml's scanner goes over every open flow level for each token, so
@@ -3029,7 +3359,7 @@ static int check_shape(struct loader *ld, const char *text, size_t len)
     size_t depth = 0;
     yaml_parser_t parser;
     yaml_event_t event;
-    bool done = false;
+    bool done = false, merge_key = false, merge_value = false;
 
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -3049,18 +3379,27 @@ static int check_shape(struct loader *ld, const char *text, size_t len)
         default:
             break;
         }
+        merge_value = merge_key;
+        merge_key = false;
         switch (event.type) {
         case YAML_SCALAR_EVENT:
-            if (event.data.scalar.length > CONFIG_MAX_SCALAR)
+            merge_key = is_merge_key(&event, depth > 0 ? &open[depth - 1] : NULL);
+            if (merge_key)
+                errorf_at(ld, event.start_mark,
+                          "<<: merge keys are not supported; give routes the same limits with "
+                          "plans: (each route then says plan: NAME), and write other settings "
+                          "out in each route");
+            else if (event.data.scalar.length > CONFIG_MAX_SCALAR)
                 errorf_at(ld, event.start_mark, "a key or value may hold at most %d bytes",
                           CONFIG_MAX_SCALAR);
             else if (memchr(event.data.scalar.value, '\0', event.data.scalar.length) != NULL)
                 errorf_at(ld, event.start_mark, "a key or value may not hold a NUL character");
             break;
         case YAML_ALIAS_EVENT:
-            errorf_at(ld, event.start_mark,
-                      "*%s: aliases are not supported; write the value out in full",
-                      (const char *)event.data.alias.anchor);
+            if (!merge_value) /* reported at its << */
+                errorf_at(ld, event.start_mark,
+                          "*%s: aliases are not supported; write the value out in full",
+                          (const char *)event.data.alias.anchor);
             break;
         case YAML_SEQUENCE_START_EVENT:
         case YAML_MAPPING_START_EVENT:
@@ -3138,11 +3477,15 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
 
     *errors = NULL;
     ld.errors = open_memstream(&ld.errors_text, &ld.errors_len);
-    if (config == NULL || ld.errors == NULL) {
+    ld.warnings = open_memstream(&ld.warnings_text, &ld.warnings_len);
+    if (config == NULL || ld.errors == NULL || ld.warnings == NULL) {
         free(config);
         if (ld.errors != NULL)
             fclose(ld.errors);
+        if (ld.warnings != NULL)
+            fclose(ld.warnings);
         free(ld.errors_text);
+        free(ld.warnings_text);
         *errors = strdup("out of memory\n");
         return NULL;
     }
@@ -3162,6 +3505,7 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
         if (ld.n_errors == 0)
             resolve_plans(&ld, root, config);
         check_underscore_keys(&ld, config);
+        check_log_memory(&ld, config);
         yaml_document_delete(&ld.doc);
     }
     if (config->server.listen.host == NULL && ld.n_errors == 0)
@@ -3192,7 +3536,15 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
     for (size_t i = 0; i < ld.n_underscore_keys; i++)
         free(ld.underscore_keys[i].header);
     free(ld.underscore_keys);
+    free(ld.log_limits);
 
+    if (ld.n_warnings > CONFIG_MAX_ERRORS)
+        fprintf(ld.warnings, "%s: %u more warnings are not listed\n", ld.path,
+                ld.n_warnings - CONFIG_MAX_ERRORS);
+    fclose(ld.warnings);
+    config->warnings = ld.n_warnings > 0 ? ld.warnings_text : NULL;
+    if (config->warnings == NULL)
+        free(ld.warnings_text);
     fclose(ld.errors);
     if (ld.n_errors > 0) {
         config_free(config);
@@ -3208,11 +3560,20 @@ struct config *config_load(const char *path, char **errors)
     struct config *config = NULL;
     char *text = malloc(CONFIG_MAX_FILE + 1), message[512];
     FILE *file = fopen(path, "rb");
+    struct stat st;
     size_t len;
 
     *errors = NULL;
     if (text == NULL || file == NULL)
         goto unreadable;
+    /* fopen() opens a directory, and reading it then says only "Is a directory". */
+    if (fstat(fileno(file), &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(message, sizeof message,
+                 "%s: is a directory; name the config file in it (such as %s/sluice.yaml)\n", path,
+                 path);
+        *errors = strdup(message);
+        goto out;
+    }
     /* One byte past the bound tells config_parse() the file is too large; the rest, which may
      * never end (/dev/zero), is never read. */
     len = fread(text, 1, CONFIG_MAX_FILE + 1, file);
@@ -3298,5 +3659,6 @@ void config_free(struct config *config)
     free(config->redis.password);
     free(config->redis.prefix);
     free(config->path);
+    free(config->warnings);
     free(config);
 }

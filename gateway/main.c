@@ -93,6 +93,11 @@ static void check_resolves(const char *route, const char *origin)
  * reload). */
 static void warn_about(const struct config *config)
 {
+    /* The loader's own, each at its FILE:LINE:COL. */
+    for (const char *line = config->warnings, *end; line != NULL && *line != '\0'; line = end + 1) {
+        end = strchr(line, '\n');
+        gw_warn("%.*s", (int)(end - line), line);
+    }
     for (size_t i = 0; i < config->n_routes; i++) {
         const struct config_route *r = &config->routes[i];
 

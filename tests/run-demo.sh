@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# `make run`: the demo upstream on 127.0.0.1:9000, and sluice with config/sluice.yaml in front.
+# `make run`: the demo upstream on 127.0.0.1:9000, and sluice in front of it with a fresh copy
+# of config/sluice.yaml, build/demo/sluice.yaml, to edit while it runs (the example in the
+# repository stays as it is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+mkdir -p build/demo
+cp config/sluice.yaml build/demo/sluice.yaml
 
 build/test_upstream 127.0.0.1:9000 >/dev/null &
 upstream=$!
@@ -16,9 +21,10 @@ sluice listens on http://127.0.0.1:8080, in front of a demo upstream on 127.0.0.
   curl -si -H 'X-API-Key: demo' 'http://127.0.0.1:8080/api/items?[1-6]' | grep -E '^(HTTP|Retry-After|RateLimit:)'
 
 The first is proxied; in the second, key "demo" spends its burst of 5 and the sixth gets 429.
-Edit config/sluice.yaml and save: the limits change at once. Metrics:
+Edit build/demo/sluice.yaml (a copy of config/sluice.yaml) and save: the limits change at
+once. Metrics:
   curl -s http://127.0.0.1:9901/metrics | grep sluice_requests_total
 Ctrl-C stops both.
 
 TEXT
-build/sluice -c config/sluice.yaml
+build/sluice -c build/demo/sluice.yaml

@@ -1,3 +1,4 @@
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,7 +324,7 @@ static void test_errors_are_positioned(void)
     expect_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 0, per: 1s}\n", 5, 40,
                  "requests: \"0\" is not a whole number from 1");
     expect_error(ROUTE_HEAD "    limit: {algorithm: gcra, per: 1s}\n", 5, 12,
-                 "algorithm, requests and per are all required");
+                 "limit: requests is required");
     expect_error(ROUTE_HEAD "    key: cookie:session\n", 5, 10, "expected ip, header:NAME");
     expect_error(ROUTE_HEAD "    exempt: [\"10.0.0.0/99\"]\n", 5, 14, "is not an address");
     expect_error(ROUTE_HEAD "    dry_run: yes\n", 5, 14, "expected true or false");
@@ -1836,6 +1837,338 @@ static void test_tls_errors(void)
     remove_certificates(dir);
 }
 
+/* --- what --check tells a newcomer ------------------------------------------------------ */
+
+#define MATCH_ROUTE(methods)                                                                       \
+    "routes:\n  - name: a\n    match: {path_prefix: /, methods: " methods "}\n"                    \
+    "    upstream: \"http://x:1\"\n"
+
+static void test_methods_checked(void)
+{
+    struct config *c;
+
+    expect_one_error(MATCH_ROUTE("[GET, GETT]"), 3, 44,
+                     "methods: \"GETT\" is not an HTTP method (expected GET, HEAD, POST, PUT, "
+                     "DELETE, CONNECT, OPTIONS, TRACE or PATCH)");
+    expect_one_error(MATCH_ROUTE("[PURGE]"), 3, 39, "methods: \"PURGE\" is not an HTTP method");
+    /* A cost names a method as the request line does. */
+    expect_one_error(
+        ROUTE_HEAD "    limit: {algorithm: gcra, requests: 5, per: 1s, cost: {GETT: 2}}\n", 5, 59,
+        "cost: \"GETT\" is not default or a method in capitals (GET, HEAD, POST, "
+        "PUT, DELETE, CONNECT, OPTIONS, TRACE or PATCH)");
+    expect_one_error(ROUTE_HEAD
+                     "    limit: {algorithm: gcra, requests: 5, per: 1s, cost: {post: 2}}\n",
+                     5, 59, "cost: \"post\" is not default or a method in capitals");
+    c = load_valid(ROUTE_HEAD
+                   "    limit: {algorithm: gcra, requests: 5, per: 1s, cost: {PATCH: 2}}\n");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].limits[0].costs[0].method, "PATCH");
+    unload(c);
+    c = load_valid(MATCH_ROUTE("[get, Patch, OPTIONS, DELETE, PUT, HEAD, TRACE, CONNECT, POST]"));
+    CU_ASSERT_STRING_EQUAL(c->routes[0].methods[0], "GET");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].methods[1], "PATCH");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].methods[8], "POST");
+    CU_ASSERT_PTR_NULL(c->routes[0].methods[9]);
+    unload(c);
+}
+
+static void test_limit_keys_named(void)
+{
+    expect_one_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 5, per: 0s}\n", 5, 48,
+                     "per must be at least 1ms");
+    expect_one_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 5, per: 500us}\n", 5, 48,
+                     "per: \"500us\" is not a duration");
+    expect_one_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 5, per: 367d}\n", 5, 48,
+                     "per must be at most 366d");
+    expect_one_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 5}\n", 5, 12,
+                     "limit: per is required");
+    expect_one_error(ROUTE_HEAD "    limit: {requests: 5, per: 1s}\n", 5, 12,
+                     "limit: algorithm is required");
+    expect_one_error(ROUTE_HEAD "    limit: {per: 1s}\n", 5, 12,
+                     "limit: algorithm and requests are required");
+    expect_one_error(ROUTE_HEAD "    limit: {name: x}\n", 5, 12,
+                     "limit: algorithm, requests and per are required");
+}
+
+static void test_max_body_bounded(void)
+{
+    struct config *c;
+
+    expect_one_error("server: {max_body: 65GiB}\n" ROUTE_HEAD, 1, 20,
+                     "max_body: \"65GiB\" is out of range (at most 64GiB)");
+    expect_one_error("server: {max_body: 100000000000}\n" ROUTE_HEAD, 1, 20,
+                     "max_body: \"100000000000\" is out of range");
+    c = load_valid("server: {max_body: 64GiB}\n" ROUTE_HEAD);
+    CU_ASSERT_EQUAL(c->server.max_body, 64ULL << 30);
+    unload(c);
+    c = load_valid("server: {max_body: 0}\n" ROUTE_HEAD);
+    CU_ASSERT_EQUAL(c->server.max_body, 0);
+    unload(c);
+}
+
+static void test_did_you_mean(void)
+{
+    expect_one_error("server: {max_bdy: 1MiB}\n" ROUTE_HEAD, 1, 10,
+                     "server: unknown key \"max_bdy\"; did you mean max_body?");
+    expect_one_error("server: {Listen: \"127.0.0.1:1\"}\n" ROUTE_HEAD, 1, 10,
+                     "server: unknown key \"Listen\"; did you mean listen?");
+    expect_one_error("server: {MAX_BODY: 1MiB}\n" ROUTE_HEAD, 1, 10,
+                     "server: unknown key \"MAX_BODY\"; did you mean max_body?");
+    expect_one_error(ROUTE_HEAD "    limit: {algoritm: gcra, requests: 5, per: 1s}\n", 5, 13,
+                     "limit: unknown key \"algoritm\"; did you mean algorithm?");
+    expect_one_error(ROUTE_HEAD "    mtach: {path_prefix: /}\n", 5, 5,
+                     "route: unknown key \"mtach\"; did you mean match?");
+    /* Nothing near: no guess. */
+    expect_one_error("server:\n  colour: blue\n" ROUTE_HEAD, 2, 3,
+                     "server: unknown key \"colour\"\n");
+    /* Two keys equally near (deny and key): no guess either. */
+    expect_one_error(ROUTE_HEAD "    dey: ip\n", 5, 5, "route: unknown key \"dey\"\n");
+}
+
+static void test_merge_keys_refused(void)
+{
+    struct config *c;
+
+    /* The usual way to share route settings in YAML, refused at the <<, alias and all. */
+    expect_one_error("routes:\n  - &base\n    name: a\n    match: {path_prefix: /a/}\n"
+                     "    upstream: \"http://x:1\"\n  - <<: *base\n    name: b\n",
+                     6, 5,
+                     "<<: merge keys are not supported; give routes the same limits with "
+                     "plans:");
+    expect_one_error(ROUTE_HEAD "    <<: {timeout: 5s}\n", 5, 5,
+                     "<<: merge keys are not supported");
+    /* "<<" quoted is an ordinary (unknown) key; a value << is no merge key. */
+    expect_one_error(ROUTE_HEAD "    \"<<\": 1\n", 5, 5, "route: unknown key \"<<\"");
+    c = load_valid(ROUTE_HEAD "    set_headers: {X-Arrows: <<}\n");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].set_headers[0].value, "<<");
+    unload(c);
+}
+
+static void test_directory_named(void)
+{
+    char dir[] = "/tmp/sluice-test-dir-XXXXXX", want[128], *errors = NULL;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    CU_ASSERT_PTR_NULL(config_load(dir, &errors));
+    snprintf(want, sizeof want, "%s: is a directory; name the config file in it (such as %s/", dir,
+             dir);
+    CU_ASSERT_PTR_NOT_NULL(errors);
+    CU_ASSERT_PTR_NOT_NULL(errors != NULL ? strstr(errors, want) : NULL);
+    free(errors);
+    rmdir(dir);
+}
+
+/* Two routes, `first` and `second` (each "path_prefix: ..., more" inside match: {}, then any
+ * route keys), loaded: their warnings, or NULL; the caller frees them. */
+static char *route_pair_warnings(const char *first, const char *second)
+{
+    char yaml[1024], *warnings;
+    struct config *c;
+
+    snprintf(yaml, sizeof yaml,
+             "routes:\n  - name: a\n    match: {%s}\n    upstream: \"http://x:1\"\n"
+             "  - name: b\n    match: {%s}\n    upstream: \"http://x:1\"\n",
+             first, second);
+    c = load_valid(yaml);
+    warnings = c->warnings != NULL ? strdup(c->warnings) : NULL;
+    unload(c);
+    return warnings;
+}
+
+static void expect_shadowed(const char *first, const char *second, const char *how)
+{
+    char *warnings = route_pair_warnings(first, second), want[512];
+
+    snprintf(want, sizeof want,
+             "%s:6:12: warning: route \"b\" can never match: route \"a\" (line 3) comes first "
+             "with the same path_prefix %s\n",
+             path, how);
+    if (warnings == NULL || strcmp(warnings, want) != 0)
+        fprintf(stderr, "\nexpected %s for {%s} then {%s}, got %s", want, first, second,
+                warnings != NULL ? warnings : "none\n");
+    CU_ASSERT_PTR_NOT_NULL(warnings);
+    CU_ASSERT_STRING_EQUAL(warnings != NULL ? warnings : "", want);
+    free(warnings);
+}
+
+static void expect_not_shadowed(const char *first, const char *second)
+{
+    char *warnings = route_pair_warnings(first, second);
+
+    if (warnings != NULL)
+        fprintf(stderr, "\nexpected no warning for {%s} then {%s}, got %s", first, second,
+                warnings);
+    CU_ASSERT_PTR_NULL(warnings);
+    free(warnings);
+}
+
+static void test_shadowed_routes_warned(void)
+{
+    expect_shadowed("path_prefix: /api/", "path_prefix: /api/, methods: [GET]",
+                    "/api/, any method and any host");
+    expect_shadowed("path_prefix: /api/, methods: [GET, POST]",
+                    "path_prefix: /api/, methods: [post]",
+                    "/api/, every method of this one and any host");
+    /* HEAD is matched as GET is (routes.c). */
+    expect_shadowed("path_prefix: /api/, methods: [GET]", "path_prefix: /api/, methods: [HEAD]",
+                    "/api/, every method of this one and any host");
+    expect_shadowed("path_prefix: /, host: api.example.com",
+                    "path_prefix: /, host: API.example.com, methods: [PUT]",
+                    "/, any method and the same host");
+    expect_shadowed("path_prefix: /api/", "path_prefix: /api/, host: api.example.com",
+                    "/api/, any method and any host");
+    /* Each takes requests the other does not. */
+    expect_not_shadowed("path_prefix: /api/, methods: [GET]", "path_prefix: /api/");
+    expect_not_shadowed("path_prefix: /api/, methods: [GET]",
+                        "path_prefix: /api/, methods: [GET, POST]");
+    expect_not_shadowed("path_prefix: /api/, methods: [HEAD]",
+                        "path_prefix: /api/, methods: [GET]");
+    expect_not_shadowed("path_prefix: /api/, host: a.example",
+                        "path_prefix: /api/, host: b.example");
+    expect_not_shadowed("path_prefix: /api/, host: a.example", "path_prefix: /api/");
+    /* The longest prefix wins, wherever it stands. */
+    expect_not_shadowed("path_prefix: /", "path_prefix: /api/");
+    expect_not_shadowed("path_prefix: /api/", "path_prefix: /api");
+}
+
+/* A strip_prefix route takes whole segments only: /api does not take /apix from a later /api. */
+static void test_strip_prefix_shadowing(void)
+{
+    struct config *c;
+
+    c = load_valid("routes:\n  - name: a\n    match: {path_prefix: /api}\n    strip_prefix: true\n"
+                   "    upstream: \"http://x:1\"\n"
+                   "  - name: b\n    match: {path_prefix: /api}\n    upstream: \"http://x:1\"\n");
+    CU_ASSERT_PTR_NULL(c->warnings);
+    unload(c);
+    c = load_valid("routes:\n  - name: a\n    match: {path_prefix: /api/}\n    strip_prefix: true\n"
+                   "    upstream: \"http://x:1\"\n"
+                   "  - name: b\n    match: {path_prefix: /api/}\n    upstream: \"http://x:1\"\n");
+    CU_ASSERT_PTR_NOT_NULL(c->warnings);
+    CU_ASSERT_PTR_NOT_NULL(c->warnings != NULL ? strstr(c->warnings, ":7:12: warning: route \"b\"")
+                                               : NULL);
+    unload(c);
+}
+
+static void test_log_memory_budget(void)
+{
+    struct config *c;
+
+    /* 1000 x 8 B x 100,000 = 762.9 MiB, over the default 256MiB. */
+    expect_one_error(ROUTE_HEAD "    limit: {algorithm: sliding_window_log, requests: 1000, "
+                                "per: 1m}\n",
+                     5, 54,
+                     "limit: sliding_window_log keeps 8 bytes per request for each client: 1000 "
+                     "requests x 8 B x 100000 clients (limiter.max_clients) is 762.9 MiB at worst, "
+                     "over limiter.max_memory (256MiB); use sliding_window_counter");
+    /* The same in a plan, and judged by a limiter: section that comes after it. */
+    expect_one_error(
+        "plans:\n  gold: {algorithm: sliding_window_log, requests: 100, per: 1m}\n" ROUTE_HEAD
+        "    plan: gold\nlimiter: {max_clients: 1000000}\n",
+        2, 51,
+        "limit: sliding_window_log keeps 8 bytes per request for each "
+        "client: 100 requests x 8 B x 1000000 clients");
+    /* 335 x 8 x 100,000 = 255.6 MiB fits; so does more with a larger budget or fewer clients. */
+    c = load_valid(ROUTE_HEAD
+                   "    limit: {algorithm: sliding_window_log, requests: 335, per: 1m}\n");
+    CU_ASSERT_EQUAL(c->max_memory, 256ULL << 20);
+    unload(c);
+    c = load_valid("limiter: {max_memory: 1GiB}\n" ROUTE_HEAD
+                   "    limit: {algorithm: sliding_window_log, requests: 1000, per: 1m}\n");
+    CU_ASSERT_EQUAL(c->max_memory, 1ULL << 30);
+    unload(c);
+    c = load_valid("limiter: {max_clients: 1000}\n" ROUTE_HEAD
+                   "    limit: {algorithm: sliding_window_log, requests: 30000, per: 1m}\n");
+    unload(c);
+    /* Other algorithms keep a fixed state a client. */
+    c = load_valid(ROUTE_HEAD "    limit: {algorithm: sliding_window_counter, requests: 1000000, "
+                              "per: 1m}\n");
+    unload(c);
+    expect_one_error("limiter: {max_memory: 512KiB}\n" ROUTE_HEAD, 1, 23,
+                     "max_memory: \"512KiB\" is out of range (from 1MiB to 1024GiB)");
+}
+
+/* Whether `text` names `key` as documentation does: "key:" as YAML writes it, or `key` (or
+ * `section.key`) as prose does, not inside a longer name. */
+static bool mentions(const char *text, const char *key)
+{
+    size_t len = strlen(key);
+
+    for (const char *p = strstr(text, key); p != NULL; p = strstr(p + 1, key)) {
+        bool starts = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+
+        if (starts && (p[len] == ':' || p[len] == '`'))
+            return true;
+    }
+    return false;
+}
+
+struct documented {
+    char *example, *readme;
+    unsigned keys, missing;
+};
+
+static void expect_documented(const char *section, const char *key, void *cls)
+{
+    struct documented *d = cls;
+
+    d->keys++;
+    if (!mentions(d->example, key)) {
+        fprintf(stderr, "\nconfig/sluice.yaml does not show %s%s%s", section,
+                section[0] != '\0' ? "." : "", key);
+        d->missing++;
+    }
+    if (!mentions(d->readme, key)) {
+        fprintf(stderr, "\nREADME.md does not document %s%s%s", section,
+                section[0] != '\0' ? "." : "", key);
+        d->missing++;
+    }
+}
+
+/* Every key the loader's tables know is shown in the example config and documented in the
+ * README, so that neither can fall behind the code. */
+static void test_every_key_documented(void)
+{
+    struct documented d = {0};
+    size_t len;
+    char why[128];
+
+    CU_ASSERT_EQUAL_FATAL(config_read_file("config/sluice.yaml", 1 << 20, &d.example, &len, why),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(config_read_file("README.md", 1 << 20, &d.readme, &len, why), 0);
+    config_known_keys(expect_documented, &d);
+    CU_ASSERT(d.keys > 100);
+    CU_ASSERT_EQUAL(d.missing, 0);
+    CU_ASSERT_FALSE(mentions("max_bodyx: 1", "max_body"));
+    CU_ASSERT_FALSE(mentions("server.max_body_size: 1", "max_body"));
+    CU_ASSERT_TRUE(mentions("`server.max_body`", "max_body"));
+    free(d.example);
+    free(d.readme);
+}
+
+/* The container's config drains within the time docker and podman give a container to stop
+ * (10 s unless told) and within compose.yaml's stop_grace_period, as its comment says: past
+ * it, requests in flight are cut by SIGKILL. */
+static void test_container_drain_below_stop_timeout(void)
+{
+    char *compose = NULL, why[128], *errors = NULL, value[16];
+    const char *grace;
+    struct config *c = config_load("docker/etc/sluice.yaml", &errors);
+    int64_t grace_ns = 0;
+    size_t len;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT(c->server.drain_timeout_ns < 10 * 1000000000LL);
+    CU_ASSERT_EQUAL_FATAL(config_read_file("docker/compose.yaml", 1 << 20, &compose, &len, why), 0);
+    grace = strstr(compose, "stop_grace_period: ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(grace);
+    grace += strlen("stop_grace_period: ");
+    snprintf(value, sizeof value, "%.*s", (int)strcspn(grace, " \n#"), grace);
+    CU_ASSERT_EQUAL(config_parse_duration(value, &grace_ns), 0);
+    CU_ASSERT(c->server.drain_timeout_ns < grace_ns);
+    free(compose);
+    config_free(c);
+}
+
 void register_load_tests(void)
 {
     CU_pSuite s = add_suite("config_load");
@@ -1888,4 +2221,20 @@ void register_load_tests(void)
     add_test(s, "tracing.sample", test_tracing);
     add_test(s, "server.tls: certificates, versions, ciphers", test_tls);
     add_test(s, "server.tls problems, each at its line", test_tls_errors);
+
+    s = add_suite("config_check");
+    add_test(s, "methods: RFC 9110's and PATCH, others listed", test_methods_checked);
+    add_test(s, "a limit's missing keys by name; per at least 1ms", test_limit_keys_named);
+    add_test(s, "max_body at most 64GiB", test_max_body_bounded);
+    add_test(s, "an unknown key near a known one: did you mean", test_did_you_mean);
+    add_test(s, "YAML merge keys are refused, saying what to use", test_merge_keys_refused);
+    add_test(s, "-c DIR: is a directory", test_directory_named);
+    add_test(s, "a route an earlier one shadows is warned of, naming both lines",
+             test_shadowed_routes_warned);
+    add_test(s, "a strip_prefix route shadows by whole segments", test_strip_prefix_shadowing);
+    add_test(s, "sliding_window_log's worst case within limiter.max_memory",
+             test_log_memory_budget);
+    add_test(s, "every key is in config/sluice.yaml and README.md", test_every_key_documented);
+    add_test(s, "the container's drain_timeout is below its stop timeouts",
+             test_container_drain_below_stop_timeout);
 }

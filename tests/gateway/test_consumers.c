@@ -351,7 +351,17 @@ static void test_consumers_file(void)
     c = config_load(main_path, &errors);
     CU_ASSERT_PTR_NULL(c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(errors);
-    snprintf(where, sizeof where, "%s:4:44: consumer: unknown key \"colour\"", file_path);
+    snprintf(where, sizeof where, "%s:4:44: consumer: unknown key \"colour\"\n", file_path);
+    CU_ASSERT_PTR_NOT_NULL(strstr(errors, where));
+    free(errors);
+    /* A key near a known one is named, as in the config itself. */
+    write_file(dir, "people.yaml", "consumers:\n  - {name: erin, key: erin-key, plna: free}\n",
+               file_path);
+    c = config_load(main_path, &errors);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(errors);
+    snprintf(where, sizeof where, "%s:2:33: consumer: unknown key \"plna\"; did you mean plan?",
+             file_path);
     CU_ASSERT_PTR_NOT_NULL(strstr(errors, where));
     free(errors);
     write_file(dir, "people.yaml",

@@ -189,6 +189,7 @@ void register_proxy_tests(void);
 void register_deploy_tests(void);
 void register_limits_tests(void);
 void register_cli_tests(void);
+void register_docs_tests(void);
 void register_upstreams_tests(void);
 void register_reload_tests(void);
 void register_observe_tests(void);

@@ -27,6 +27,7 @@ int main(int argc, char **argv)
     register_proxy_tests();
     register_limits_tests();
     register_cli_tests();
+    register_docs_tests();
     register_upstreams_tests();
     register_reload_tests();
     register_observe_tests();

@@ -1,5 +1,6 @@
 /* The command line and the process: --check, --version, --help, a taken port, SIGTERM. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,95 @@ static void test_check(void)
     unlink("/tmp/sluice-it-bad.yaml");
     CU_ASSERT_EQUAL(run_sluice("--check -c /nonexistent.yaml", out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot read"));
+}
+
+/* What is legal but surely unintended is printed at its place, and --check still passes;
+ * a directory named by -c says so. */
+static void test_check_warns(void)
+{
+    char out[4096];
+
+    write_file("/tmp/sluice-it-shadow.yaml",
+               "routes:\n  - name: all\n    match: {path_prefix: /api/}\n"
+               "    upstream: \"http://127.0.0.1:1\"\n"
+               "  - name: reads\n    match: {path_prefix: /api/, methods: [GET]}\n"
+               "    upstream: \"http://127.0.0.1:1\"\n");
+    CU_ASSERT_EQUAL(run_sluice("--check -c /tmp/sluice-it-shadow.yaml", out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "OK, 2 routes"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-shadow.yaml:6:12: warning: route \"reads\" "
+                                       "can never match: route \"all\" (line 3)"));
+    unlink("/tmp/sluice-it-shadow.yaml");
+    CU_ASSERT_EQUAL(run_sluice("--check -c config/sluice.yaml", out, sizeof out), 0);
+    CU_ASSERT_PTR_NULL(strstr(out, "warning:"));
+    CU_ASSERT_EQUAL(run_sluice("--check -c config", out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "config: is a directory; name the config file in it"));
+}
+
+/* The pid of the only child of `parent`, once it has one (within 5 s); 0 if none came. */
+static pid_t only_child(pid_t parent)
+{
+    char path[64];
+    int child = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)parent, (int)parent);
+    for (int i = 0; i < 500 && child == 0; i++) {
+        FILE *f = fopen(path, "r");
+
+        if (f == NULL || fscanf(f, "%d", &child) != 1)
+            child = 0;
+        if (f != NULL)
+            fclose(f);
+        if (child == 0)
+            usleep(10000);
+    }
+    return (pid_t)child;
+}
+
+/* The demo upstream is PID 1 of its container, where a signal left at its default action is
+ * ignored: `docker stop` must end it at once, not after the stop timeout. Run here as PID 1 of
+ * a PID namespace of its own (unshare), and sent SIGTERM from outside it as the runtime does. */
+static void test_demo_upstream_stops_as_pid_1(void)
+{
+    int out[2], status = 0;
+    pid_t unshare, upstream_pid;
+    char line[128] = "";
+    bool exited = false;
+    double start, took;
+    FILE *f;
+
+    CU_ASSERT_EQUAL_FATAL(pipe(out), 0);
+    unshare = fork();
+    if (unshare == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        execlp("unshare", "unshare", "--user", "--map-root-user", "--pid", "--fork",
+               "build/test_upstream", "127.0.0.1:0", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    f = fdopen(out[0], "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof line, f));
+    CU_ASSERT_EQUAL(strncmp(line, "listening on 127.0.0.1:", 23), 0);
+    upstream_pid = only_child(unshare);
+    CU_ASSERT(upstream_pid > 0);
+    start = seconds_now();
+    if (upstream_pid > 0)
+        kill(upstream_pid, SIGTERM);
+    while (!exited && seconds_now() - start < 3) {
+        exited = waitpid(unshare, &status, WNOHANG) == unshare;
+        if (!exited)
+            sleep_ms(10);
+    }
+    took = seconds_now() - start;
+    if (!exited) { /* never left running, even when the test fails */
+        kill(upstream_pid > 0 ? upstream_pid : unshare, SIGKILL);
+        waitpid(unshare, &status, 0);
+    }
+    CU_ASSERT_TRUE(exited);
+    CU_ASSERT(took < 1);
+    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    fclose(f);
 }
 
 static void test_version_help_usage(void)
@@ -146,6 +236,8 @@ void register_cli_tests(void)
     CU_pSuite s = add_suite_with("cli", NULL, NULL);
 
     add_test(s, "--check names every problem", test_check);
+    add_test(s, "--check prints warnings and passes; -c DIR", test_check_warns);
+    add_test(s, "the demo upstream stops on SIGTERM as PID 1", test_demo_upstream_stops_as_pid_1);
     add_test(s, "--version, --help and bad usage", test_version_help_usage);
     add_test(s, "a taken port is a clear error", test_port_taken);
     add_test(s, "--healthcheck", test_healthcheck);

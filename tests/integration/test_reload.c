@@ -205,6 +205,29 @@ static void test_thousand_reloads_under_load(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 10000), 0);
 }
 
+/* A reload to a config that is valid but holds a route that can never match takes, and logs
+ * the loader's warning at the route's place, naming the route that shadows it. */
+static void test_reload_warns(void)
+{
+    struct proc gw;
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, ONE_ROUTE("5"), upstream.port, "false"), 0);
+    rewrite_config(&gw, true,
+                   ONE_ROUTE("1") "  - name: copy\n    match: {path_prefix: /, methods: [GET]}\n"
+                                  "    upstream: \"http://127.0.0.1:%1$u\"\n",
+                   upstream.port, "false");
+    kill(gw.pid, SIGHUP);
+    CU_ASSERT_TRUE(wait_for_log(&gw, "reloaded", 1, 3000));
+    CU_ASSERT_TRUE(wait_for_log(&gw,
+                                ":8:12: warning: route \"copy\" can never match: route \"r\" "
+                                "(line 4) comes first with the same path_prefix /",
+                                1, 0));
+    /* Route r takes the GETs, as the warning says. */
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429);
+    CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+}
+
 void register_reload_tests(void)
 {
     CU_pSuite s = add_suite_with("reload", NULL, NULL);
@@ -215,4 +238,5 @@ void register_reload_tests(void)
     add_test(s, "clients keep their state across reloads", test_state_survives_reload);
     add_test(s, "${VAR} and ${VAR:-default}", test_environment_variables);
     add_test(s, "a thousand reloads under load", test_thousand_reloads_under_load);
+    add_test(s, "a reload logs the loader's warnings", test_reload_warns);
 }
