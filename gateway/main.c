@@ -15,6 +15,7 @@
 #include "log.h"
 #include "proxy.h"
 #include "server.h"
+#include "simulate.h"
 #include "watch.h"
 
 #define SLUICE_VERSION "0.1.0"
@@ -417,6 +418,9 @@ int main(int argc, char **argv)
     char *errors = NULL;
     sigset_t signals;
     int opt;
+
+    if (argc > 1 && strcmp(argv[1], "simulate") == 0)
+        return gw_simulate_main(argc - 1, argv + 1);
 
     while ((opt = getopt_long(argc, argv, "c:h", options, NULL)) != -1) {
         switch (opt) {

@@ -27,5 +27,6 @@ void register_backends_tests(void);
 void register_target_after_tests(void);
 void register_body_tests(void);
 void register_trace_tests(void);
+void register_log_line_tests(void);
 
 #endif

@@ -37,6 +37,7 @@ int main(int argc, char **argv)
     register_target_after_tests();
     register_body_tests();
     register_trace_tests();
+    register_log_line_tests();
 
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)

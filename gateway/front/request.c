@@ -57,6 +57,8 @@ struct gw_request {
     size_t binding; /* the decision the fields and Retry-After report */
     enum gw_decision decision;
     char key[GW_KEY_LEN];
+    char ip_key[GW_KEY_LEN]; /* the client's ip key, for the access log (simulate.h) */
+    int64_t decided_ns;      /* the limiter clock when the limits decided; 0: they did not */
     const char *ids[LIMITER_MAX_PER_REQUEST];             /* each limit's key: `key` or below */
     uint64_t costs[LIMITER_MAX_PER_REQUEST];              /* each limit's units (cost:) */
     char limit_keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN]; /* limits that name their own key */
@@ -422,15 +424,6 @@ static int client_key(struct gw_request *rq, struct MHD_Connection *c, enum conf
     return 0;
 }
 
-/* The units a request with `method` takes of `limit` (its cost:, 1 by default). */
-static uint64_t cost_of(const struct config_limit *limit, const char *method)
-{
-    for (size_t i = 0; i < limit->n_costs; i++)
-        if (strcmp(limit->costs[i].method, method) == 0)
-            return limit->costs[i].units;
-    return limit->default_cost > 0 ? limit->default_cost : 1;
-}
-
 /* Where the route's key names a consumer (config.h, "Consumers and plans"): the consumer's plan
  * and name as the limits' set and key, or for an unknown key the anonymous plan and the
  * client's address. 0, or -1 when the request is refused: 401 for an unknown key (unless the
@@ -500,7 +493,8 @@ static bool decide_here(struct gw_request *rq)
 {
     const struct gw_limit_set *set = rq->set;
 
-    if (limiter_decide_all_cost(set->limiters, set->n_limits, rq->ids, rq->costs, limiter_now_ns(),
+    rq->decided_ns = limiter_now_ns();
+    if (limiter_decide_all_cost(set->limiters, set->n_limits, rq->ids, rq->costs, rq->decided_ns,
                                 rq->decisions) != 0)
         return conclude(rq, false); /* out of memory for this client's state: refuse */
     return conclude(rq, all_allowed(rq));
@@ -588,6 +582,7 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
         return false;
     }
     exempt = gw_cidrs_contain(&route->exempt, &client);
+    gw_ip_key(&client, route->ipv6_prefix_len, rq->ip_key);
 
     if (route->identifies_consumers) {
         if (identify_consumer(rq, c, &client, exempt) != 0)
@@ -599,7 +594,7 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
     for (size_t i = 0; i < set->n_limits; i++) {
         const struct config_limit *limit = &set->config[i];
 
-        rq->costs[i] = cost_of(limit, rq->method);
+        rq->costs[i] = gw_limit_cost(limit, rq->method);
         if (set->route_key[i])
             rq->ids[i] = rq->key; /* most limits count under the route's key */
         else if (client_key(rq, c, limit->key_kind, limit->key_name, &client, rq->limit_keys[i]) !=
@@ -612,8 +607,10 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
         rq->decision = GW_EXEMPT;
         return true;
     }
-    if (set->n_limits == 0)
+    if (set->n_limits == 0) {
+        rq->decided_ns = limiter_now_ns(); /* decided: by no limit, which a log replay can vary */
         return true;
+    }
     rq->limited = true;
     if (r->shared && rq->loop != NULL) {
         rq->store_pending = true;
@@ -1721,6 +1718,30 @@ static const char *denying_limit(const struct gw_request *rq)
     return rq->set->config[rq->binding].name;
 }
 
+/* The keys the request was counted under (or, for "ip", could have been), with their sources
+ * written into `sources`, for the access log's keys. */
+static size_t access_keys(const struct gw_request *rq, struct gw_access_key *keys,
+                          char sources[][GW_KEY_SOURCE_LEN])
+{
+    const struct config_route *route = route_of(rq);
+    size_t n = 0;
+
+    if (rq->ip_key[0] == '\0' || rq->key[0] == '\0')
+        return 0;
+    keys[n++] = (struct gw_access_key){"ip", rq->ip_key};
+    gw_key_source(route->key_kind, route->key_name, route->identifies_consumers, sources[n]);
+    keys[n] = (struct gw_access_key){sources[n], rq->key};
+    n++;
+    for (size_t i = 0; i < rq->set->n_limits; i++)
+        if (!rq->set->route_key[i]) {
+            gw_key_source(rq->set->config[i].key_kind, rq->set->config[i].key_name, false,
+                          sources[n]);
+            keys[n] = (struct gw_access_key){sources[n], rq->limit_keys[i]};
+            n++;
+        }
+    return n;
+}
+
 /* The client's address as its keys see it, as text into `out`, where the access log has it;
  * NULL otherwise (not logged, or not an IP connection). */
 static const char *access_client_addr(const struct gw_request *rq, char out[INET6_ADDRSTRLEN])
@@ -1740,7 +1761,7 @@ void gw_request_done(struct gw_request *rq)
     int64_t now = limiter_now_ns();
     const struct config_route *route = route_of(rq);
     const struct config *config = rq->runtime->config;
-    char client_addr[INET6_ADDRSTRLEN];
+    char client_addr[INET6_ADDRSTRLEN], sources[GW_ACCESS_KEYS_MAX][GW_KEY_SOURCE_LEN];
     /* A refused head reached libmicrohttpd as a stand-in (wire.h): its line says nothing. */
     bool stand_in = rq->head->fault != 0 && !rq->head->fault_in_body &&
                     rq->head->fault_at == rq->index;
@@ -1765,6 +1786,8 @@ void gw_request_done(struct gw_request *rq)
         .upstream_server = rq->attempts > 0 ? route->servers[rq->server].url : "",
         .request_id = rq->request_id,
         .trace_id = rq->trace.trace_id,
+        .host = stand_in ? NULL : rq->host,
+        .decided_ns = rq->decided_ns,
     };
 
     close_attempt(rq);
@@ -1772,6 +1795,8 @@ void gw_request_done(struct gw_request *rq)
     if (route != NULL)
         gw_metrics_count_request(route_runtime_of(rq)->metrics, rq->set ? rq->set->plan : NULL,
                                  rq->decision, now - rq->start_ns);
+    if (route != NULL && rq->set != NULL)
+        entry.n_keys = access_keys(rq, entry.keys, sources);
     if (rq->started)
         gw_access_log_write(rq->runtime->access_log_fd, config->server.access_log_client, &entry);
     gw_runtime_release(rq->runtime);

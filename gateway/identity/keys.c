@@ -171,3 +171,18 @@ void gw_value_key(const char *kind, const char *value, char out[GW_KEY_LEN])
     sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
     snprintf(out, GW_KEY_LEN, "%s#%s", kind, hex);
 }
+
+void gw_key_source(enum config_key_kind kind, const char *name, bool consumer,
+                   char out[GW_KEY_SOURCE_LEN])
+{
+    if (consumer)
+        snprintf(out, GW_KEY_SOURCE_LEN, "consumer");
+    else if (kind == CONFIG_KEY_HEADER) {
+        snprintf(out, GW_KEY_SOURCE_LEN, "header:%s", name);
+        for (char *c = out; *c != '\0'; c++)
+            *c = (char)tolower((unsigned char)*c);
+    } else if (kind == CONFIG_KEY_QUERY)
+        snprintf(out, GW_KEY_SOURCE_LEN, "query:%s", name);
+    else
+        snprintf(out, GW_KEY_SOURCE_LEN, "ip");
+}

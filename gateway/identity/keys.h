@@ -38,6 +38,7 @@
 
 #define GW_KEY_LEN       320 /* fits "query#" + a 64-char digest, or a 256-byte value */
 #define GW_KEY_MAX_VALUE 256
+#define GW_KEY_SOURCE_LEN 48 /* fits "header:" and a 40-byte name; longer names are cut */
 
 struct gw_addr {
     int family; /* AF_INET (4 bytes used, the rest 0) or AF_INET6 (never IPv4-mapped) */
@@ -63,5 +64,11 @@ void gw_ip_key(const struct gw_addr *addr, unsigned ipv6_prefix_len, char out[GW
 
 /* The key for `value` of a header or query parameter (`kind` "header" or "query"). */
 void gw_value_key(const char *kind, const char *value, char out[GW_KEY_LEN]);
+
+/* Where a key of `kind` and `name` comes from, as the access log names it: "ip",
+ * "header:NAME" (NAME lower case: header names have no case), "query:NAME", or "consumer" when
+ * `consumer` (a route that names consumers counts them as "consumer:NAME"). */
+void gw_key_source(enum config_key_kind kind, const char *name, bool consumer,
+                   char out[GW_KEY_SOURCE_LEN]);
 
 #endif

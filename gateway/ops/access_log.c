@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "access_log.h"
+#include "keys.h"
 #include "log.h"
 #include "respond.h"
 #include "trace.h"
@@ -83,35 +84,67 @@ static size_t utf8_boundary(const char *text, size_t len)
     return len - (lead - 1) < need ? lead - 1 : len;
 }
 
+void gw_access_key_hash(const char *key, char out[17])
+{
+    unsigned char digest[8];
+
+    crypto_generichash(digest, sizeof digest, (const unsigned char *)key, strlen(key), NULL, 0);
+    sodium_bin2hex(out, 17, digest, sizeof digest);
+}
+
 /* The client field, as `how` says: the address as given, or the key's hash made in `hash`. */
 static const char *client_field(enum config_access_client how, const struct gw_access_entry *e,
                                 char hash[17])
 {
-    unsigned char digest[8];
-
     if (how == CONFIG_ACCESS_CLIENT_ADDRESS && e->client != NULL)
         return e->client;
     if (how != CONFIG_ACCESS_CLIENT_HASH || e->client_key == NULL)
         return "";
-    crypto_generichash(digest, sizeof digest, (const unsigned char *)e->client_key,
-                       strlen(e->client_key), NULL, 0);
-    return sodium_bin2hex(hash, 17, digest, sizeof digest);
+    gw_access_key_hash(e->client_key, hash);
+    return hash;
+}
+
+/* "keys":{source:hash,...}, each source once (the first key given for it). */
+static void put_keys(struct line *l, const struct gw_access_entry *e)
+{
+    char hash[17];
+
+    put_text(l, ",\"keys\":{");
+    for (size_t i = 0; i < e->n_keys; i++) {
+        size_t seen = 0;
+
+        while (seen < i && strcmp(e->keys[seen].source, e->keys[i].source) != 0)
+            seen++;
+        if (seen < i)
+            continue;
+        if (i > 0)
+            put(l, ",", 1);
+        put(l, "\"", 1);
+        put_escaped(l, e->keys[i].source, SIZE_MAX, GW_KEY_SOURCE_LEN);
+        put_text(l, "\":\"");
+        gw_access_key_hash(e->keys[i].key, hash);
+        put_text(l, hash);
+        put(l, "\"", 1);
+    }
+    put(l, "}", 1);
 }
 
 void gw_access_log_write(int fd, enum config_access_client how, const struct gw_access_entry *e)
 {
-    char text[4096], hash[17], agent[GW_ACCESS_AGENT_MAX + 1];
+    char text[4096], hash[17], agent[GW_ACCESS_AGENT_MAX + 1], host[GW_ACCESS_HOST_MAX + 1];
     struct line l = {text, text + sizeof text};
     struct timespec now;
-    size_t agent_len;
+    size_t agent_len, host_len;
 
     if (fd < 0)
         return;
     clock_gettime(CLOCK_REALTIME, &now);
     agent_len = gw_json_escape(agent, sizeof agent, e->user_agent ? e->user_agent : "", SIZE_MAX);
+    host_len = gw_json_escape(host, sizeof host, e->host ? e->host : "", SIZE_MAX);
     /* Each escaped field is bounded (path 1 KiB, route 160, method 48, consumer, plan and limit
-     * 64, server 512, user_agent 256, request id 128, trace id 32; client is an address or a
-     * hash), so the line fits. */
+     * 64, server 512, user_agent 256, request id 128, trace id 32, host 128, keys 10 sources
+     * of 48 and their hashes; client is an address or a hash), so the line fits (about
+     * 3.8 KiB at most). */
     put_text(&l, "{\"time\":\"");
     put_text(&l, utc_seconds(now.tv_sec));
     put(&l, ".", 1);
@@ -154,7 +187,12 @@ void gw_access_log_write(int fd, enum config_access_client how, const struct gw_
     put_escaped(&l, e->limit ? e->limit : "", SIZE_MAX, 65);
     put_text(&l, "\",\"user_agent\":\"");
     put(&l, agent, utf8_boundary(agent, agent_len));
-    put_text(&l, "\"}\n");
+    put_text(&l, "\",\"host\":\"");
+    put(&l, host, utf8_boundary(host, host_len));
+    put_text(&l, "\",\"decided_ns\":");
+    put_number(&l, (unsigned long long)(e->decided_ns > 0 ? e->decided_ns : 0), 1);
+    put_keys(&l, e);
+    put_text(&l, "}\n");
     if (l.at == l.end)
         return; /* cannot happen with the bounds above; never write half a line */
     gw_log_line(GW_LOG_ACCESS, fd, text, (size_t)(l.at - text));

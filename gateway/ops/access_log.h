@@ -10,7 +10,8 @@
  *  "status":200,"decision":"allowed","upstream_status":200,"upstream_ms":1.8,
  *  "duration_ms":2.1,"bytes":512,"client":"203.0.113.7","consumer":"acme","plan":"gold",
  *  "dropped_headers":0,"upstream_error":"","upstream_server":"http://10.0.0.5:8080",
- *  "limit":"","user_agent":"curl/7.88.1"}
+ *  "limit":"","user_agent":"curl/7.88.1","host":"api.example.com",
+ *  "decided_ns":1795946400121456789,"keys":{"ip":"9f2c4e1a7b3d5f60","header:x-api-key":"0d1e2f3a4b5c6d7e"}}
  *
  * client is what server.access_log.client says: the client's address as its keys see it
  * (behind a trusted proxy, the X-Forwarded-For address; "" when the connection has no IP
@@ -27,6 +28,16 @@
  * consumer and plan are "" unless the route's key named a consumer (config.h); "plan" is then
  * the consumer's. request_id is the id the client and the upstream saw in X-Request-Id, and
  * trace_id the W3C trace the request joined or started, "" for none (trace.h).
+ *
+ * What `sluice simulate` (simulate.h) needs to decide the request again, offline: host is
+ * the Host field as sent (at most GW_ACCESS_HOST_MAX bytes escaped; "" when none),
+ * decided_ns the limiter clock (ns since the epoch, limiter_now_ns()) at which the limits
+ * decided it (0 when they did not: refused earlier, or no IP peer), and keys, for each key
+ * source the request was counted under or could be ("ip" always, the route's key, each
+ * limit's own: "ip", "header:NAME" with NAME lower case, "query:NAME", "consumer"; see
+ * gw_key_source()), the same 64-bit BLAKE2b digest of the key that client's hash mode
+ * writes. Never the key itself, whatever server.access_log.client says; {} when no key was
+ * worked out. The cost of each limit follows from the method.
  */
 #ifndef SLUICE_GATEWAY_ACCESS_LOG_H
 #define SLUICE_GATEWAY_ACCESS_LOG_H
@@ -34,8 +45,17 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "limiter.h"
 
 #define GW_ACCESS_AGENT_MAX 256 /* bytes of user_agent, escaped */
+#define GW_ACCESS_HOST_MAX  128 /* bytes of host, escaped */
+#define GW_ACCESS_KEYS_MAX  (LIMITER_MAX_PER_REQUEST + 2) /* ip, the route's, each limit's */
+
+/* One key a request was counted under: its source (gw_key_source()) and the key. */
+struct gw_access_key {
+    const char *source;
+    const char *key;
+};
 
 struct gw_access_entry {
     const char *route;  /* NULL when no route matched */
@@ -58,7 +78,14 @@ struct gw_access_entry {
     const char *upstream_server; /* the last attempt's server URL; "" when none */
     const char *request_id;      /* trace.h: sane, so written as it is */
     const char *trace_id;        /* 32 hex digits; "" when the request has no trace */
+    const char *host;            /* the Host field, or NULL */
+    int64_t decided_ns;          /* when the limits decided; 0 when they did not */
+    struct gw_access_key keys[GW_ACCESS_KEYS_MAX]; /* a source given twice is logged once */
+    size_t n_keys;
 };
+
+/* The access log's 16-hex-digit digest of `key` (a 64-bit BLAKE2b) into `out`. */
+void gw_access_key_hash(const char *key, char out[17]);
 
 /* Queues the line of `entry` for `fd` (-1: the log is off), its client field as `client`
  * says; never waits on `fd`, which need only stay open for the call. */

@@ -438,6 +438,19 @@ static void access_field(const struct proc *gw, const char *path, const char *na
     json_object_put(o);
 }
 
+/* The keys entry of `source` in the access line of `path` into `out` ("?" when missing). */
+static void access_key(const struct proc *gw, const char *path, const char *source, char *out,
+                       size_t cap)
+{
+    struct json_object *o = access_line(gw, path), *keys, *v;
+
+    snprintf(out, cap, "?");
+    if (o != NULL && json_object_object_get_ex(o, "keys", &keys) &&
+        json_object_object_get_ex(keys, source, &v) && json_object_is_type(v, json_type_string))
+        snprintf(out, cap, "%s", json_object_get_string(v));
+    json_object_put(o);
+}
+
 /* GET `target` with `field` (a "Name: value" header, or NULL); the status. */
 static long get_with(unsigned port, const char *target, const char *field)
 {
@@ -497,6 +510,13 @@ static void test_access_log_client(void)
     CU_ASSERT_TRUE(is_hash(a) && is_hash(c));
     CU_ASSERT_STRING_EQUAL(a, b); /* one key, one hash */
     CU_ASSERT_STRING_NOT_EQUAL(a, c);
+    /* keys: the route's key by its source, the same hash as client; the ip key beside it. */
+    access_key(&gw, "/hash/key-1", "header:x-api-key", b, sizeof b);
+    CU_ASSERT_STRING_EQUAL(a, b);
+    access_key(&gw, "/hash/key-1", "ip", b, sizeof b);
+    access_key(&gw, "/hash/other", "ip", c, sizeof c);
+    CU_ASSERT_TRUE(is_hash(b) && strcmp(a, b) != 0);
+    CU_ASSERT_STRING_EQUAL(b, c); /* one address (the peer, no X-Forwarded-For) */
     log = read_file(gw.access_path);
     CU_ASSERT_PTR_NULL(strstr(log, "secret-key"));
     free(log);
@@ -506,6 +526,8 @@ static void test_access_log_client(void)
     CU_ASSERT_EQUAL(get_with(gw.port, "/none", xff), 200);
     access_field(&gw, "/none", "client", a, sizeof a);
     CU_ASSERT_STRING_EQUAL(a, "");
+    access_key(&gw, "/none", "ip", a, sizeof a); /* keys are hashes, whatever client says */
+    CU_ASSERT_TRUE(is_hash(a));
 
     /* Without trusted_proxies, a client's X-Forwarded-For is no address of its own. */
     RELOAD_WITH(&gw, CLIENT_CONFIG, upstream.port, admin, "", "address", port);

@@ -152,7 +152,7 @@ static void test_access_log_is_json(void)
         const char *fields[] = {"time",        "route",    "method",          "path",
                                 "status",      "decision", "upstream_status", "upstream_ms",
                                 "duration_ms", "bytes",    "client",          "limit",
-                                "user_agent"};
+                                "user_agent",  "host",     "decided_ns",      "keys"};
 
         CU_ASSERT_PTR_NOT_NULL(o);
         if (o == NULL) {

@@ -1,0 +1,763 @@
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "limiter.h"
+#include "log_line.h"
+#include "respond.h"
+#include "routes.h"
+#include "simulate.h"
+#include "target.h"
+
+#define TOP_CLIENTS     10
+#define MALFORMED_SHOWN 10
+#define MAX_MINUTES     (7 * 24 * 60) /* a week; later denials count in the last minute */
+#define SPARK_COLUMNS   60
+#define NS_PER_MINUTE   (60LL * 1000000000)
+
+static const char usage[] =
+    "usage: sluice simulate -c PROPOSED.yaml [--compare CURRENT.yaml] [--format text|json]\n"
+    "                       [--max-denied PERCENT%] [--decisions] ACCESS_LOG... (- for stdin;\n"
+    "                       a .gz log: zcat access.log.gz | sluice simulate -c P.yaml -)\n";
+
+enum skip { SKIP_NOT_DECIDED, SKIP_NO_ROUTE, SKIP_KEY_NOT_LOGGED, SKIP_CONSUMERS, N_SKIPS };
+static const char *const skip_names[N_SKIPS] = {"not_decided", "no_route", "key_not_logged",
+                                                "consumers"};
+
+/* Denials per client hash, open addressing; at most `max` clients are named. */
+struct client_counts {
+    uint64_t *hashes, *denials; /* denials 0: a free slot */
+    size_t cap, n, max;
+    uint64_t unnamed; /* denials of clients past `max` */
+};
+
+struct sim_limit {
+    const struct config_limit *config;
+    struct limiter *limiter;
+    char source[GW_KEY_SOURCE_LEN];
+    uint64_t requests, denied;
+    int64_t first_denial_ns; /* 0: none yet */
+    uint32_t *per_minute;    /* denials, from the run's first minute */
+    size_t n_minutes;
+    struct client_counts clients;
+};
+
+struct sim_route {
+    const struct config_route *config;
+    struct sim_limit limits[LIMITER_MAX_PER_REQUEST];
+    size_t n_limits;
+    uint64_t requests, denied;
+};
+
+struct sim {
+    struct config *config;
+    const char *path;
+    struct sim_route *routes;
+    uint64_t skipped[N_SKIPS];
+    uint64_t requests, denied;
+};
+
+struct run {
+    struct sim proposed, current;
+    bool compare, json, decisions;
+    double max_denied; /* a fraction; < 0: not asked */
+    uint64_t lines, malformed;
+    char malformed_at[MALFORMED_SHOWN][300];
+    int64_t first_minute; /* -1 until a line is decided */
+};
+
+/* --- denied clients ------------------------------------------------------------------- */
+
+static int counts_add(struct client_counts *c, uint64_t hash, uint64_t denials)
+{
+    size_t i;
+
+    if (c->n * 2 >= c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        uint64_t *hashes, *counts;
+
+        if (c->n >= c->max) {
+            c->unnamed += denials;
+            return 0;
+        }
+        hashes = calloc(cap, sizeof *hashes);
+        counts = calloc(cap, sizeof *counts);
+        if (hashes == NULL || counts == NULL) {
+            free(hashes);
+            free(counts);
+            return -1;
+        }
+        for (size_t j = 0; j < c->cap; j++)
+            if (c->denials[j] > 0) {
+                for (i = c->hashes[j] & (cap - 1); counts[i] > 0; i = (i + 1) & (cap - 1))
+                    ;
+                hashes[i] = c->hashes[j];
+                counts[i] = c->denials[j];
+            }
+        free(c->hashes);
+        free(c->denials);
+        c->hashes = hashes;
+        c->denials = counts;
+        c->cap = cap;
+    }
+    for (i = hash & (c->cap - 1); c->denials[i] > 0 && c->hashes[i] != hash;
+         i = (i + 1) & (c->cap - 1))
+        ;
+    if (c->denials[i] == 0)
+        c->n++;
+    c->hashes[i] = hash;
+    c->denials[i] += denials;
+    return 0;
+}
+
+static uint64_t counts_get(const struct client_counts *c, uint64_t hash)
+{
+    for (size_t i = c->cap ? hash & (c->cap - 1) : 0; c->cap > 0 && c->denials[i] > 0;
+         i = (i + 1) & (c->cap - 1))
+        if (c->hashes[i] == hash)
+            return c->denials[i];
+    return 0;
+}
+
+/* The (up to) TOP_CLIENTS slots of `c` with the most denials, most first; how many. */
+static size_t counts_top(const struct client_counts *c, size_t top[TOP_CLIENTS])
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < c->cap; i++) {
+        size_t at;
+
+        if (c->denials[i] == 0)
+            continue;
+        for (at = n; at > 0 && c->denials[top[at - 1]] < c->denials[i]; at--)
+            if (at < TOP_CLIENTS)
+                top[at] = top[at - 1];
+        if (at < TOP_CLIENTS)
+            top[at] = i;
+        if (n < TOP_CLIENTS)
+            n++;
+    }
+    return n;
+}
+
+static void counts_free(struct client_counts *c)
+{
+    free(c->hashes);
+    free(c->denials);
+}
+
+/* --- building and running one config ----------------------------------------------------- */
+
+static int sim_open(struct sim *s, const char *path)
+{
+    char *errors = NULL, why[LIMITER_ERR_LEN];
+
+    s->path = path;
+    s->config = config_load(path, &errors);
+    if (s->config == NULL) {
+        fputs(errors, stderr);
+        free(errors);
+        return -1;
+    }
+    s->routes = calloc(s->config->n_routes ? s->config->n_routes : 1, sizeof *s->routes);
+    if (s->routes == NULL) {
+        fprintf(stderr, "sluice simulate: out of memory\n");
+        return -1;
+    }
+    for (size_t i = 0; i < s->config->n_routes; i++) {
+        struct sim_route *r = &s->routes[i];
+
+        r->config = &s->config->routes[i];
+        for (size_t j = 0; j < r->config->n_limits; j++) {
+            struct sim_limit *l = &r->limits[j];
+            struct limiter_params params = r->config->limits[j].params;
+
+            l->config = &r->config->limits[j];
+            params.max_clients = s->config->max_clients; /* as the gateway runs it */
+            l->limiter = limiter_create(&params, why);
+            if (l->limiter == NULL) {
+                fprintf(stderr, "%s: route %s, limit %s: %s\n", path, r->config->name,
+                        l->config->name, why);
+                return -1;
+            }
+            r->n_limits++;
+            gw_key_source(l->config->key_kind, l->config->key_name, false, l->source);
+            l->clients.max =
+                s->config->max_clients ? s->config->max_clients : LIMITER_DEFAULT_MAX_CLIENTS;
+        }
+    }
+    return 0;
+}
+
+static void sim_close(struct sim *s)
+{
+    for (size_t i = 0; s->routes != NULL && i < s->config->n_routes; i++)
+        for (size_t j = 0; j < s->routes[i].n_limits; j++) {
+            limiter_free(s->routes[i].limits[j].limiter);
+            free(s->routes[i].limits[j].per_minute);
+            counts_free(&s->routes[i].limits[j].clients);
+        }
+    free(s->routes);
+    config_free(s->config);
+}
+
+static int count_denial(struct sim_limit *l, const char *hash, int64_t now_ns, int64_t minute0)
+{
+    int64_t minute = now_ns / NS_PER_MINUTE - minute0;
+
+    l->denied++;
+    if (l->first_denial_ns == 0)
+        l->first_denial_ns = now_ns;
+    if (minute < 0)
+        minute = 0;
+    if (minute >= MAX_MINUTES)
+        minute = MAX_MINUTES - 1;
+    if ((size_t)minute >= l->n_minutes) {
+        size_t n = (size_t)minute + 1 > l->n_minutes * 2 ? (size_t)minute + 1 : l->n_minutes * 2;
+        uint32_t *grown =
+            realloc(l->per_minute, (n < MAX_MINUTES ? n : MAX_MINUTES) * sizeof *grown);
+
+        if (grown == NULL)
+            return -1;
+        n = n < MAX_MINUTES ? n : MAX_MINUTES;
+        memset(grown + l->n_minutes, 0, (n - l->n_minutes) * sizeof *grown);
+        l->per_minute = grown;
+        l->n_minutes = n;
+    }
+    l->per_minute[minute]++;
+    return counts_add(&l->clients, strtoull(hash, NULL, 16), 1);
+}
+
+/* Decides `line` under `s`: 1 denied, 0 allowed, -1 not replayed (`*skip` says why), -2 out
+ * of memory. `denying` receives the names of the limits that denied, comma-separated. */
+static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0, enum skip *skip,
+                  char *denying, size_t denying_len)
+{
+    char routing[GW_LOG_PATH_MAX + 1];
+    const char *reason, *ids[LIMITER_MAX_PER_REQUEST];
+    uint64_t costs[LIMITER_MAX_PER_REQUEST];
+    struct limiter *limiters[LIMITER_MAX_PER_REQUEST];
+    struct limiter_decision out[LIMITER_MAX_PER_REQUEST];
+    struct sim_route *r;
+    bool denied;
+    int route, rc;
+    size_t len = 0;
+
+    denying[0] = '\0';
+    if (line->decided_ns <= 0 || line->decided_ns > LIMITER_MAX_NOW_NS) {
+        *skip = SKIP_NOT_DECIDED;
+        s->skipped[*skip]++;
+        return -1;
+    }
+    route =
+        line->path[0] == '/' && gw_target_path(line->path, routing, &reason) == 0
+            ? gw_route_match(s->config, line->method, routing, line->host[0] ? line->host : NULL)
+            : -1;
+    if (route < 0) {
+        *skip = SKIP_NO_ROUTE;
+        s->skipped[*skip]++;
+        return -1;
+    }
+    r = &s->routes[route];
+    if (r->config->identifies_consumers) {
+        *skip = SKIP_CONSUMERS;
+        s->skipped[*skip]++;
+        return -1;
+    }
+    for (size_t i = 0; i < r->n_limits; i++) {
+        ids[i] = gw_log_line_key(line, r->limits[i].source);
+        if (ids[i] == NULL) {
+            *skip = SKIP_KEY_NOT_LOGGED;
+            s->skipped[*skip]++;
+            return -1;
+        }
+        costs[i] = gw_limit_cost(r->limits[i].config, line->method);
+        limiters[i] = r->limits[i].limiter;
+    }
+    r->requests++;
+    s->requests++;
+    if (r->n_limits == 0)
+        return 0;
+    rc = limiter_decide_all_cost(limiters, r->n_limits, ids, costs, line->decided_ns, out);
+    denied = rc != 0;
+    for (size_t i = 0; i < r->n_limits; i++) {
+        struct sim_limit *l = &r->limits[i];
+
+        l->requests++;
+        if (out[i].allowed && rc == 0)
+            continue;
+        denied = true;
+        if (count_denial(l, ids[i], line->decided_ns, minute0) != 0)
+            return -2;
+        len += (size_t)snprintf(denying + len, len < denying_len ? denying_len - len : 0, "%s%s",
+                                len ? "," : "", l->config->name);
+    }
+    if (denied) {
+        r->denied++;
+        s->denied++;
+    }
+    return denied;
+}
+
+/* --- reading the logs -------------------------------------------------------------------- */
+
+static void note_malformed(struct run *run, const char *file, uint64_t lineno, const char *why)
+{
+    if (run->malformed < MALFORMED_SHOWN)
+        snprintf(run->malformed_at[run->malformed], sizeof run->malformed_at[0],
+                 "%s:%" PRIu64 ": %s", file, lineno, why);
+    run->malformed++;
+}
+
+static void print_decision(const char *file, uint64_t lineno, int rc, enum skip skip,
+                           const char *denying)
+{
+    if (rc == 1)
+        printf("%s:%" PRIu64 " denied %s\n", file, lineno, denying);
+    else if (rc == 0)
+        printf("%s:%" PRIu64 " allowed\n", file, lineno);
+    else
+        printf("%s:%" PRIu64 " skipped %s\n", file, lineno, skip_names[skip]);
+}
+
+static int read_log(struct run *run, const char *file)
+{
+    FILE *in = strcmp(file, "-") == 0 ? stdin : fopen(file, "r");
+    struct gw_log_line line;
+    char *text = NULL, denying[LIMITER_MAX_PER_REQUEST * 70];
+    size_t cap = 0;
+    ssize_t len;
+    uint64_t lineno = 0;
+    int rc = -1;
+
+    if (in == NULL) {
+        fprintf(stderr, "sluice simulate: %s: %m\n", file);
+        return -1;
+    }
+    while ((len = getline(&text, &cap, in)) >= 0) {
+        const char *why;
+        enum skip skip = SKIP_NOT_DECIDED;
+        int decided;
+
+        lineno++;
+        run->lines++;
+        if (len > 0 && text[len - 1] == '\n')
+            len--;
+        if (gw_log_line_parse(text, (size_t)len, &line, &why) != 0) {
+            note_malformed(run, file, lineno, why);
+            if (run->decisions)
+                printf("%s:%" PRIu64 " malformed %s\n", file, lineno, why);
+            continue;
+        }
+        if (run->first_minute < 0 && line.decided_ns > 0)
+            run->first_minute = line.decided_ns / NS_PER_MINUTE;
+        decided = replay(&run->proposed, &line, run->first_minute, &skip, denying, sizeof denying);
+        if (decided == -2)
+            goto out;
+        if (run->decisions)
+            print_decision(file, lineno, decided, skip, denying);
+        if (run->compare) {
+            decided =
+                replay(&run->current, &line, run->first_minute, &skip, denying, sizeof denying);
+            if (decided == -2)
+                goto out;
+        }
+    }
+    if (ferror(in)) {
+        fprintf(stderr, "sluice simulate: %s: %m\n", file);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (rc != 0 && !ferror(in))
+        fprintf(stderr, "sluice simulate: out of memory\n");
+    free(text);
+    if (in != stdin)
+        fclose(in);
+    return rc;
+}
+
+/* --- the report -------------------------------------------------------------------------- */
+
+static double share(uint64_t part, uint64_t whole)
+{
+    return whole > 0 ? (double)part / (double)whole : 0.0;
+}
+
+/* "2026-11-30T10:00:00.123Z" for `ns` since the epoch. */
+static const char *utc_text(int64_t ns, char out[32])
+{
+    time_t seconds = (time_t)(ns / 1000000000);
+    struct tm tm;
+    char whole[24];
+
+    gmtime_r(&seconds, &tm);
+    strftime(whole, sizeof whole, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, 32, "%s.%03dZ", whole, (int)(ns / 1000000 % 1000));
+    return out;
+}
+
+static const struct sim_route *route_named(const struct sim *s, const char *name)
+{
+    for (size_t i = 0; s->routes != NULL && i < s->config->n_routes; i++)
+        if (strcmp(s->routes[i].config->name, name) == 0)
+            return &s->routes[i];
+    return NULL;
+}
+
+static const struct sim_limit *limit_named(const struct sim_route *r, const char *name)
+{
+    for (size_t i = 0; r != NULL && i < r->n_limits; i++)
+        if (strcmp(r->limits[i].config->name, name) == 0)
+            return &r->limits[i];
+    return NULL;
+}
+
+/* The clients `proposed` denied whom no limit of `current` denied, with their denials under
+ * `proposed`, into `out`. 0, or -1 when memory is short. */
+static int newly_denied(const struct sim_route *proposed, const struct sim_route *current,
+                        struct client_counts *out)
+{
+    for (size_t i = 0; i < proposed->n_limits; i++) {
+        const struct client_counts *c = &proposed->limits[i].clients;
+
+        for (size_t k = 0; k < c->cap; k++) {
+            bool before = false;
+
+            if (c->denials[k] == 0)
+                continue;
+            for (size_t j = 0; current != NULL && j < current->n_limits && !before; j++)
+                before = counts_get(&current->limits[j].clients, c->hashes[k]) > 0;
+            if (!before && counts_add(out, c->hashes[k], c->denials[k]) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* Denials per minute as one line of at most SPARK_COLUMNS characters, each column the sum of
+ * `per` minutes, scaled to the busiest column. */
+static void sparkline(const struct sim_limit *l, size_t per, char *out)
+{
+    static const char levels[] = " .:-=+*#%@";
+    size_t columns = (l->n_minutes + per - 1) / per;
+    uint64_t sums[SPARK_COLUMNS] = {0}, max = 0;
+
+    for (size_t m = 0; m < l->n_minutes; m++)
+        sums[m / per] += l->per_minute[m];
+    for (size_t c = 0; c < columns; c++)
+        max = sums[c] > max ? sums[c] : max;
+    for (size_t c = 0; c < columns; c++)
+        out[c] = sums[c] == 0 ? '_' : levels[1 + (sums[c] * 8 + max - 1) / max];
+    out[columns] = '\0';
+}
+
+/* One row: the proposed figures, and with --compare the current config's (`current`: its
+ * denials and requests; NULL when it has no such route or limit). */
+static void text_figures(const char *label, uint64_t requests, uint64_t denied,
+                         int64_t first_denial_ns, bool compare, const uint64_t current[2])
+{
+    char when[32];
+
+    printf("  %-32s %10" PRIu64 " %10" PRIu64 " %8.3f%%  %-24s", label, requests, denied,
+           100.0 * share(denied, requests),
+           first_denial_ns ? utc_text(first_denial_ns, when) : "-");
+    if (compare && current != NULL)
+        printf(" | %10" PRIu64 " %8.3f%%", current[0], 100.0 * share(current[0], current[1]));
+    else if (compare)
+        printf(" | %10s %9s", "-", "-");
+    printf("\n");
+}
+
+static void text_clients(const char *title, const struct client_counts *c)
+{
+    size_t top[TOP_CLIENTS], n = counts_top(c, top);
+
+    if (n == 0)
+        return;
+    printf("      %s:", title);
+    for (size_t i = 0; i < n; i++)
+        printf(" %016" PRIx64 " (%" PRIu64 ")", c->hashes[top[i]], c->denials[top[i]]);
+    if (c->unnamed > 0)
+        printf(" and %" PRIu64 " denials of clients not kept", c->unnamed);
+    printf("\n");
+}
+
+static void text_sim(const struct run *run, const struct sim *s, const char *title)
+{
+    char name[200], spark[SPARK_COLUMNS + 1], when[32];
+    const struct sim *other = s == &run->proposed && run->compare ? &run->current : NULL;
+
+    printf("%s (%s): %" PRIu64 " requests replayed, %" PRIu64 " would be denied (%.3f%%)\n", title,
+           s->path, s->requests, s->denied, 100.0 * share(s->denied, s->requests));
+    printf("  %-32s %10s %10s %9s  %-24s%s\n", "ROUTE / LIMIT", "REQUESTS", "DENIED", "SHARE",
+           "FIRST DENIAL", other ? " |  CURRENT:  DENIED     SHARE" : "");
+    for (size_t i = 0; i < s->config->n_routes; i++) {
+        const struct sim_route *r = &s->routes[i];
+        const struct sim_route *was = other ? route_named(other, r->config->name) : NULL;
+        uint64_t current[2] = {was ? was->denied : 0, was ? was->requests : 0};
+
+        text_figures(r->config->name, r->requests, r->denied, 0, other != NULL,
+                     was ? current : NULL);
+        for (size_t j = 0; j < r->n_limits; j++) {
+            const struct sim_limit *l = &r->limits[j];
+            const struct sim_limit *had = limit_named(was, l->config->name);
+            size_t per = (l->n_minutes + SPARK_COLUMNS - 1) / SPARK_COLUMNS;
+
+            current[0] = had ? had->denied : 0;
+            current[1] = had ? had->requests : 0;
+            snprintf(name, sizeof name, "  %s (%s)", l->config->name, l->config->params.algorithm);
+            text_figures(name, l->requests, l->denied, l->first_denial_ns, other != NULL,
+                         had ? current : NULL);
+            if (l->denied == 0)
+                continue;
+            sparkline(l, per, spark);
+            printf("      denials per %zu min from %.16s: |%s|\n", per,
+                   utc_text(run->first_minute * NS_PER_MINUTE, when), spark);
+            text_clients("most denied clients", &l->clients);
+        }
+    }
+    printf("  not replayed:");
+    for (size_t k = 0; k < N_SKIPS; k++)
+        printf(" %s %" PRIu64, skip_names[k], s->skipped[k]);
+    printf("\n");
+}
+
+static int text_report(const struct run *run)
+{
+    printf("%" PRIu64 " lines, %" PRIu64 " malformed\n", run->lines, run->malformed);
+    for (size_t i = 0; i < run->malformed && i < MALFORMED_SHOWN; i++)
+        printf("  %s\n", run->malformed_at[i]);
+    text_sim(run, &run->proposed, "proposed");
+    if (!run->compare)
+        return 0;
+    text_sim(run, &run->current, "current");
+    printf("denied under the proposed config, never under the current one:\n");
+    for (size_t i = 0; i < run->proposed.config->n_routes; i++) {
+        const struct sim_route *r = &run->proposed.routes[i];
+        struct client_counts fresh = {.max = SIZE_MAX};
+
+        if (newly_denied(r, route_named(&run->current, r->config->name), &fresh) != 0) {
+            counts_free(&fresh);
+            return -1;
+        }
+        printf("  %s: %zu clients\n", r->config->name, fresh.n);
+        text_clients("most denied", &fresh);
+        counts_free(&fresh);
+    }
+    return 0;
+}
+
+/* `text` as a JSON string, quotes included. */
+static void json_string(const char *text)
+{
+    char escaped[512];
+
+    gw_json_escape(escaped, sizeof escaped, text, SIZE_MAX);
+    printf("\"%s\"", escaped);
+}
+
+static void json_clients(const struct client_counts *c)
+{
+    size_t top[TOP_CLIENTS], n = counts_top(c, top);
+
+    printf("[");
+    for (size_t i = 0; i < n; i++)
+        printf("%s{\"client\":\"%016" PRIx64 "\",\"denials\":%" PRIu64 "}", i ? "," : "",
+               c->hashes[top[i]], c->denials[top[i]]);
+    printf("]");
+}
+
+static void json_figures(uint64_t requests, uint64_t denied)
+{
+    printf("\"requests\":%" PRIu64 ",\"denied\":%" PRIu64 ",\"share_denied\":%.6f", requests,
+           denied, share(denied, requests));
+}
+
+static void json_sim(const struct run *run, const struct sim *s)
+{
+    char when[32];
+
+    printf("{\"config\":");
+    json_string(s->path);
+    printf(",");
+    json_figures(s->requests, s->denied);
+    printf(",\"not_replayed\":{");
+    for (size_t k = 0; k < N_SKIPS; k++)
+        printf("%s\"%s\":%" PRIu64, k ? "," : "", skip_names[k], s->skipped[k]);
+    printf("},\"routes\":[");
+    for (size_t i = 0; i < s->config->n_routes; i++) {
+        const struct sim_route *r = &s->routes[i];
+
+        printf("%s{\"name\":", i ? "," : "");
+        json_string(r->config->name);
+        printf(",");
+        json_figures(r->requests, r->denied);
+        printf(",\"limits\":[");
+        for (size_t j = 0; j < r->n_limits; j++) {
+            const struct sim_limit *l = &r->limits[j];
+
+            printf("%s{\"name\":", j ? "," : "");
+            json_string(l->config->name);
+            printf(",\"algorithm\":\"%s\",\"key\":", l->config->params.algorithm);
+            json_string(l->source);
+            printf(",");
+            json_figures(l->requests, l->denied);
+            printf(",\"first_denial\":");
+            if (l->first_denial_ns)
+                printf("\"%s\"", utc_text(l->first_denial_ns, when));
+            else
+                printf("null");
+            printf(",\"top_clients\":");
+            json_clients(&l->clients);
+            printf(",\"unnamed_client_denials\":%" PRIu64 ",\"denials_per_minute\":{\"start\":",
+                   l->clients.unnamed);
+            if (l->n_minutes > 0)
+                printf("\"%s\"", utc_text(run->first_minute * NS_PER_MINUTE, when));
+            else
+                printf("null");
+            printf(",\"counts\":[");
+            for (size_t m = 0; m < l->n_minutes; m++)
+                printf("%s%" PRIu32, m ? "," : "", l->per_minute[m]);
+            printf("]}}");
+        }
+        printf("]}");
+    }
+    printf("]}");
+}
+
+static int json_report(const struct run *run)
+{
+    int rc = 0;
+
+    printf("{\"lines\":%" PRIu64 ",\"malformed\":{\"count\":%" PRIu64 ",\"first\":[", run->lines,
+           run->malformed);
+    for (size_t i = 0; i < run->malformed && i < MALFORMED_SHOWN; i++) {
+        printf("%s", i ? "," : "");
+        json_string(run->malformed_at[i]);
+    }
+    printf("]},\"proposed\":");
+    json_sim(run, &run->proposed);
+    if (run->compare) {
+        printf(",\"current\":");
+        json_sim(run, &run->current);
+        printf(",\"newly_denied\":[");
+        for (size_t i = 0; i < run->proposed.config->n_routes && rc == 0; i++) {
+            const struct sim_route *r = &run->proposed.routes[i];
+            struct client_counts fresh = {.max = SIZE_MAX};
+
+            rc = newly_denied(r, route_named(&run->current, r->config->name), &fresh);
+            printf("%s{\"route\":", i ? "," : "");
+            json_string(r->config->name);
+            printf(",\"clients\":%zu,\"top_clients\":", fresh.n);
+            json_clients(&fresh);
+            printf("}");
+            counts_free(&fresh);
+        }
+        printf("]");
+    }
+    printf("}\n");
+    return rc;
+}
+
+/* --- the command ------------------------------------------------------------------------- */
+
+/* "0.1%" as 0.001; -1 when it is not a percentage from 0 to 100. */
+static double parse_percent(const char *text)
+{
+    char *end;
+    double value = strtod(text, &end);
+
+    if (end == text || strcmp(end, "%") != 0 || !(value >= 0 && value <= 100))
+        return -1;
+    return value / 100;
+}
+
+int gw_simulate_main(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"compare", required_argument, NULL, 'C'},
+        {"format", required_argument, NULL, 'f'},
+        {"max-denied", required_argument, NULL, 'm'},
+        {"decisions", no_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct run *run = calloc(1, sizeof *run);
+    const char *proposed = NULL, *current = NULL;
+    int opt, rc = 2;
+
+    if (run == NULL) {
+        fprintf(stderr, "sluice simulate: out of memory\n");
+        return 2;
+    }
+    run->max_denied = -1;
+    run->first_minute = -1;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "c:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            proposed = optarg;
+            break;
+        case 'C':
+            current = optarg;
+            break;
+        case 'f':
+            if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
+                goto usage;
+            run->json = strcmp(optarg, "json") == 0;
+            break;
+        case 'm':
+            run->max_denied = parse_percent(optarg);
+            if (run->max_denied < 0) {
+                fprintf(stderr, "sluice simulate: --max-denied takes a percentage: 0.1%%\n");
+                goto usage;
+            }
+            break;
+        case 'd':
+            run->decisions = true;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            rc = 0;
+            goto out;
+        default:
+            goto usage;
+        }
+    }
+    if (proposed == NULL || optind == argc)
+        goto usage;
+    run->compare = current != NULL;
+    if (sim_open(&run->proposed, proposed) != 0 ||
+        (run->compare && sim_open(&run->current, current) != 0))
+        goto out;
+    for (int i = optind; i < argc; i++)
+        if (read_log(run, argv[i]) != 0)
+            goto out;
+    if (!run->decisions && (run->json ? json_report(run) : text_report(run)) != 0)
+        goto out;
+    rc = run->max_denied >= 0 &&
+                 share(run->proposed.denied, run->proposed.requests) > run->max_denied
+             ? 1
+             : 0;
+    if (rc == 1)
+        fprintf(stderr,
+                "sluice simulate: %.3f%% of the replayed requests would be denied, over %.3f%%\n",
+                100.0 * share(run->proposed.denied, run->proposed.requests), 100 * run->max_denied);
+    goto out;
+usage:
+    fputs(usage, stderr);
+out:
+    if (run->proposed.config != NULL)
+        sim_close(&run->proposed);
+    if (run->current.config != NULL)
+        sim_close(&run->current);
+    free(run);
+    return rc;
+}

@@ -1,0 +1,339 @@
+/* `sluice simulate` (gateway/ops/simulate.h) on an access log recorded through the real
+ * gateway, in the serving mode under test:
+ *   - replayed against the config it was recorded with, every line gets the decision the
+ *     gateway gave it (token_bucket, gcra, sliding_window_counter; a route with two limits
+ *     on two keys and a POST cost; denials among them), and the report's figures agree;
+ *   - a tighter config denies more, and --compare names the clients it newly denies;
+ *   - malformed lines are counted and named FILE:LINE, never fatal; --max-denied sets the
+ *     exit code; --format json is one JSON document. */
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define OUT_CAP (256 * 1024)
+
+#define SIM_CONFIG                                                                                 \
+    "server: {listen: \"127.0.0.1:0\", trusted_proxies: [\"127.0.0.0/8\"]}\n"                      \
+    "routes:\n"                                                                                    \
+    "  - name: multi\n    match: {path_prefix: /multi/}\n"                                         \
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    key: \"header:X-API-Key\"\n    limit:\n"         \
+    "      - {name: burst, algorithm: token_bucket, requests: 1, per: 10s, burst: %2$u, "          \
+    "cost: {POST: 2}}\n"                                                                           \
+    "      - {name: per_ip, algorithm: fixed_window, requests: %3$u, per: 1h, key: ip}\n"          \
+    "  - name: gcra\n    match: {path_prefix: /g/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"     \
+    "    limit: {algorithm: gcra, requests: 1, per: 10s, burst: %2$u}\n"                           \
+    "  - name: counter\n    match: {path_prefix: /c/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"  \
+    "    limit: {algorithm: sliding_window_counter, requests: %2$u, per: 1h}\n"                    \
+    "  - name: open\n    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
+
+static struct proc gw;
+static char dir[64];       /* /tmp/sluice-sim-XXXXXX */
+static char recorded[128]; /* the access log of the recording */
+static char recorded_config[128];
+static int recorded_lines, recorded_denied;
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    if (f != NULL) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+/* The config text with burst/quota `small` and per_ip `per_ip`, into `path`. */
+static void write_config(const char *path, unsigned small, unsigned per_ip)
+{
+    char text[4096];
+
+    snprintf(text, sizeof text, SIM_CONFIG, upstream.port, small, per_ip);
+    write_text(path, text);
+}
+
+static void wait_for_access_lines(int want)
+{
+    for (int i = 0; i < 150; i++) {
+        char *log = read_file(gw.access_path);
+        int lines = 0;
+
+        for (const char *at = log; at != NULL && (at = strchr(at, '\n')) != NULL; at++)
+            lines++;
+        free(log);
+        if (lines >= want)
+            return;
+        sleep_ms(20);
+    }
+}
+
+/* Records a run: three clients (by X-Forwarded-For) and two API keys over every route, GETs
+ * and POSTs, enough to be denied by each limit. */
+static int init(void)
+{
+    static const char *const paths[] = {"/multi/a", "/g/a", "/c/a", "/open/a"};
+    static const char *const clients[] = {"X-Forwarded-For: 203.0.113.1",
+                                          "X-Forwarded-For: 203.0.113.2",
+                                          "X-Forwarded-For: 2001:db8::7"};
+    static const char *const keys[] = {"X-API-Key: key-one", "X-API-Key: key-two", NULL};
+    char *log, *save = NULL;
+
+    snprintf(dir, sizeof dir, "/tmp/sluice-sim-XXXXXX");
+    if (mkdtemp(dir) == NULL)
+        return -1;
+    if (start_sluice(&gw, SIM_CONFIG, upstream.port, 3u, 3u) != 0)
+        return -1;
+    for (int round = 0; round < 4; round++)
+        for (size_t c = 0; c < 3; c++)
+            for (size_t p = 0; p < 4; p++) {
+                const char *headers[] = {clients[c], keys[(c + (size_t)round) % 3], NULL};
+                struct reply r;
+
+                http(gw.port, (round + (int)p) % 3 == 0 ? "POST" : "GET", paths[p], headers, NULL,
+                     &r);
+                reply_free(&r);
+            }
+    snprintf(recorded, sizeof recorded, "%s/access.log", dir);
+    snprintf(recorded_config, sizeof recorded_config, "%s/recorded.yaml", dir);
+    /* The log's writer thread writes on its own time: wait for every line, then copy the log
+     * and the config (with the serving mode the run had) before stopping removes them. */
+    wait_for_access_lines(48);
+    log = read_file(gw.access_path);
+    if (log == NULL)
+        return -1;
+    write_text(recorded, log);
+    for (char *line = strtok_r(log, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        recorded_lines++;
+        recorded_denied += strstr(line, "\"decision\":\"denied\"") != NULL;
+    }
+    free(log);
+    log = read_file(gw.config_path);
+    if (log == NULL)
+        return -1;
+    write_text(recorded_config, log);
+    free(log);
+    return stop_sluice(&gw, 5000);
+}
+
+static int clean(void)
+{
+    char command[128];
+    const char *keep = getenv("SLUICE_IT_KEEP");
+
+    if (keep == NULL || keep[0] == '\0') {
+        snprintf(command, sizeof command, "rm -rf %s", dir);
+        if (system(command) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Runs `sluice simulate ARGS`; its exit code, its output in a buffer the caller frees. */
+static int simulate(char **out, const char *fmt, ...)
+{
+    char args[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    *out = malloc(OUT_CAP);
+    return run_sluice(args, *out, OUT_CAP);
+}
+
+/* Every recorded line, replayed against its own config, gets the recorded decision; where it
+ * was denied, the limit the log names is among those the replay says denied it. */
+static void test_replay_is_exact(void)
+{
+    char *out, *log = read_file(recorded), *save = NULL, *out_save = NULL;
+    char *line, *decision;
+    int lines = 0, denied = 0, limits_seen = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(log);
+    CU_ASSERT_EQUAL(simulate(&out, "simulate --decisions -c %s %s", recorded_config, recorded), 0);
+    CU_ASSERT_TRUE(recorded_lines >= 48);
+    CU_ASSERT_TRUE(recorded_denied >= 6);
+    decision = strtok_r(out, "\n", &out_save);
+    for (line = strtok_r(log, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        struct json_object *o = json_tokener_parse(line), *v;
+        char want[200], label[64];
+        const char *recorded_decision = "?", *limit = "";
+
+        lines++;
+        if (o != NULL && json_object_object_get_ex(o, "decision", &v))
+            recorded_decision = json_object_get_string(v);
+        if (o != NULL && json_object_object_get_ex(o, "limit", &v))
+            limit = json_object_get_string(v);
+        snprintf(want, sizeof want, "%s:%d %s", recorded, lines, recorded_decision);
+        snprintf(label, sizeof label, "line %d", lines);
+        check_case(decision != NULL && strncmp(decision, want, strlen(want)) == 0, label,
+                   "recorded \"%s\", replayed \"%s\"", want, decision ? decision : "(none)");
+        if (decision != NULL && strcmp(recorded_decision, "denied") == 0) {
+            char *listed = strchr(decision + strlen(want) - strlen("denied"), ' ');
+
+            denied++;
+            check_case(listed != NULL && strstr(listed, limit) != NULL, label,
+                       "limit %s not among \"%s\"", limit, decision);
+            limits_seen |= strcmp(limit, "burst") == 0 ? 1 : strcmp(limit, "per_ip") == 0 ? 2 : 0;
+        }
+        json_object_put(o);
+        decision = strtok_r(NULL, "\n", &out_save);
+    }
+    CU_ASSERT_PTR_NULL(decision); /* one decision per line, no more */
+    CU_ASSERT_EQUAL(lines, recorded_lines);
+    CU_ASSERT_EQUAL(denied, recorded_denied);
+    CU_ASSERT_EQUAL(limits_seen & 3, 3); /* both limits of the multi route denied some */
+    free(out);
+    free(log);
+}
+
+static int64_t get_int(struct json_object *o, const char *path)
+{
+    char copy[128], *save = NULL;
+    struct json_object *v = o;
+
+    snprintf(copy, sizeof copy, "%s", path);
+    for (char *name = strtok_r(copy, ".", &save); name != NULL && v != NULL;
+         name = strtok_r(NULL, ".", &save)) {
+        char *end;
+        long index = strtol(name, &end, 10);
+
+        if (*end == '\0')
+            v = json_object_array_get_idx(v, (size_t)index);
+        else if (!json_object_object_get_ex(v, name, &v))
+            v = NULL;
+    }
+    return v ? json_object_get_int64(v) : -1;
+}
+
+/* The report's totals agree with the log; every route and limit is there. */
+static void test_report_figures(void)
+{
+    char *out;
+    struct json_object *o;
+
+    CU_ASSERT_EQUAL(simulate(&out, "simulate --format json -c %s %s", recorded_config, recorded),
+                    0);
+    o = json_tokener_parse(out);
+    free(out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_EQUAL(get_int(o, "lines"), recorded_lines);
+    CU_ASSERT_EQUAL(get_int(o, "malformed.count"), 0);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.requests"), recorded_lines);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.denied"), recorded_denied);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.0.requests"), 12);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.requests"), 12);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.denied"), 0);
+    CU_ASSERT_TRUE(get_int(o, "proposed.routes.1.limits.0.denied") > 0); /* gcra */
+    CU_ASSERT_TRUE(get_int(o, "proposed.routes.2.limits.0.denied") > 0); /* counter */
+    CU_ASSERT_TRUE(get_int(o, "proposed.routes.1.limits.0.top_clients.0.denials") > 0);
+    json_object_put(o);
+}
+
+/* A tighter proposal denies more; --compare shows both and whom only it denies. */
+static void test_tighter_and_compare(void)
+{
+    char tighter[160], *out;
+    struct json_object *o;
+
+    snprintf(tighter, sizeof tighter, "%s/tighter.yaml", dir);
+    write_config(tighter, 2, 2);
+    CU_ASSERT_EQUAL(simulate(&out, "simulate --format json -c %s --compare %s %s", tighter,
+                             recorded_config, recorded),
+                    0);
+    o = json_tokener_parse(out);
+    free(out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_EQUAL(get_int(o, "current.denied"), recorded_denied);
+    CU_ASSERT_TRUE(get_int(o, "proposed.denied") > recorded_denied);
+    CU_ASSERT_TRUE(get_int(o, "proposed.routes.0.limits.1.denied") >
+                   get_int(o, "current.routes.0.limits.1.denied"));
+    CU_ASSERT_TRUE(get_int(o, "newly_denied.3.clients") == 0); /* open: no limits */
+    json_object_put(o);
+    /* The text report puts the current figures beside the proposed ones. */
+    CU_ASSERT_EQUAL(
+        simulate(&out, "simulate -c %s --compare %s %s", tighter, recorded_config, recorded), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "CURRENT:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "denied under the proposed config, never under"));
+    free(out);
+}
+
+/* Malformed lines are counted and named FILE:LINE; the good ones are still replayed. */
+static void test_malformed_lines(void)
+{
+    char path[160], *log = read_file(recorded), *text, *out, *second;
+    size_t len;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(log);
+    CU_ASSERT_FATAL(recorded_lines >= 3);
+    second = strchr(log, '\n') + 1;
+    len = strlen(log) + 200;
+    text = malloc(len);
+    /* line 1 good, 2 not JSON, 3 good, 4 an old line without keys, 5 cut short, then the rest */
+    snprintf(text, len,
+             "%.*snot json\n%.*s{\"method\":\"GET\",\"path\":\"/g/a\"}\n{\"method\":\"GE\n%s",
+             (int)(second - log), log, (int)(strchr(second, '\n') + 1 - second), second,
+             strchr(second, '\n') + 1);
+    snprintf(path, sizeof path, "%s/malformed.log", dir);
+    write_text(path, text);
+    CU_ASSERT_EQUAL(simulate(&out, "simulate -c %s %s", recorded_config, path), 0);
+    {
+        char want[256];
+
+        snprintf(want, sizeof want, "%d lines, 3 malformed", recorded_lines + 3);
+        check_case(strstr(out, want) != NULL, "count", "%s", out);
+        snprintf(want, sizeof want, "%s:2: ", path);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+        snprintf(want, sizeof want, "%s:4: method, path, decided_ns or keys is missing", path);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+        snprintf(want, sizeof want, "%s:5: ", path);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+        snprintf(want, sizeof want, "%d requests replayed", recorded_lines);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+    }
+    free(out);
+    free(text);
+    free(log);
+}
+
+/* --max-denied: 1 when the proposal denies a larger share, 0 otherwise, 2 when misspelt; the
+ * log may come on standard input. */
+static void test_max_denied(void)
+{
+    char *out, command[600];
+
+    CU_ASSERT_EQUAL(
+        simulate(&out, "simulate --max-denied 100%% -c %s %s", recorded_config, recorded), 0);
+    free(out);
+    CU_ASSERT_EQUAL(
+        simulate(&out, "simulate --max-denied 0.1%% -c %s %s", recorded_config, recorded), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "would be denied, over 0.100%"));
+    free(out);
+    CU_ASSERT_EQUAL(simulate(&out, "simulate --max-denied 5 -c %s %s", recorded_config, recorded),
+                    2);
+    free(out);
+    CU_ASSERT_EQUAL(simulate(&out, "simulate -c %s %s/none.log", recorded_config, dir), 2);
+    free(out);
+    out = malloc(OUT_CAP);
+    snprintf(command, sizeof command, "%s simulate --max-denied 0%% -c %s - < %s", sluice_binary(),
+             recorded_config, recorded);
+    CU_ASSERT_EQUAL(run_command(command, out, OUT_CAP), 1);
+    free(out);
+}
+
+void register_simulate_tests(void)
+{
+    CU_pSuite s = add_suite_with("simulate", init, clean);
+
+    add_test(s, "replaying a recorded run gives its decisions, line for line",
+             test_replay_is_exact);
+    add_test(s, "the report's figures, as JSON", test_report_figures);
+    add_test(s, "a tighter config denies more; --compare", test_tighter_and_compare);
+    add_test(s, "malformed lines counted and named, never fatal", test_malformed_lines);
+    add_test(s, "--max-denied sets the exit code; - reads stdin", test_max_denied);
+}
