@@ -40,6 +40,9 @@ static const char usage[] =
     "       sluice --healthcheck URL       ask URL whether the gateway is healthy\n"
     "       sluice --healthcheck -c FILE   ask /healthz on FILE's server.admin_listen\n"
     "       sluice --version | --help\n"
+    "       sluice simulate -c FILE [--compare CURRENT] [--format text|json]\n"
+    "                       [--max-denied PERCENT%] [--decisions] ACCESS_LOG...\n"
+    "                                      replay access logs against FILE's limits\n"
     "\n"
     "Options:\n"
     "  -c, --config FILE  the configuration file (YAML; see sluice.yaml(5))\n"
@@ -49,6 +52,11 @@ static const char usage[] =
     "                     answers 2xx within 2 s (a container's HEALTHCHECK needs no curl)\n"
     "      --version      print the version\n"
     "  -h, --help         print this text\n"
+    "simulate (README, \"Before you change a limit\"):\n"
+    "      --compare      CURRENT's figures beside FILE's, and the clients only FILE denies\n"
+    "      --format       text (default) or json\n"
+    "      --max-denied   exit 1 when more than PERCENT of the replayed requests are denied\n"
+    "      --decisions    one line per replayed request instead of the report\n"
     "\n"
     "Signals: SIGHUP reloads FILE (so does saving it, unless server.watch_config is false);\n"
     "SIGTERM or SIGINT stop accepting connections, let requests in flight finish (up to\n"
@@ -57,7 +65,7 @@ static const char usage[] =
     "Exit codes:\n"
     "  0  stopped by SIGTERM or SIGINT; --check: FILE is valid; --healthcheck: healthy\n"
     "  1  FILE is invalid or unreadable, or sluice cannot listen or start; --healthcheck:\n"
-    "     not healthy\n"
+    "     not healthy; simulate: more denied than --max-denied\n"
     "  2  wrong usage (an unknown option, no -c FILE, an extra argument)\n";
 
 static size_t discard(char *data, size_t size, size_t n, void *cls)
