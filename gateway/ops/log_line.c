@@ -1,3 +1,4 @@
+/* One access log line read back for `sluice simulate`; design in log_line.h. */
 #include <string.h>
 
 #include "log_line.h"

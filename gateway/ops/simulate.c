@@ -1,3 +1,4 @@
+/* `sluice simulate`: access logs replayed against a config's limits; design in simulate.h. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
