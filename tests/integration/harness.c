@@ -568,7 +568,8 @@ double metric(const struct proc *p, const char *series)
 
     for (int waited = 0;; waited += 10) {
         http(p->admin_port, "GET", "/metrics", NULL, NULL, &r);
-        if (sample(r.body, "sluice_requests_in_flight") <= 0 || waited >= 2000)
+        /* A page that did not come (the admin port busy a moment) is asked for again too. */
+        if ((r.status == 200 && sample(r.body, "sluice_requests_in_flight") <= 0) || waited >= 2000)
             break;
         reply_free(&r);
         sleep_ms(10);
