@@ -48,9 +48,10 @@ FUZZ_SECONDS ?= 60
 # per target within make test; make fuzz alone runs FUZZ_SECONDS
 TEST_FUZZ_SECONDS ?= 5
 
-# gateway/front/wire.c defines recv() and gnutls_record_recv() for libmicrohttpd (and GnuTLS)
-# to call: the binary must export them.
-EXPORT_RECV := -Wl,--export-dynamic-symbol=recv -Wl,--export-dynamic-symbol=gnutls_record_recv
+# gateway/front/wire.c defines recv(), gnutls_record_recv() and shutdown() for libmicrohttpd
+# (and GnuTLS) to call: the binary must export them.
+EXPORT_RECV := -Wl,--export-dynamic-symbol=recv -Wl,--export-dynamic-symbol=gnutls_record_recv \
+               -Wl,--export-dynamic-symbol=shutdown
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 

@@ -19,11 +19,13 @@ struct gw_loop {
     struct MHD_Daemon *daemon;
     gw_loop_tick *tick;
     void *tick_cls;
+    gw_loop_ready *ready; /* gw_loop_watch() */
+    void *ready_cls;
     pthread_t thread;
     bool started;
     atomic_bool stopping;
     /* Tags of the loop's own epoll entries; anything else is an upstream socket's. */
-    char daemon_tag, wake_tag;
+    char daemon_tag, wake_tag, watch_tag;
 };
 
 struct gw_loop *gw_loop_new(void)
@@ -92,6 +94,8 @@ static void *run(void *arg)
                 uint64_t count;
 
                 woken = read(loop->wake_fd, &count, sizeof count) > 0;
+            } else if (tag == &loop->watch_tag) {
+                loop->ready(loop->ready_cls);
             } else if (tag != &loop->daemon_tag) {
                 gw_upstream_loop_event(loop->upstream, tag, events[i].events);
             }
@@ -106,6 +110,18 @@ static void *run(void *arg)
     gw_upstream_loop_abort(loop->upstream);
     MHD_run(loop->daemon);
     return NULL;
+}
+
+int gw_loop_watch(struct gw_loop *loop, int fd, gw_loop_ready *ready, void *cls)
+{
+    struct epoll_event event = {.events = EPOLLIN};
+
+    event.data.ptr = &loop->watch_tag;
+    if (loop->ready != NULL || epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, fd, &event) != 0)
+        return -1;
+    loop->ready = ready;
+    loop->ready_cls = cls;
+    return 0;
 }
 
 int gw_loop_start(struct gw_loop *loop, struct MHD_Daemon *daemon, gw_loop_tick *tick, void *cls)

@@ -1,13 +1,15 @@
 /* The HTTP fronts: the proxy daemon and the admin daemon; design in server.h. */
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/socket.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "log.h"
 #include "loop.h"
 #include "offload.h"
+#include "park.h"
 #include "proxy.h"
 #include "request.h"
 #include "server.h"
@@ -49,14 +52,24 @@ struct handoff {
     struct handoff *next;
 };
 
-/* A client connection: its strict reader, and a watch for reading its request too slowly. */
+/* A client connection: its strict reader, and a watch for reading its request too slowly.
+ * In event mode it outlives libmicrohttpd's connection while parked (park.h). */
 struct watched {
     int fd;
-    struct gw_wire *wire;
-    uint32_t requests; /* requests finished on it: the index of the current one */
+    struct gw_wire *wire;              /* NULL while parked */
+    struct MHD_Connection *connection; /* libmicrohttpd's; NULL while parked */
+    uint32_t requests; /* finished since `wire` started reading: the current one's index there */
     _Atomic int64_t read_deadline_ns;  /* 0 while the gateway, not the client, has the turn */
+    int64_t idle_since_ns;             /* its last answer's end; 0 while a request runs */
+    bool parking;                      /* park_idle() is closing libmicrohttpd's side */
     bool has_peer;                     /* an IP peer, counted by its address */
     struct gw_addr peer;
+    union { /* as libmicrohttpd has it (the PROXY protocol's), to hand it back */
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } address;
+    socklen_t address_len; /* 0: not an IP address (never parked) */
     struct watched *prev, *next;
 };
 
@@ -73,6 +86,10 @@ struct front {
     struct gw_runtime *runtime;
     unsigned generation;
     bool quiesced;
+    /* Event mode over plain HTTP: idle connections held outside the daemon (park.h), and the
+     * one being handed back to it, which on_connection() knows by its descriptor. */
+    struct gw_park *park;
+    struct watched *unparking;
     /* Event mode with the PROXY protocol: connections handed over by the acceptor, which the
      * loop adds to its daemon itself (libmicrohttpd's external mode is not thread-safe). */
     pthread_mutex_t handoff_lock;
@@ -103,6 +120,12 @@ struct gw_server {
     uint16_t port, admin_port;
     char address[GW_ADDRESS_LEN], admin_address[GW_ADDRESS_LEN];
 };
+
+/* client_timeout in whole seconds, rounded up: libmicrohttpd's idle timeout. */
+static unsigned client_timeout_s(const struct gw_server *s)
+{
+    return (unsigned)((s->fixed.client_timeout_ns + 999999999) / 1000000000);
+}
 
 static struct gw_runtime *acquire_runtime(struct gw_server *s)
 {
@@ -150,6 +173,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 
     if (w == NULL)
         return NULL; /* not read strictly: on_request drops the connection */
+    w->idle_since_ns = 0;
     rq = gw_request_new(front_runtime(f), uri, gw_wire_head(w->wire), w->requests, f->loop,
                         f->server->offload, f->server->tunnels);
     if (rq != NULL)
@@ -183,11 +207,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
      * the client's silence: setting the timeout afresh restarts it (a loop's resumption
      * does the same). */
     if (f->loop == NULL && body_piece && ret == MHD_YES) {
-        unsigned timeout_s =
-            (unsigned)((f->server->fixed.client_timeout_ns + 999999999) / 1000000000);
-
         MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, timeout_s);
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, client_timeout_s(f->server));
     }
     return ret;
 }
@@ -202,11 +223,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     if (w != NULL) { /* the next request on this connection must come in time, too */
         bool upgraded = *req_cls != NULL && gw_request_upgraded(*req_cls);
 
+        int64_t now = limiter_now_ns();
+
         w->requests++;
         /* An upgraded connection is a tunnel's now, with an idle timeout of its own. */
-        atomic_store_explicit(&w->read_deadline_ns,
-                              upgraded ? 0 : limiter_now_ns() + s->client_timeout_ns,
+        atomic_store_explicit(&w->read_deadline_ns, upgraded ? 0 : now + s->client_timeout_ns,
                               memory_order_relaxed);
+        w->idle_since_ns = upgraded ? 0 : now;
     }
     if (*req_cls != NULL) {
         gw_request_done(*req_cls);
@@ -217,63 +240,55 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 
 static void count_refusal(struct gw_server *s);
 
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
+/* Counts a connection's state out of the caps, and frees it. */
+static void release(struct gw_server *s, struct watched *w)
 {
-    struct front *f = cls;
-    struct gw_server *s = f->server;
-    struct watched *w = *socket_context;
-
-    gw_metrics_connection(s->metrics, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *info =
-            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        const union MHD_ConnectionInfo *client =
-            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-
-        w = calloc(1, sizeof *w);
-        if (w != NULL) {
-            w->has_peer =
-                client != NULL && gw_addr_from_sockaddr(client->client_addr, &w->peer) == 0;
-            /* Each loop's daemon sees only its own connections: the caps count them all. */
-            if (s->admission != NULL &&
-                gw_admission_enter(s->admission, w->has_peer ? &w->peer : NULL) != 0) {
-                count_refusal(s);
-                free(w);
-                w = NULL;
-            }
-        }
-        if (w != NULL && info != NULL) {
-            const union MHD_ConnectionInfo *tls =
-                MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-
-            w->wire = gw_wire_attach(info->connect_fd, s->fixed.max_header_size,
-                                     tls != NULL ? tls->tls_session : NULL);
-        }
-        if (w == NULL || w->wire == NULL) {
-            /* A connection that cannot be read strictly is not read at all. */
-            if (info != NULL)
-                shutdown(info->connect_fd, SHUT_RDWR);
-            if (w != NULL && s->admission != NULL)
-                gw_admission_leave(s->admission, w->has_peer ? &w->peer : NULL);
-            free(w);
-            return;
-        }
-        w->fd = info->connect_fd;
-        atomic_init(&w->read_deadline_ns, limiter_now_ns() + s->client_timeout_ns);
-        pthread_mutex_lock(&f->watch_lock);
-        w->next = f->watched;
-        if (f->watched != NULL)
-            f->watched->prev = w;
-        f->watched = w;
-        pthread_mutex_unlock(&f->watch_lock);
-        *socket_context = w;
-        return;
-    }
     if (w == NULL)
         return;
-    /* Called before libmicrohttpd closes the socket: once unlinked, the reaper cannot touch
-     * an fd number that is about to be reused. */
+    if (s->admission != NULL)
+        gw_admission_leave(s->admission, w->has_peer ? &w->peer : NULL);
+    free(w);
+}
+
+/* A new connection counted in, or NULL when the caps refuse it or memory is short. */
+static struct watched *connection_admitted(struct gw_server *s, const struct sockaddr *client)
+{
+    struct watched *w = calloc(1, sizeof *w);
+
+    gw_metrics_connection(s->metrics, 1);
+    if (w == NULL)
+        return NULL;
+    w->has_peer = client != NULL && gw_addr_from_sockaddr(client, &w->peer) == 0;
+    if (w->has_peer) {
+        w->address_len =
+            client->sa_family == AF_INET ? sizeof w->address.in : sizeof w->address.in6;
+        memcpy(&w->address, client, w->address_len);
+    }
+    /* Each loop's daemon sees only its own connections: the caps count them all. */
+    if (s->admission != NULL &&
+        gw_admission_enter(s->admission, w->has_peer ? &w->peer : NULL) != 0) {
+        count_refusal(s);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static void watch(struct front *f, struct watched *w)
+{
+    pthread_mutex_lock(&f->watch_lock);
+    w->prev = NULL;
+    w->next = f->watched;
+    if (f->watched != NULL)
+        f->watched->prev = w;
+    f->watched = w;
+    pthread_mutex_unlock(&f->watch_lock);
+}
+
+/* Called before libmicrohttpd closes the socket: once unlinked, the reaper cannot touch an fd
+ * number that is about to be reused. */
+static void unwatch(struct front *f, struct watched *w)
+{
     pthread_mutex_lock(&f->watch_lock);
     if (w->prev != NULL)
         w->prev->next = w->next;
@@ -282,11 +297,78 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     if (w->next != NULL)
         w->next->prev = w->prev;
     pthread_mutex_unlock(&f->watch_lock);
-    if (s->admission != NULL)
-        gw_admission_leave(s->admission, w->has_peer ? &w->peer : NULL);
+}
+
+/* libmicrohttpd closes the parking connection `w`: its socket goes on waiting in the park,
+ * under a duplicate descriptor (park.h). false when it cannot (it then closes). */
+static bool park(struct front *f, struct watched *w)
+{
+    int fd = fcntl(w->fd, F_DUPFD_CLOEXEC, 0);
+
+    if (fd < 0)
+        return false;
+    if (gw_park_add(f->park, fd, atomic_load(&w->read_deadline_ns), w) != 0) {
+        close(fd);
+        return false;
+    }
+    unwatch(f, w);
     gw_wire_detach(w->wire);
-    free(w);
-    *socket_context = NULL;
+    w->wire = NULL;
+    w->connection = NULL;
+    w->parking = false;
+    w->fd = fd;
+    gw_metrics_parked(f->server->metrics, 1);
+    return true;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct front *f = cls;
+    struct gw_server *s = f->server;
+    struct watched *w = *socket_context;
+    const union MHD_ConnectionInfo *info, *client, *tls;
+
+    if (code != MHD_CONNECTION_NOTIFY_STARTED) {
+        if (w != NULL && w->parking && gw_wire_parking(w->wire) && park(f, w))
+            return;
+        if (w != NULL) {
+            unwatch(f, w);
+            gw_wire_detach(w->wire);
+        }
+        gw_metrics_connection(s->metrics, -1);
+        release(s, w);
+        *socket_context = NULL;
+        return;
+    }
+    info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    client = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    tls = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (f->unparking != NULL && info != NULL && f->unparking->fd == info->connect_fd) {
+        w = f->unparking; /* back from the park: counted in all along */
+        f->unparking = NULL;
+        w->idle_since_ns = 0;
+        w->requests = 0; /* a new reader counts from 0 */
+    } else {
+        w = connection_admitted(s, client != NULL ? client->client_addr : NULL);
+        if (w != NULL)
+            atomic_init(&w->read_deadline_ns, limiter_now_ns() + s->client_timeout_ns);
+    }
+    if (w != NULL && info != NULL)
+        w->wire = gw_wire_attach(info->connect_fd, s->fixed.max_header_size,
+                                 tls != NULL ? tls->tls_session : NULL);
+    if (w == NULL || w->wire == NULL) {
+        /* A connection that cannot be read strictly is not read at all; its NOTIFY_CLOSED
+         * then finds no state and counts it out of the gauge. */
+        if (info != NULL)
+            shutdown(info->connect_fd, SHUT_RDWR);
+        release(s, w);
+        return;
+    }
+    w->fd = info->connect_fd;
+    w->connection = c;
+    watch(f, w);
+    *socket_context = w;
 }
 
 /* libmicrohttpd reports refused connections and failed accepts only here, so they are told
@@ -592,6 +674,84 @@ static struct handoff *take_handoffs(struct front *f)
     return oldest_first;
 }
 
+/* --- parked connections (park.h) ------------------------------------------------------ */
+
+/* Closes the parked connections whose deadline is at or before `now` (INT64_MAX: all). */
+static void close_parked(struct front *f, int64_t now)
+{
+    struct gw_server *s = f->server;
+
+    for (;;) {
+        int fd;
+        struct watched *w = gw_park_take_expired(f->park, now, &fd);
+
+        if (w == NULL)
+            break;
+        close(fd);
+        gw_metrics_parked(s->metrics, -1);
+        gw_metrics_connection(s->metrics, -1);
+        release(s, w);
+    }
+}
+
+/* The loop's watch on its park: each parked connection the client wrote to (or closed) goes
+ * back to the daemon, which on_connection() tells by `unparking`. */
+static void unpark_ready(void *cls)
+{
+    struct front *f = cls;
+    struct gw_server *s = f->server;
+
+    for (;;) {
+        int fd;
+        struct watched *w = gw_park_take_ready(f->park, &fd);
+
+        if (w == NULL)
+            break;
+        gw_metrics_parked(s->metrics, -1);
+        w->fd = fd;
+        f->unparking = w;
+        MHD_add_connection(f->daemon, fd, &w->address.sa, w->address_len);
+        if (f->unparking == w) { /* refused before it started: libmicrohttpd closed `fd` */
+            f->unparking = NULL;
+            gw_metrics_connection(s->metrics, -1);
+            release(s, w);
+        }
+    }
+}
+
+/* Parks the connections idle for GW_PARK_AFTER_NS with nothing read since their last answer:
+ * with their timeout set to lapse at once, the daemon starts closing its side of them (and
+ * finishes on its next run: on_connection() then parks them); any it does not close get
+ * their timeout back. */
+static void park_idle(struct front *f, int64_t now)
+{
+    unsigned parking = 0;
+
+    pthread_mutex_lock(&f->watch_lock);
+    for (struct watched *w = f->watched; w != NULL; w = w->next) {
+        if (w->idle_since_ns == 0 || now - w->idle_since_ns < GW_PARK_AFTER_NS ||
+            w->address_len == 0 || gw_wire_head(w->wire)->messages != w->requests ||
+            !gw_wire_park(w->wire))
+            continue;
+        w->parking = true;
+        MHD_set_connection_option(w->connection, MHD_CONNECTION_OPTION_TIMEOUT, 1u);
+        parking++;
+    }
+    pthread_mutex_unlock(&f->watch_lock);
+    if (parking == 0)
+        return;
+    MHD_run(f->daemon);
+    pthread_mutex_lock(&f->watch_lock);
+    for (struct watched *w = f->watched; w != NULL; w = w->next) {
+        if (!w->parking || !gw_wire_unpark(w->wire))
+            continue;
+        w->parking = false;
+        MHD_set_connection_option(w->connection, MHD_CONNECTION_OPTION_TIMEOUT,
+                                  client_timeout_s(f->server));
+    }
+    pthread_mutex_unlock(&f->watch_lock);
+}
+
 /* An event loop's housekeeping, on its own thread (loop.h). */
 static void loop_tick(void *cls, int64_t now)
 {
@@ -613,6 +773,12 @@ static void loop_tick(void *cls, int64_t now)
         if (listener != MHD_INVALID_SOCKET)
             close(listener);
         f->quiesced = true;
+    }
+    if (f->park != NULL) {
+        /* A drain closes idle connections at once, as a stopping daemon would. */
+        close_parked(f, f->quiesced ? INT64_MAX : now);
+        if (!f->quiesced)
+            park_idle(f, now);
     }
     /* Lets go of a replaced runtime even when no request comes. */
     if (f->runtime != NULL && f->generation != atomic_load(&s->generation)) {
@@ -674,8 +840,11 @@ static void stop_fronts(struct gw_server *s)
     gw_acceptor_free(s->acceptor);
     s->acceptor = NULL;
     gw_tunnels_stop(s->tunnels);
-    for (size_t i = 0; i < s->n_fronts; i++)
+    for (size_t i = 0; i < s->n_fronts; i++) {
         gw_loop_stop(s->fronts[i].loop);
+        if (s->fronts[i].park != NULL)
+            close_parked(&s->fronts[i], INT64_MAX);
+    }
     /* The store's last answers resume their connections, which the daemons then close. */
     gw_offload_free(s->offload);
     s->offload = NULL;
@@ -685,6 +854,7 @@ static void stop_fronts(struct gw_server *s)
         if (f->daemon != NULL)
             MHD_stop_daemon(f->daemon);
         gw_loop_free(f->loop);
+        gw_park_free(f->park);
         gw_runtime_release(f->runtime);
         for (struct handoff *h = take_handoffs(f), *next; h != NULL; h = next) {
             next = h->next;
@@ -769,7 +939,7 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
 {
     bool event = s->fixed.mode == CONFIG_MODE_EVENT;
     bool proxy_protocol = s->fixed.proxy_protocol != CONFIG_PROXY_PROTOCOL_OFF;
-    unsigned timeout_s = (unsigned)((s->fixed.client_timeout_ns + 999999999) / 1000000000);
+    unsigned timeout_s = client_timeout_s(s);
     uint16_t port = s->fixed.listen.port;
 
     s->n_fronts = event ? s->fixed.workers : 1;
@@ -822,7 +992,10 @@ static int start_fronts(struct gw_server *s, char err[GW_ERR_LEN])
         f->server = s;
         pthread_mutex_init(&f->watch_lock, NULL);
         pthread_mutex_init(&f->handoff_lock, NULL);
-        if (event && (f->loop = gw_loop_new()) == NULL) {
+        if (event && ((f->loop = gw_loop_new()) == NULL ||
+                      (!s->fixed.tls &&
+                       ((f->park = gw_park_new()) == NULL ||
+                        gw_loop_watch(f->loop, gw_park_fd(f->park), unpark_ready, f) != 0)))) {
             snprintf(err, GW_ERR_LEN, "cannot make an event loop (out of memory or files)");
             return -1;
         }

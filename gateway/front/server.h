@@ -8,7 +8,8 @@
  *
  * event: server.workers loops (loop.h), each with a daemon of its own in external-epoll mode
  * on the same port (SO_REUSEPORT), its own idle upstream connections and its own metrics
- * shard; each loop's tick enforces client_timeout for its connections. max_connections and
+ * shard; each loop's tick enforces client_timeout for its connections and parks the plain
+ * ones idle since their last answer outside its daemon (park.h). max_connections and
  * max_connections_per_ip are counted across the loops (admission.h); the Redis store is asked
  * from a few threads of its own (offload.h) so that no loop waits on it.
  *

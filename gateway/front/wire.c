@@ -9,7 +9,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "wire.h"
 
@@ -23,6 +25,9 @@ struct gw_wire {
     int tls_error;        /* GnuTLS's last error on `tls`, for the caller of gnutls_record_recv */
     bool upgraded;        /* what follows is not HTTP: passed on unread */
     bool read_shut;       /* this file shut the read side */
+    bool ended;           /* a read found the end of the stream, or an error */
+    bool parking;         /* gw_wire_park() */
+    bool shut_parking;    /* libmicrohttpd shut the socket while parking: it is closing it */
     void *kept;           /* gw_wire_keep() */
     void (*release_kept)(void *kept);
     struct gw_head head;
@@ -42,7 +47,8 @@ int gw_wire_init(void)
     /* libmicrohttpd finds recv() the way dlsym() does: if that is not this file's, bytes
      * would reach it unread, so sluice does not start. */
     if (dlsym(RTLD_DEFAULT, "recv") != (void *)recv ||
-        dlsym(RTLD_DEFAULT, "gnutls_record_recv") != (void *)gnutls_record_recv)
+        dlsym(RTLD_DEFAULT, "gnutls_record_recv") != (void *)gnutls_record_recv ||
+        dlsym(RTLD_DEFAULT, "shutdown") != (void *)shutdown)
         return -1;
     real_record_recv = (record_recv_fn *)dlsym(RTLD_NEXT, "gnutls_record_recv");
     if (real_record_recv == NULL)
@@ -126,6 +132,26 @@ void gw_wire_upgraded(int fd)
         w->upgraded = true;
 }
 
+bool gw_wire_park(struct gw_wire *w)
+{
+    w->parking = w->tls == NULL && !w->upgraded && !w->read_shut && !w->ended &&
+                 w->head.fault == 0 && w->held_len == 0 && w->head.heads == w->head.messages;
+    return w->parking;
+}
+
+bool gw_wire_unpark(struct gw_wire *w)
+{
+    if (w->shut_parking)
+        return false;
+    w->parking = false;
+    return true;
+}
+
+bool gw_wire_parking(const struct gw_wire *w)
+{
+    return w->parking && !w->ended && w->held_len == 0 && w->head.fault == 0;
+}
+
 static ssize_t again(void)
 {
     errno = EAGAIN;
@@ -149,8 +175,12 @@ static ssize_t raw_read(struct gw_wire *w, char *buf, size_t len, int flags)
     size_t got = 0;
     ssize_t n;
 
-    if (w->tls == NULL)
-        return recvfrom(w->fd, buf, len, flags, NULL, NULL);
+    if (w->tls == NULL) {
+        n = recvfrom(w->fd, buf, len, flags, NULL, NULL);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            w->ended = true;
+        return n;
+    }
     do {
         n = real_record_recv(w->tls, buf + got, len - got);
         if (n > 0)
@@ -295,4 +325,17 @@ ssize_t gnutls_record_recv(gnutls_session_t session, void *buf, size_t len)
     if (errno == ENOMEM)
         return GNUTLS_E_MEMORY_ERROR;
     return w->tls_error != 0 ? w->tls_error : GNUTLS_E_PULL_ERROR;
+}
+
+/* Every shutdown() in the process lands here: libmicrohttpd's of a parking connection's socket
+ * does nothing (wire.h); all others reach the kernel. */
+int shutdown(int fd, int how)
+{
+    struct gw_wire *w = wire_of_fd(fd);
+
+    if (w != NULL && gw_wire_parking(w)) {
+        w->shut_parking = true;
+        return 0;
+    }
+    return (int)syscall(SYS_shutdown, fd, how);
 }

@@ -47,6 +47,13 @@
  * read the socket with read(), past this file; a TLS connection's plaintext, which
  * libmicrohttpd itself carries to the tunnel, is passed on unread from then on.
  *
+ * Parking (event mode; park.h): a plain connection idle between requests, whose every byte read
+ * so far belonged to requests libmicrohttpd has finished, may be marked parking. While it is,
+ * libmicrohttpd's shutdown() of its socket, which would send the client a FIN as libmicrohttpd
+ * closes its side, does nothing (sluice defines shutdown() too, for that alone), so that the
+ * socket, kept open by a duplicate descriptor, can wait outside libmicrohttpd for the
+ * client's next request.
+ *
  * A connection is read by one thread at a time (its own thread, or its event loop), so a
  * connection's state needs no lock; the fd table is written when a connection starts and
  * ends, before its first and after its last read.
@@ -88,6 +95,14 @@ void gw_wire_keep(struct gw_wire *wire, void *kept, void (*release)(void *kept))
 
 /* The connection on `fd` (if attached) switched protocols: its bytes pass unread from now. */
 void gw_wire_upgraded(int fd);
+
+/* Marks the connection parking if it can be (see above): plain HTTP, not upgraded, no fault,
+ * nothing held back, the client not gone, and every head read passed whole with its body. */
+bool gw_wire_park(struct gw_wire *wire);
+/* Ends parking, unless libmicrohttpd has shut the socket since (it is closing it: false). */
+bool gw_wire_unpark(struct gw_wire *wire);
+/* Parking, and still fit to park: nothing was read since gw_wire_park(). */
+bool gw_wire_parking(const struct gw_wire *wire);
 
 /* The connection's reader: its counts and its fault, if any (head.h). */
 const struct gw_head *gw_wire_head(const struct gw_wire *wire);

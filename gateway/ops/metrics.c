@@ -13,7 +13,7 @@ struct gw_metrics {
     pthread_mutex_t lock; /* guards the list of routes, taken on reload and scrape only */
     struct gw_route_metrics *routes;
     _Atomic uint64_t reloads_ok, reloads_failed;
-    _Atomic int64_t connections;
+    _Atomic int64_t connections, parked;
     _Atomic int64_t in_flight;
     _Atomic uint64_t connections_rejected, accept_errors, proxy_protocol_refused;
 };
@@ -177,6 +177,11 @@ void gw_metrics_connection(struct gw_metrics *m, int delta)
     atomic_fetch_add_explicit(&m->connections, delta, memory_order_relaxed);
 }
 
+void gw_metrics_parked(struct gw_metrics *m, int delta)
+{
+    atomic_fetch_add_explicit(&m->parked, delta, memory_order_relaxed);
+}
+
 void gw_metrics_in_flight(struct gw_metrics *m, int delta)
 {
     atomic_fetch_add_explicit(&m->in_flight, delta, memory_order_relaxed);
@@ -327,6 +332,10 @@ void gw_metrics_render(struct gw_metrics *m, FILE *out,
             "# HELP sluice_connections_active Client connections open now.\n"
             "# TYPE sluice_connections_active gauge\n"
             "sluice_connections_active %lld\n"
+            "# HELP sluice_connections_parked Idle keep-alive connections among those, held "
+            "outside the HTTP server with no buffers (event mode).\n"
+            "# TYPE sluice_connections_parked gauge\n"
+            "sluice_connections_parked %lld\n"
             "# HELP sluice_requests_in_flight Requests read and not yet fully answered.\n"
             "# TYPE sluice_requests_in_flight gauge\n"
             "sluice_requests_in_flight %lld\n"
@@ -349,6 +358,7 @@ void gw_metrics_render(struct gw_metrics *m, FILE *out,
             "sluice_log_dropped_total{log=\"error\"} %llu\n",
             (unsigned long long)get(&m->reloads_ok), (unsigned long long)get(&m->reloads_failed),
             (long long)atomic_load_explicit(&m->connections, memory_order_relaxed),
+            (long long)atomic_load_explicit(&m->parked, memory_order_relaxed),
             (long long)atomic_load_explicit(&m->in_flight, memory_order_relaxed),
             (unsigned long long)get(&m->connections_rejected),
             (unsigned long long)get(&m->accept_errors),

@@ -25,6 +25,8 @@
  *   sluice_limiter_evictions_total{route}        lossy evictions, all of its limits
  *   sluice_config_reloads_total{result}          success | failure
  *   sluice_connections_active
+ *   sluice_connections_parked                    of those, idle ones held outside
+ *                                                libmicrohttpd (event mode; park.h)
  *   sluice_requests_in_flight                    requests read and not yet fully answered
  *   sluice_connections_rejected_total            refused at max_connections(_per_ip)
  *   sluice_accept_errors_total                   accept() failures (out of fds, say)
@@ -117,6 +119,8 @@ void gw_metrics_count_error(struct gw_route_metrics *m, enum gw_upstream_error_k
 void gw_metrics_count_retry(struct gw_route_metrics *m, bool retried);
 void gw_metrics_count_reload(struct gw_metrics *metrics, bool ok);
 void gw_metrics_connection(struct gw_metrics *metrics, int delta);
+/* A connection parked (+1) or taken out of the park (-1). */
+void gw_metrics_parked(struct gw_metrics *metrics, int delta);
 /* A request begins (+1) or its answer has been sent or abandoned (-1). */
 void gw_metrics_in_flight(struct gw_metrics *metrics, int delta);
 /* How many requests are in flight now (for the drain on shutdown). */

@@ -207,6 +207,7 @@ void register_backends_tests(void);
 void register_streams_tests(void);
 void register_tunnels_tests(void);
 void register_proxy_protocol_tests(void);
+void register_park_tests(void);
 void register_simulate_tests(void);
 void register_trace_tests(void);
 void register_logs_tests(void);

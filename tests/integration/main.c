@@ -45,6 +45,7 @@ int main(int argc, char **argv)
     register_streams_tests();
     register_tunnels_tests();
     register_proxy_protocol_tests();
+    register_park_tests();
     register_trace_tests();
     register_logs_tests();
     register_tls_tests();

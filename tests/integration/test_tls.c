@@ -573,6 +573,20 @@ static void assert_kept_connection_served(CURL *kept, unsigned port)
     CU_ASSERT_EQUAL(r.connects, 0);
 }
 
+/* A TLS connection idle for longer than event mode waits before parking a plain one stays in
+ * libmicrohttpd (its session is there: park.h), so its next request is served on it. */
+static void test_idle_connection_kept(void)
+{
+    CURL *kept = curl_easy_init();
+    struct tls_reply r;
+
+    tls_get_on(kept, tls.port, "a.test", "/x", NULL, 0, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    sleep_ms(2500);
+    assert_kept_connection_served(kept, tls.port);
+    curl_easy_cleanup(kept);
+}
+
 /* SIGHUP swaps the certificate for the next connection (files changed without it are not
  * read); a connection open across it keeps working; a bad certificate keeps the old one, and
  * the log says why. */
@@ -816,6 +830,8 @@ void register_tls_tests(void)
     add_test(s, "X-Forwarded-Proto: https", test_forwarded_proto);
     add_test(s, "the strict reader over TLS", test_strict_reader_over_tls);
     add_test(s, "large bodies and pipelining over TLS", test_large_bodies_over_tls);
+    add_test(s, "an idle connection is kept, and serves its next request",
+             test_idle_connection_kept);
     add_test(s, "SIGHUP swaps the certificate", test_sighup_swaps_the_certificate);
     add_test(s, "a changed file swaps the certificate", test_file_change_swaps_the_certificate);
     add_test(s, "WebSocket over TLS", test_websocket_over_tls);
