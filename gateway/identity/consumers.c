@@ -88,3 +88,32 @@ const struct gw_consumer *gw_consumers_find(const struct gw_consumers *table, co
     }
     return NULL;
 }
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct gw_consumer *)a)->name, ((const struct gw_consumer *)b)->name);
+}
+
+struct gw_consumer *gw_consumers_by_name(const struct config *config)
+{
+    struct gw_consumer *sorted = calloc(config->n_consumers + 1, sizeof *sorted);
+
+    for (size_t i = 0; sorted != NULL && i < config->n_consumers; i++) {
+        sorted[i].name = config->consumers[i].name;
+        if (plan_of(config, config->consumers[i].plan, &sorted[i].plan) != 0) {
+            free(sorted); /* config_load() checked every plan: not reached */
+            return NULL;
+        }
+    }
+    if (sorted != NULL)
+        qsort(sorted, config->n_consumers, sizeof *sorted, by_name);
+    return sorted;
+}
+
+const struct gw_consumer *gw_consumers_named(const struct gw_consumer *sorted, size_t n,
+                                             const char *name)
+{
+    struct gw_consumer wanted = {name, 0};
+
+    return bsearch(&wanted, sorted, n, sizeof *sorted, by_name);
+}

@@ -37,4 +37,14 @@ void gw_consumers_free(struct gw_consumers *consumers);
 const struct gw_consumer *gw_consumers_find(const struct gw_consumers *consumers, const char *key,
                                             size_t len);
 
+/* By name, for `sluice simulate`, which replays access log lines that name a consumer, never
+ * its key: `config`'s consumers sorted by name, each with its plan as gw_consumers_build()
+ * finds it. An array of config->n_consumers that the caller frees with free(); NULL when
+ * memory is short. */
+struct gw_consumer *gw_consumers_by_name(const struct config *config);
+
+/* The consumer called `name` in `sorted` (n of them, from gw_consumers_by_name()), or NULL. */
+const struct gw_consumer *gw_consumers_named(const struct gw_consumer *sorted, size_t n,
+                                             const char *name);
+
 #endif

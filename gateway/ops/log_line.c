@@ -1,4 +1,5 @@
 /* One access log line read back for `sluice simulate`; design in log_line.h. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "log_line.h"
@@ -34,6 +35,30 @@ static int hex_digit(char c)
     return -1;
 }
 
+/* Steps over the plain bytes of a string: neither '"', '\\' nor a control character. Most of
+ * a line is plain, so it goes eight bytes at a time while a word holds none of the three
+ * (the exact "has a zero byte" and "has a byte less than n" tests of Bit Twiddling Hacks),
+ * then a byte at a time to the first that is not plain. */
+static void skip_plain(struct reader *r)
+{
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+
+    while (r->end - r->at >= 8) {
+        uint64_t word, quote, backslash;
+
+        memcpy(&word, r->at, sizeof word);
+        quote = word ^ (ones * '"');
+        backslash = word ^ (ones * '\\');
+        if ((((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) |
+             ((word - ones * 0x20) & ~word)) &
+            highs)
+            break;
+        r->at += 8;
+    }
+    while (r->at < r->end && *r->at != '"' && *r->at != '\\' && (unsigned char)*r->at >= 0x20)
+        r->at++;
+}
+
 /* A string into `out` (`cap` bytes with its NUL; NULL: checked and skipped). */
 static int read_string(struct reader *r, char *out, size_t cap)
 {
@@ -45,9 +70,7 @@ static int read_string(struct reader *r, char *out, size_t cap)
         const char *plain = r->at;
         unsigned char c;
 
-        /* Most of a line is plain text: taken a run at a time. */
-        while (r->at < r->end && *r->at != '"' && *r->at != '\\' && (unsigned char)*r->at >= 0x20)
-            r->at++;
+        skip_plain(r);
         if (r->at > plain) {
             size_t run = (size_t)(r->at - plain);
 
@@ -92,6 +115,31 @@ static int read_string(struct reader *r, char *out, size_t cap)
     return 0;
 }
 
+/* A field name, at most GW_KEY_SOURCE_LEN - 1 bytes: `*name` points into the line where it is
+ * plain (as every name the gateway writes is), else to its unescaped copy in `copy`. */
+static int read_name(struct reader *r, char copy[GW_KEY_SOURCE_LEN], const char **name, size_t *len)
+{
+    const char *start = r->at;
+
+    if (expect(r, '"') != 0)
+        return -1;
+    skip_plain(r);
+    if (r->at < r->end && *r->at == '"') {
+        *name = start + 1;
+        *len = (size_t)(r->at - *name);
+        r->at++;
+    } else {
+        r->at = start;
+        if (read_string(r, copy, GW_KEY_SOURCE_LEN) != 0)
+            return -1;
+        *name = copy;
+        *len = strlen(copy);
+    }
+    if (*len >= GW_KEY_SOURCE_LEN)
+        return fail(r, "a field name longer than the access log writes");
+    return 0;
+}
+
 /* A number: digits into `*value` when given (then a whole number that fits), else skipped. */
 static int read_number(struct reader *r, int64_t *value)
 {
@@ -122,10 +170,12 @@ static void skip_space(struct reader *r)
 }
 
 /* Calls `field` for each name of an object (the reader then at its value). */
-static int read_object(struct reader *r, int (*field)(struct reader *, const char *, void *),
-                       void *ctx)
+static int read_object(struct reader *r,
+                       int (*field)(struct reader *, const char *, size_t, void *), void *ctx)
 {
-    char name[GW_KEY_SOURCE_LEN];
+    char copy[GW_KEY_SOURCE_LEN];
+    const char *name;
+    size_t len;
 
     skip_space(r);
     if (expect(r, '{') != 0)
@@ -137,13 +187,13 @@ static int read_object(struct reader *r, int (*field)(struct reader *, const cha
     }
     for (;;) {
         skip_space(r);
-        if (read_string(r, name, sizeof name) != 0)
-            return fail(r, "a field name longer than the access log writes");
+        if (read_name(r, copy, &name, &len) != 0)
+            return -1;
         skip_space(r);
         if (expect(r, ':') != 0)
             return -1;
         skip_space(r);
-        if (field(r, name, ctx) != 0)
+        if (field(r, name, len, ctx) != 0)
             return -1;
         skip_space(r);
         if (r->at < r->end && *r->at == ',') {
@@ -154,68 +204,74 @@ static int read_object(struct reader *r, int (*field)(struct reader *, const cha
     }
 }
 
-static int key_field(struct reader *r, const char *name, void *ctx)
+static int key_field(struct reader *r, const char *name, size_t len, void *ctx)
 {
     struct gw_log_line *line = ctx;
+    char *hash;
 
     if (line->n_keys == GW_ACCESS_KEYS_MAX)
         return fail(r, "more keys than the access log writes");
-    if (gw_log_line_key(line, name) != NULL)
+    hash = line->keys[line->n_keys].hash;
+    memcpy(line->keys[line->n_keys].source, name, len);
+    line->keys[line->n_keys].source[len] = '\0';
+    if (gw_log_line_key(line, line->keys[line->n_keys].source) != NULL)
         return fail(r, "a key source given twice");
-    if (read_string(r, line->keys[line->n_keys].hash, sizeof line->keys[0].hash) != 0 ||
-        strlen(line->keys[line->n_keys].hash) != 16 ||
-        strspn(line->keys[line->n_keys].hash, "0123456789abcdef") != 16)
+    if (read_string(r, hash, sizeof line->keys[0].hash) != 0 || strlen(hash) != 16 ||
+        strspn(hash, "0123456789abcdef") != 16)
         return fail(r, "a key that is not a 16-digit hash");
-    memcpy(line->keys[line->n_keys].source, name, strlen(name) + 1);
     line->n_keys++;
     return 0;
 }
 
-/* The fields read, by name; `seen` bits catch one given twice. */
+/* The fields read, by name: a string into its member of struct gw_log_line, decided_ns, or
+ * keys. Any other field is checked for shape and skipped. */
+enum field_kind { FIELD_STRING, FIELD_NUMBER, FIELD_KEYS };
+
+#define NAME(text)     text, sizeof text - 1
+#define MEMBER(member) offsetof(struct gw_log_line, member), sizeof((struct gw_log_line *)0)->member
+
+static const struct field {
+    const char *name;
+    size_t name_len;
+    enum field_kind kind;
+    bool needed;
+    size_t offset, size; /* a string's member */
+} fields[] = {
+    {NAME("method"), FIELD_STRING, true, MEMBER(method)},
+    {NAME("path"), FIELD_STRING, true, MEMBER(path)},
+    {NAME("host"), FIELD_STRING, false, MEMBER(host)},
+    {NAME("consumer"), FIELD_STRING, false, MEMBER(consumer)},
+    {NAME("decided_ns"), FIELD_NUMBER, true, 0, 0},
+    {NAME("keys"), FIELD_KEYS, true, 0, 0},
+};
+#define N_FIELDS (sizeof fields / sizeof fields[0])
+
 struct line_ctx {
     struct gw_log_line *line;
-    unsigned seen;
+    unsigned seen; /* a bit per entry of `fields`: catches a field given twice */
 };
 
-enum { F_METHOD, F_PATH, F_HOST, F_ROUTE, F_DECISION, F_LIMIT, F_DECIDED, F_KEYS, F_OTHER };
-#define NEEDED ((1u << F_METHOD) | (1u << F_PATH) | (1u << F_DECIDED) | (1u << F_KEYS))
-
-static int line_field(struct reader *r, const char *name, void *ctx_)
+static int line_field(struct reader *r, const char *name, size_t len, void *ctx_)
 {
-    static const char *const names[F_OTHER] = {"method",   "path",  "host",       "route",
-                                               "decision", "limit", "decided_ns", "keys"};
     struct line_ctx *ctx = ctx_;
-    struct gw_log_line *line = ctx->line;
-    unsigned f = 0;
+    size_t f = 0;
 
-    while (f < F_OTHER && (names[f][0] != name[0] || strcmp(names[f], name) != 0))
+    while (f < N_FIELDS && (fields[f].name_len != len || fields[f].name[0] != name[0] ||
+                            memcmp(fields[f].name, name, len) != 0))
         f++;
-    if (f < F_OTHER && (ctx->seen & (1u << f)))
-        return fail(r, "a field given twice");
-    if (f < F_OTHER)
-        ctx->seen |= 1u << f;
-    switch (f) {
-    case F_METHOD:
-        return read_string(r, line->method, sizeof line->method);
-    case F_PATH:
-        return read_string(r, line->path, sizeof line->path);
-    case F_HOST:
-        return read_string(r, line->host, sizeof line->host);
-    case F_ROUTE:
-        return read_string(r, line->route, sizeof line->route);
-    case F_DECISION:
-        return read_string(r, line->decision, sizeof line->decision);
-    case F_LIMIT:
-        return read_string(r, line->limit, sizeof line->limit);
-    case F_DECIDED:
-        return read_number(r, &line->decided_ns);
-    case F_KEYS:
-        return read_object(r, key_field, line);
-    default:
+    if (f == N_FIELDS) {
         if (r->at < r->end && *r->at == '"')
             return read_string(r, NULL, 0);
         return read_number(r, NULL);
     }
+    if (ctx->seen & (1u << f))
+        return fail(r, "a field given twice");
+    ctx->seen |= 1u << f;
+    if (fields[f].kind == FIELD_NUMBER)
+        return read_number(r, &ctx->line->decided_ns);
+    if (fields[f].kind == FIELD_KEYS)
+        return read_object(r, key_field, ctx->line);
+    return read_string(r, (char *)ctx->line + fields[f].offset, fields[f].size);
 }
 
 int gw_log_line_parse(const char *text, size_t len, struct gw_log_line *out, const char **reason)
@@ -224,7 +280,10 @@ int gw_log_line_parse(const char *text, size_t len, struct gw_log_line *out, con
     struct line_ctx ctx = {out, 0};
     int rc = -1;
 
-    memset(out, 0, offsetof(struct gw_log_line, keys));
+    for (size_t f = 0; f < N_FIELDS; f++)
+        if (fields[f].kind == FIELD_STRING)
+            ((char *)out)[fields[f].offset] = '\0';
+    out->decided_ns = 0;
     out->n_keys = 0;
     if (read_object(&r, line_field, &ctx) != 0)
         goto out;
@@ -233,10 +292,11 @@ int gw_log_line_parse(const char *text, size_t len, struct gw_log_line *out, con
         fail(&r, "text after the object");
         goto out;
     }
-    if ((ctx.seen & NEEDED) != NEEDED) {
-        fail(&r, "method, path, decided_ns or keys is missing (a log older than simulate?)");
-        goto out;
-    }
+    for (size_t f = 0; f < N_FIELDS; f++)
+        if (fields[f].needed && !(ctx.seen & (1u << f))) {
+            fail(&r, "method, path, decided_ns or keys is missing (a log older than simulate?)");
+            goto out;
+        }
     rc = 0;
 out:
     *reason = r.reason;

@@ -11,9 +11,14 @@
  *    "decision":"denied","decided_ns":1795946400121456789,"keys":{"ip":"9f2c4e1a7b3d5f60"}}
  *
  * Needed: method, path, decided_ns and keys (a line from before they were logged is
- * malformed: it cannot be replayed). host, route, decision and limit are read when present
- * ("" otherwise). Each key is a source of at most GW_KEY_SOURCE_LEN - 1 bytes and a hash of
- * 16 lower-case hex digits.
+ * malformed: it cannot be replayed). host and consumer are read when present ("" otherwise).
+ * Each key is a source of at most GW_KEY_SOURCE_LEN - 1 bytes and a hash of 16 lower-case hex
+ * digits.
+ *
+ * Speed (a replay reads a million lines a second): the fields read are one table of {name,
+ * member}, a name is matched by its length, first byte and memcmp where it lies in the line
+ * (copied only when it holds an escape), and the plain runs of a string, most of a line, are
+ * stepped over eight bytes at a time.
  */
 #ifndef SLUICE_GATEWAY_LOG_LINE_H
 #define SLUICE_GATEWAY_LOG_LINE_H
@@ -30,9 +35,7 @@ struct gw_log_line {
     char method[49];
     char path[GW_LOG_PATH_MAX + 1];
     char host[GW_ACCESS_HOST_MAX + 1];
-    char route[161];
-    char decision[16];
-    char limit[66];
+    char consumer[65]; /* the consumer's name (config.h: 64 at most), "" for none */
     int64_t decided_ns;
     struct {
         char source[GW_KEY_SOURCE_LEN];

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "consumers.h"
 #include "limiter.h"
 #include "log_line.h"
 #include "respond.h"
@@ -26,9 +27,16 @@ static const char usage[] =
     "                       [--max-denied PERCENT%] [--decisions] ACCESS_LOG... (- for stdin;\n"
     "                       a .gz log: zcat access.log.gz | sluice simulate -c P.yaml -)\n";
 
-enum skip { SKIP_NOT_DECIDED, SKIP_NO_ROUTE, SKIP_KEY_NOT_LOGGED, SKIP_CONSUMERS, N_SKIPS };
+enum skip {
+    SKIP_NOT_DECIDED,
+    SKIP_NO_ROUTE,
+    SKIP_KEY_NOT_LOGGED,
+    SKIP_CONSUMER_MISSING,
+    SKIP_UNKNOWN_KEY,
+    N_SKIPS
+};
 static const char *const skip_names[N_SKIPS] = {"not_decided", "no_route", "key_not_logged",
-                                                "consumers"};
+                                                "consumer_missing", "unknown_key"};
 
 /* Denials per client hash, open addressing; at most `max` clients are named. */
 struct client_counts {
@@ -39,6 +47,8 @@ struct client_counts {
 
 struct sim_limit {
     const struct config_limit *config;
+    const char *plan; /* the plan it is of (the config's), or NULL for the route's own */
+    char name[130];   /* "PLAN/LIMIT" for a plan's (names are 64 bytes at most), as metrics */
     struct limiter *limiter;
     char source[GW_KEY_SOURCE_LEN];
     uint64_t requests, denied;
@@ -48,16 +58,25 @@ struct sim_limit {
     struct client_counts clients;
 };
 
+/* The limits a request may be held to, as gw_limit_set: the route's own, or a plan's. */
+struct sim_set {
+    struct sim_limit *limits; /* n_limits of sim_route.limits */
+    size_t n_limits;
+};
+
 struct sim_route {
     const struct config_route *config;
-    struct sim_limit limits[LIMITER_MAX_PER_REQUEST];
+    struct sim_limit *limits; /* the route's own, then (consumer routes) each plan's */
     size_t n_limits;
+    struct sim_set own;
+    struct sim_set *plans; /* one per config->plans on a route that names consumers, or NULL */
     uint64_t requests, denied;
 };
 
 struct sim {
     struct config *config;
     const char *path;
+    struct gw_consumer *consumers; /* config->consumers by name */
     struct sim_route *routes;
     uint64_t skipped[N_SKIPS];
     uint64_t requests, denied;
@@ -154,9 +173,70 @@ static void counts_free(struct client_counts *c)
 
 /* --- building and running one config ----------------------------------------------------- */
 
+/* The limiters of `limits` (n of them, of `plan`, NULL for the route's own) into `set`, at the
+ * end of r->limits, each counting under the source of the key request.c gives it. */
+static int sim_set_open(const struct sim *s, struct sim_route *r, struct sim_set *set,
+                        const char *plan, const struct config_limit *limits, size_t n)
+{
+    const struct config_route *route = r->config;
+    char why[LIMITER_ERR_LEN];
+
+    set->limits = &r->limits[r->n_limits];
+    for (size_t j = 0; j < n; j++) {
+        struct sim_limit *l = &r->limits[r->n_limits];
+        struct limiter_params params = limits[j].params;
+
+        l->config = &limits[j];
+        l->plan = plan;
+        snprintf(l->name, sizeof l->name, "%s%s%s", plan ? plan : "", plan ? "/" : "",
+                 limits[j].name);
+        params.max_clients = s->config->max_clients; /* as the gateway runs it */
+        l->limiter = limiter_create(&params, why);
+        if (l->limiter == NULL) {
+            fprintf(stderr, "%s: route %s, limit %s: %s\n", s->path, route->name, l->name, why);
+            return -1;
+        }
+        r->n_limits++;
+        set->n_limits++;
+        /* A limit on the route's key counts under it: a consumer's name on a route that names
+         * consumers (logged as "consumer"), as runtime.c's route_key says. */
+        if (config_same_key(limits[j].key_kind, limits[j].key_name, route->key_kind,
+                            route->key_name))
+            gw_key_source(route->key_kind, route->key_name, route->identifies_consumers, l->source);
+        else
+            gw_key_source(limits[j].key_kind, limits[j].key_name, false, l->source);
+        l->clients.max =
+            s->config->max_clients ? s->config->max_clients : LIMITER_DEFAULT_MAX_CLIENTS;
+    }
+    return 0;
+}
+
+static int sim_route_open(const struct sim *s, struct sim_route *r)
+{
+    const struct config_route *route = r->config;
+    size_t n = route->n_limits;
+
+    for (size_t p = 0; route->identifies_consumers && p < route->n_plans; p++)
+        n += route->plans[p].n_limits;
+    r->limits = calloc(n ? n : 1, sizeof *r->limits);
+    if (route->identifies_consumers)
+        r->plans = calloc(route->n_plans ? route->n_plans : 1, sizeof *r->plans);
+    if (r->limits == NULL || (route->identifies_consumers && r->plans == NULL)) {
+        fprintf(stderr, "sluice simulate: out of memory\n");
+        return -1;
+    }
+    if (sim_set_open(s, r, &r->own, NULL, route->limits, route->n_limits) != 0)
+        return -1;
+    for (size_t p = 0; r->plans != NULL && p < route->n_plans; p++)
+        if (sim_set_open(s, r, &r->plans[p], s->config->plans[p].name, route->plans[p].limits,
+                         route->plans[p].n_limits) != 0)
+            return -1;
+    return 0;
+}
+
 static int sim_open(struct sim *s, const char *path)
 {
-    char *errors = NULL, why[LIMITER_ERR_LEN];
+    char *errors = NULL;
 
     s->path = path;
     s->config = config_load(path, &errors);
@@ -166,44 +246,32 @@ static int sim_open(struct sim *s, const char *path)
         return -1;
     }
     s->routes = calloc(s->config->n_routes ? s->config->n_routes : 1, sizeof *s->routes);
-    if (s->routes == NULL) {
+    s->consumers = gw_consumers_by_name(s->config);
+    if (s->routes == NULL || s->consumers == NULL) {
         fprintf(stderr, "sluice simulate: out of memory\n");
         return -1;
     }
     for (size_t i = 0; i < s->config->n_routes; i++) {
-        struct sim_route *r = &s->routes[i];
-
-        r->config = &s->config->routes[i];
-        for (size_t j = 0; j < r->config->n_limits; j++) {
-            struct sim_limit *l = &r->limits[j];
-            struct limiter_params params = r->config->limits[j].params;
-
-            l->config = &r->config->limits[j];
-            params.max_clients = s->config->max_clients; /* as the gateway runs it */
-            l->limiter = limiter_create(&params, why);
-            if (l->limiter == NULL) {
-                fprintf(stderr, "%s: route %s, limit %s: %s\n", path, r->config->name,
-                        l->config->name, why);
-                return -1;
-            }
-            r->n_limits++;
-            gw_key_source(l->config->key_kind, l->config->key_name, false, l->source);
-            l->clients.max =
-                s->config->max_clients ? s->config->max_clients : LIMITER_DEFAULT_MAX_CLIENTS;
-        }
+        s->routes[i].config = &s->config->routes[i];
+        if (sim_route_open(s, &s->routes[i]) != 0)
+            return -1;
     }
     return 0;
 }
 
 static void sim_close(struct sim *s)
 {
-    for (size_t i = 0; s->routes != NULL && i < s->config->n_routes; i++)
+    for (size_t i = 0; s->routes != NULL && i < s->config->n_routes; i++) {
         for (size_t j = 0; j < s->routes[i].n_limits; j++) {
             limiter_free(s->routes[i].limits[j].limiter);
             free(s->routes[i].limits[j].per_minute);
             counts_free(&s->routes[i].limits[j].clients);
         }
+        free(s->routes[i].limits);
+        free(s->routes[i].plans);
+    }
     free(s->routes);
+    free(s->consumers);
     config_free(s->config);
 }
 
@@ -234,6 +302,30 @@ static int count_denial(struct sim_limit *l, const char *hash, int64_t now_ns, i
     return counts_add(&l->clients, strtoull(hash, NULL, 16), 1);
 }
 
+/* The limits `line` is held to on `r`, a route that names consumers, as identify_consumer() in
+ * request.c picks them: the plan of the consumer the line was decided as (by name, the plan
+ * the proposed config gives it), or for none the anonymous plan or the route's own limits.
+ * NULL when the proposed config cannot decide it, with `*skip` saying why. */
+static const struct sim_set *consumer_set(const struct sim *s, const struct sim_route *r,
+                                          const struct gw_log_line *line, enum skip *skip)
+{
+    const struct gw_consumer *consumer;
+
+    if (line->consumer[0] == '\0') {
+        if (r->config->unknown_key == CONFIG_UNKNOWN_KEY_REJECT) {
+            *skip = SKIP_UNKNOWN_KEY; /* a 401 now, before any limit */
+            return NULL;
+        }
+        return r->config->anonymous_plan >= 0 ? &r->plans[r->config->anonymous_plan] : &r->own;
+    }
+    consumer = gw_consumers_named(s->consumers, s->config->n_consumers, line->consumer);
+    if (consumer == NULL) {
+        *skip = SKIP_CONSUMER_MISSING;
+        return NULL;
+    }
+    return &r->plans[consumer->plan];
+}
+
 /* Decides `line` under `s`: 1 denied, 0 allowed, -1 not replayed (`*skip` says why), -2 out
  * of memory. `denying` receives the names of the limits that denied, comma-separated. */
 static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0, enum skip *skip,
@@ -245,6 +337,7 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
     struct limiter *limiters[LIMITER_MAX_PER_REQUEST];
     struct limiter_decision out[LIMITER_MAX_PER_REQUEST];
     struct sim_route *r;
+    const struct sim_set *set;
     bool denied;
     int route, rc;
     size_t len = 0;
@@ -252,8 +345,7 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
     denying[0] = '\0';
     if (line->decided_ns <= 0 || line->decided_ns > LIMITER_MAX_NOW_NS) {
         *skip = SKIP_NOT_DECIDED;
-        s->skipped[*skip]++;
-        return -1;
+        goto skipped;
     }
     route =
         line->path[0] == '/' && gw_target_path(line->path, routing, &reason) == 0
@@ -261,33 +353,29 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
             : -1;
     if (route < 0) {
         *skip = SKIP_NO_ROUTE;
-        s->skipped[*skip]++;
-        return -1;
+        goto skipped;
     }
     r = &s->routes[route];
-    if (r->config->identifies_consumers) {
-        *skip = SKIP_CONSUMERS;
-        s->skipped[*skip]++;
-        return -1;
-    }
-    for (size_t i = 0; i < r->n_limits; i++) {
-        ids[i] = gw_log_line_key(line, r->limits[i].source);
+    set = r->config->identifies_consumers ? consumer_set(s, r, line, skip) : &r->own;
+    if (set == NULL)
+        goto skipped;
+    for (size_t i = 0; i < set->n_limits; i++) {
+        ids[i] = gw_log_line_key(line, set->limits[i].source);
         if (ids[i] == NULL) {
             *skip = SKIP_KEY_NOT_LOGGED;
-            s->skipped[*skip]++;
-            return -1;
+            goto skipped;
         }
-        costs[i] = gw_limit_cost(r->limits[i].config, line->method);
-        limiters[i] = r->limits[i].limiter;
+        costs[i] = gw_limit_cost(set->limits[i].config, line->method);
+        limiters[i] = set->limits[i].limiter;
     }
     r->requests++;
     s->requests++;
-    if (r->n_limits == 0)
+    if (set->n_limits == 0)
         return 0;
-    rc = limiter_decide_all_cost(limiters, r->n_limits, ids, costs, line->decided_ns, out);
+    rc = limiter_decide_all_cost(limiters, set->n_limits, ids, costs, line->decided_ns, out);
     denied = rc != 0;
-    for (size_t i = 0; i < r->n_limits; i++) {
-        struct sim_limit *l = &r->limits[i];
+    for (size_t i = 0; i < set->n_limits; i++) {
+        struct sim_limit *l = &set->limits[i];
 
         l->requests++;
         if (out[i].allowed && rc == 0)
@@ -296,13 +384,16 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
         if (count_denial(l, ids[i], line->decided_ns, minute0) != 0)
             return -2;
         len += (size_t)snprintf(denying + len, len < denying_len ? denying_len - len : 0, "%s%s",
-                                len ? "," : "", l->config->name);
+                                len ? "," : "", l->name);
     }
     if (denied) {
         r->denied++;
         s->denied++;
     }
     return denied;
+skipped:
+    s->skipped[*skip]++;
+    return -1;
 }
 
 /* --- reading the logs -------------------------------------------------------------------- */
@@ -330,7 +421,7 @@ static int read_log(struct run *run, const char *file)
 {
     FILE *in = strcmp(file, "-") == 0 ? stdin : fopen(file, "r");
     struct gw_log_line line;
-    char *text = NULL, denying[LIMITER_MAX_PER_REQUEST * 70];
+    char *text = NULL, denying[LIMITER_MAX_PER_REQUEST * 132];
     size_t cap = 0;
     ssize_t len;
     uint64_t lineno = 0;
@@ -414,7 +505,7 @@ static const struct sim_route *route_named(const struct sim *s, const char *name
 static const struct sim_limit *limit_named(const struct sim_route *r, const char *name)
 {
     for (size_t i = 0; r != NULL && i < r->n_limits; i++)
-        if (strcmp(r->limits[i].config->name, name) == 0)
+        if (strcmp(r->limits[i].name, name) == 0)
             return &r->limits[i];
     return NULL;
 }
@@ -507,12 +598,12 @@ static void text_sim(const struct run *run, const struct sim *s, const char *tit
                      was ? current : NULL);
         for (size_t j = 0; j < r->n_limits; j++) {
             const struct sim_limit *l = &r->limits[j];
-            const struct sim_limit *had = limit_named(was, l->config->name);
+            const struct sim_limit *had = limit_named(was, l->name);
             size_t per = (l->n_minutes + SPARK_COLUMNS - 1) / SPARK_COLUMNS;
 
             current[0] = had ? had->denied : 0;
             current[1] = had ? had->requests : 0;
-            snprintf(name, sizeof name, "  %s (%s)", l->config->name, l->config->params.algorithm);
+            snprintf(name, sizeof name, "  %s (%s)", l->name, l->config->params.algorithm);
             text_figures(name, l->requests, l->denied, l->first_denial_ns, other != NULL,
                          had ? current : NULL);
             if (l->denied == 0)
@@ -604,7 +695,12 @@ static void json_sim(const struct run *run, const struct sim *s)
             const struct sim_limit *l = &r->limits[j];
 
             printf("%s{\"name\":", j ? "," : "");
-            json_string(l->config->name);
+            json_string(l->name);
+            printf(",\"plan\":");
+            if (l->plan != NULL)
+                json_string(l->plan);
+            else
+                printf("null");
             printf(",\"algorithm\":\"%s\",\"key\":", l->config->params.algorithm);
             json_string(l->source);
             printf(",");

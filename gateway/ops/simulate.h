@@ -14,13 +14,23 @@
  * decisions A gave, line for line. Each limit counts the client under its key's source
  * (gw_key_source()) as logged in `keys`: the hash stands in for the key, one to one.
  *
+ * On a route that names consumers, the line's `consumer` (the consumer's configured name, as
+ * the access log has it; never its key) is looked up by name in the proposed config, and the
+ * route's version of that consumer's plan there decides, its limits on the route's key
+ * counting under the logged "consumer" hash (the gateway's key "consumer:NAME"), so moving a
+ * consumer to another plan, or changing a plan, is simulated. A line with no consumer is
+ * anonymous, as it was when recorded: the anonymous plan or the route's own limits, by the
+ * client's address. Limit names in the report are "PLAN/LIMIT" for a plan's, as in metrics.
+ *
  * Lines are replayed in the order given; a gateway writes a line when its request ends, so
  * requests that overlapped may be logged out of their decision order, and then a clock step
  * backwards is taken as the limiter takes one (no extra quota). Not replayed, counted per
  * reason: not_decided (decided_ns 0: refused before the limits, blocked, exempt), no_route
  * (no route of the proposed config matches, or its path is refused), key_not_logged (a
- * limit counts under a key source the line lacks), consumers (the route names consumers:
- * plans are not simulated). Malformed lines are counted, the first 10 reported as FILE:LINE.
+ * limit counts under a key source the line lacks), consumer_missing (the line's consumer is
+ * not in the proposed config), unknown_key (an anonymous line on a route the proposed config
+ * answers 401 for keys no consumer holds). Malformed lines are counted, the first 10 reported
+ * as FILE:LINE.
  *
  * The report, per route and per limit: requests, would-be denials, the share denied, the
  * first denial's time, the ten clients (their hashes) most denied, and denials per minute;

@@ -6,12 +6,16 @@
 # the best of ROUNDS (default 3) runs, and the peak RSS, from /usr/bin/time.
 #
 #   tests/bench/simulate.sh [LINES]
+#
+# KEEP=1 keeps the log and the configs (the directory is printed on stderr), to profile with:
+#   perf record -g build/sluice simulate -c DIR/gcra.yaml DIR/access.log >/dev/null
+#   perf report --no-children --sort sym
 set -u
 cd "$(dirname "$0")/../.."
 lines=${1:-${LINES:-1000000}} rounds=${ROUNDS:-3}
 [ -x build/sluice ] || { echo "simulate: build build/sluice first (make)" >&2; exit 2; }
 dir=$(mktemp -d /tmp/sluice-simulate-bench-XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+if [ -n "${KEEP:-}" ]; then echo "simulate: kept in $dir" >&2; else trap 'rm -rf "$dir"' EXIT; fi
 
 /usr/bin/python3 - "$lines" >"$dir/access.log" <<'EOF'
 import random, sys

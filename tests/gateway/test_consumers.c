@@ -210,6 +210,34 @@ static void test_table_finds_keys(void)
     config_free(c);
 }
 
+/* By name (sluice simulate): each consumer with the plan its key finds, no other name. */
+static void test_by_name(void)
+{
+    struct config *c =
+        parse_ok(PLANS "consumers:\n"
+                       "  - {name: carol, key: carol-key, plan: free}\n"
+                       "  - {name: acme, key: acme-key, plan: gold}\n"
+                       "  - {name: bob, key: bob-key, plan: free}\n" ROUTE "    plan: free\n");
+    struct gw_consumer *sorted = gw_consumers_by_name(c);
+    const struct gw_consumer *found;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sorted);
+    found = gw_consumers_named(sorted, c->n_consumers, "acme");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(found);
+    CU_ASSERT_STRING_EQUAL(found->name, "acme");
+    CU_ASSERT_EQUAL(found->plan, 1);
+    found = gw_consumers_named(sorted, c->n_consumers, "carol");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(found);
+    CU_ASSERT_EQUAL(found->plan, 0);
+    CU_ASSERT_PTR_NOT_NULL(gw_consumers_named(sorted, c->n_consumers, "bob"));
+    CU_ASSERT_PTR_NULL(gw_consumers_named(sorted, c->n_consumers, "acm"));
+    CU_ASSERT_PTR_NULL(gw_consumers_named(sorted, c->n_consumers, "Acme"));
+    CU_ASSERT_PTR_NULL(gw_consumers_named(sorted, c->n_consumers, "carol-key"));
+    CU_ASSERT_PTR_NULL(gw_consumers_named(sorted, c->n_consumers, ""));
+    free(sorted);
+    config_free(c);
+}
+
 /* 100,000 consumers: every key found, no other. */
 static void test_table_many(void)
 {
@@ -467,6 +495,7 @@ void register_consumers_unit_tests(void)
     add_test(s, "consumers' keys, clear or sha256:", test_consumer_keys);
     add_test(s, "problems are positioned", test_problems_are_positioned);
     add_test(s, "the table finds each key and no other", test_table_finds_keys);
+    add_test(s, "consumers by name", test_by_name);
     add_test(s, "100,000 consumers", test_table_many);
     add_test(s, "a reload keeps unchanged plans", test_reload_keeps_unchanged_plans);
     add_test(s, "consumers_file", test_consumers_file);

@@ -8,7 +8,8 @@
 #define GOOD                                                                                       \
     "{\"time\":\"2026-11-30T10:00:00.123Z\",\"route\":\"api\",\"method\":\"GET\","                 \
     "\"path\":\"/api/a\\\"b\\\\c\\u001f\\/d\",\"status\":429,\"decision\":\"denied\","             \
-    "\"upstream_ms\":1.875,\"host\":\"api.example.com\",\"limit\":\"burst\","                      \
+    "\"upstream_ms\":1.875,\"host\":\"api.example.com\",\"limit\":\"burst\",\"consumer\":"         \
+    "\"acme\","                                                                                    \
     "\"decided_ns\":1795946400121456789,"                                                          \
     "\"keys\":{\"ip\":\"9f2c4e1a7b3d5f60\",\"header:x-api-key\":\"0d1e2f3a4b5c6d7e\"}}"
 
@@ -27,9 +28,7 @@ static void test_good_line(void)
     CU_ASSERT_STRING_EQUAL(line.method, "GET");
     CU_ASSERT_STRING_EQUAL(line.path, "/api/a\"b\\c\x1f/d");
     CU_ASSERT_STRING_EQUAL(line.host, "api.example.com");
-    CU_ASSERT_STRING_EQUAL(line.route, "api");
-    CU_ASSERT_STRING_EQUAL(line.decision, "denied");
-    CU_ASSERT_STRING_EQUAL(line.limit, "burst");
+    CU_ASSERT_STRING_EQUAL(line.consumer, "acme");
     CU_ASSERT_EQUAL(line.decided_ns, 1795946400121456789LL);
     CU_ASSERT_EQUAL(line.n_keys, 2);
     CU_ASSERT_STRING_EQUAL(gw_log_line_key(&line, "ip"), "9f2c4e1a7b3d5f60");
@@ -41,7 +40,51 @@ static void test_good_line(void)
                           &line, &reason),
                     0);
     CU_ASSERT_STRING_EQUAL(line.host, "");
+    CU_ASSERT_STRING_EQUAL(line.consumer, "");
     CU_ASSERT_EQUAL(line.n_keys, 0);
+}
+
+/* Names and strings at the edges of the fast paths: an escaped name is read unescaped, a name
+ * that only starts like a known one is another field, and plain runs of every length around
+ * eight bytes end at the right byte. */
+static void test_names_and_runs(void)
+{
+    struct gw_log_line line;
+    const char *reason = NULL;
+
+    CU_ASSERT_EQUAL_FATAL(parse("{\"met\\u0068od\":\"PUT\",\"path\":\"/\",\"decided_ns\":7,"
+                                "\"methods\":\"x\",\"pat\":\"y\",\"hostname\":\"z\","
+                                "\"keys\":{\"query:\\u006b\":\"00112233445566ff\"}}",
+                                &line, &reason),
+                          0);
+    CU_ASSERT_STRING_EQUAL(line.method, "PUT");
+    CU_ASSERT_STRING_EQUAL(line.path, "/");
+    CU_ASSERT_STRING_EQUAL(line.host, "");
+    CU_ASSERT_EQUAL(line.decided_ns, 7);
+    CU_ASSERT_STRING_EQUAL(gw_log_line_key(&line, "query:k"), "00112233445566ff");
+    for (size_t n = 1; n <= 20; n++) {
+        char text[200], path[32];
+
+        for (size_t i = 0; i < n; i++)
+            path[i] = (char)('a' + i);
+        path[n] = '\0';
+        snprintf(text, sizeof text,
+                 "{\"method\":\"GET\",\"path\":\"/%s\\/%s\",\"decided_ns\":1,\"keys\":{}}", path,
+                 path);
+        CU_ASSERT_EQUAL_FATAL(parse(text, &line, &reason), 0);
+        CU_ASSERT_EQUAL(strncmp(line.path + 1, path, n), 0);
+        CU_ASSERT_EQUAL(line.path[n + 1], '/');
+        CU_ASSERT_STRING_EQUAL(line.path + n + 2, path);
+        /* A raw control character or a bare quote at any place in the run is caught. */
+        path[n / 2] = '\x01';
+        snprintf(text, sizeof text,
+                 "{\"method\":\"GET\",\"path\":\"/%s\",\"decided_ns\":1,\"keys\":{}}", path);
+        CU_ASSERT_EQUAL(parse(text, &line, &reason), -1);
+        path[n / 2] = '"';
+        snprintf(text, sizeof text,
+                 "{\"method\":\"GET\",\"path\":\"/%s\",\"decided_ns\":1,\"keys\":{}}", path);
+        CU_ASSERT_EQUAL(parse(text, &line, &reason), -1);
+    }
 }
 
 /* Anything the access log does not write is refused, with a reason. */
@@ -67,6 +110,16 @@ static void test_malformed_lines(void)
         "{\"method\":\"GET\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{}",
         "{\"method\":\"GETGETGETGETGETGETGETGETGETGETGETGETGETGETGETGETGET\",\"path\":\"/\","
         "\"decided_ns\":1,\"keys\":{}}",
+        "{\"method\":\"GET\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{},"
+        "\"consumer\":\"a\",\"consumer\":\"a\"}",
+        "{\"method\":\"GET\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{},"
+        "\"consumer\":\"01234567890123456789012345678901234567890123456789012345678901234\"}",
+        "{\"method\":\"GET\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{},"
+        "\"a_field_name_longer_than_any_key_source_the_log_writes\":1}",
+        "{\"method\":\"GET\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{},"
+        "\"an_escaped_name_longer_than_any_key_source_the_log_w\\u0072ites\":1}",
+        "{\"method\":\"GET\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{},\"na\nme\":1}",
+        "{\"method\":\"GET\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{},\"name",
     };
     struct gw_log_line line;
 
@@ -85,5 +138,6 @@ void register_log_line_tests(void)
     CU_pSuite s = add_suite("gateway_log_line");
 
     add_test(s, "an access log line: the fields a replay needs", test_good_line);
+    add_test(s, "escaped names, look-alike names, plain runs of each length", test_names_and_runs);
     add_test(s, "malformed lines refused with a reason", test_malformed_lines);
 }

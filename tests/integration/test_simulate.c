@@ -2,7 +2,10 @@
  * gateway, in the serving mode under test:
  *   - replayed against the config it was recorded with, every line gets the decision the
  *     gateway gave it (token_bucket, gcra, sliding_window_counter; a route with two limits
- *     on two keys and a POST cost; denials among them), and the report's figures agree;
+ *     on two keys and a POST cost; a route that names consumers, with a consumer's plan and
+ *     the anonymous plan; denials among them), and the report's figures agree;
+ *   - a consumer's plan follows the proposed config; a consumer it lacks, or anonymous lines
+ *     where it refuses unknown keys, are counted as not replayed, each under its reason;
  *   - a tighter config denies more, and --compare names the clients it newly denies;
  *   - malformed lines are counted and named FILE:LINE, never fatal; --max-denied sets the
  *     exit code; --format json is one JSON document. */
@@ -17,18 +20,31 @@
 
 #define OUT_CAP (256 * 1024)
 
+/* The consumer acme (key-one) on the gold plan, key-two held by none; the plans route counts
+ * acme under gold and the others by address under the anonymous plan. The multi route is
+ * keyed by address, its burst limit by X-API-Key's value: consumers are configured, so a
+ * route keyed by a header would name consumers. */
 #define SIM_CONFIG                                                                                 \
     "server: {listen: \"127.0.0.1:0\", trusted_proxies: [\"127.0.0.0/8\"]}\n"                      \
+    "plans:\n"                                                                                     \
+    "  gold:\n"                                                                                    \
+    "    - {name: burst, algorithm: token_bucket, requests: 1, per: 1h, burst: %2$u}\n"            \
+    "    - {name: per_ip, algorithm: fixed_window, requests: %3$u, per: 1h, key: ip}\n"            \
+    "  silver: {algorithm: fixed_window, requests: 100, per: 1h}\n"                                \
+    "  anonymous: {algorithm: gcra, requests: 1, per: 1h, burst: 1}\n"                             \
+    "consumers:\n  - {name: %4$s, key: key-one, plan: %5$s}\n"                                     \
     "routes:\n"                                                                                    \
     "  - name: multi\n    match: {path_prefix: /multi/}\n"                                         \
-    "    upstream: \"http://127.0.0.1:%1$u\"\n    key: \"header:X-API-Key\"\n    limit:\n"         \
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    limit:\n"                                        \
     "      - {name: burst, algorithm: token_bucket, requests: 1, per: 1h, burst: %2$u, "           \
-    "cost: {POST: 2}}\n"                                                                           \
+    "key: \"header:X-API-Key\", cost: {POST: 2}}\n"                                                \
     "      - {name: per_ip, algorithm: fixed_window, requests: %3$u, per: 1h, key: ip}\n"          \
     "  - name: gcra\n    match: {path_prefix: /g/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"     \
     "    limit: {algorithm: gcra, requests: 1, per: 1h, burst: %2$u}\n"                            \
     "  - name: counter\n    match: {path_prefix: /c/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"  \
     "    limit: {algorithm: sliding_window_counter, requests: %2$u, per: 1h}\n"                    \
+    "  - name: plans\n    match: {path_prefix: /p/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"    \
+    "    key: \"header:X-API-Key\"\n    plan: silver\n    unknown_key: %6$s\n"                     \
     "  - name: open\n    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
 
 /* Refills of an hour, and a per-IP quota (2) below the key burst (3): which limit denies
@@ -49,12 +65,15 @@ static void write_text(const char *path, const char *text)
     }
 }
 
-/* The config text with burst/quota `small` and per_ip `per_ip`, into `path`. */
-static void write_config(const char *path, unsigned small, unsigned per_ip)
+/* The config text with burst/quota `small` and per_ip `per_ip`, the consumer `consumer` on
+ * `plan`, and `unknown_key` on the plans route, into `path`. */
+static void write_config(const char *path, unsigned small, unsigned per_ip, const char *consumer,
+                         const char *plan, const char *unknown_key)
 {
     char text[4096];
 
-    snprintf(text, sizeof text, SIM_CONFIG, upstream.port, small, per_ip);
+    snprintf(text, sizeof text, SIM_CONFIG, upstream.port, small, per_ip, consumer, plan,
+             unknown_key);
     write_text(path, text);
 }
 
@@ -77,7 +96,7 @@ static void wait_for_access_lines(int want)
  * and POSTs, enough to be denied by each limit. */
 static int init(void)
 {
-    static const char *const paths[] = {"/multi/a", "/g/a", "/c/a", "/open/a"};
+    static const char *const paths[] = {"/multi/a", "/g/a", "/c/a", "/p/a", "/open/a"};
     static const char *const clients[] = {"X-Forwarded-For: 203.0.113.1",
                                           "X-Forwarded-For: 203.0.113.2",
                                           "X-Forwarded-For: 2001:db8::7"};
@@ -87,11 +106,11 @@ static int init(void)
     snprintf(dir, sizeof dir, "/tmp/sluice-sim-XXXXXX");
     if (mkdtemp(dir) == NULL)
         return -1;
-    if (start_sluice(&gw, SIM_CONFIG, upstream.port, 3u, 2u) != 0)
+    if (start_sluice(&gw, SIM_CONFIG, upstream.port, 3u, 2u, "acme", "gold", "anonymous") != 0)
         return -1;
     for (int round = 0; round < 4; round++)
         for (size_t c = 0; c < 3; c++)
-            for (size_t p = 0; p < 4; p++) {
+            for (size_t p = 0; p < 5; p++) {
                 const char *headers[] = {clients[c], keys[(c + (size_t)round) % 3], NULL};
                 struct reply r;
 
@@ -103,7 +122,7 @@ static int init(void)
     snprintf(recorded_config, sizeof recorded_config, "%s/recorded.yaml", dir);
     /* The log's writer thread writes on its own time: wait for every line, then copy the log
      * and the config (with the serving mode the run had) before stopping removes them. */
-    wait_for_access_lines(48);
+    wait_for_access_lines(60);
     log = read_file(gw.access_path);
     if (log == NULL)
         return -1;
@@ -149,7 +168,8 @@ static int simulate(char **out, const char *fmt, ...)
 }
 
 /* Every recorded line, replayed against its own config, gets the recorded decision; where it
- * was denied, the limit the log names is among those the replay says denied it. */
+ * was denied, the limit the log names is among those the replay says denied it (a plan's
+ * named PLAN/LIMIT). */
 static void test_replay_is_exact(void)
 {
     char *out, *log = read_file(recorded), *save = NULL, *out_save = NULL;
@@ -158,19 +178,21 @@ static void test_replay_is_exact(void)
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(log);
     CU_ASSERT_EQUAL(simulate(&out, "simulate --decisions -c %s %s", recorded_config, recorded), 0);
-    CU_ASSERT_TRUE(recorded_lines >= 48);
+    CU_ASSERT_TRUE(recorded_lines >= 60);
     CU_ASSERT_TRUE(recorded_denied >= 6);
     decision = strtok_r(out, "\n", &out_save);
     for (line = strtok_r(log, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
         struct json_object *o = json_tokener_parse(line), *v;
         char want[200], label[64];
-        const char *recorded_decision = "?", *limit = "";
+        const char *recorded_decision = "?", *limit = "", *path = "";
 
         lines++;
         if (o != NULL && json_object_object_get_ex(o, "decision", &v))
             recorded_decision = json_object_get_string(v);
         if (o != NULL && json_object_object_get_ex(o, "limit", &v))
             limit = json_object_get_string(v);
+        if (o != NULL && json_object_object_get_ex(o, "path", &v))
+            path = json_object_get_string(v);
         snprintf(want, sizeof want, "%s:%d %s", recorded, lines, recorded_decision);
         snprintf(label, sizeof label, "line %d", lines);
         check_case(decision != NULL && strncmp(decision, want, strlen(want)) == 0, label,
@@ -181,7 +203,14 @@ static void test_replay_is_exact(void)
             denied++;
             check_case(listed != NULL && strstr(listed, limit) != NULL, label,
                        "limit %s not among \"%s\"", limit, decision);
-            limits_seen |= strcmp(limit, "burst") == 0 ? 1 : strcmp(limit, "per_ip") == 0 ? 2 : 0;
+            if (strcmp(path, "/multi/a") == 0)
+                limits_seen |= strcmp(limit, "burst") == 0    ? 1
+                               : strcmp(limit, "per_ip") == 0 ? 2
+                                                              : 0;
+            if (strcmp(path, "/p/a") == 0 && listed != NULL)
+                limits_seen |= strstr(listed, " gold/burst") != NULL     ? 4
+                               : strncmp(listed, " anonymous/", 11) == 0 ? 8
+                                                                         : 0;
         }
         json_object_put(o);
         decision = strtok_r(NULL, "\n", &out_save);
@@ -190,11 +219,28 @@ static void test_replay_is_exact(void)
     CU_ASSERT_EQUAL(lines, recorded_lines);
     CU_ASSERT_EQUAL(denied, recorded_denied);
     CU_ASSERT_EQUAL(limits_seen & 3, 3); /* both limits of the multi route denied some */
+    CU_ASSERT_EQUAL(limits_seen & 12, 12); /* so did acme's gold plan and the anonymous plan */
     free(out);
     free(log);
 }
 
-static int64_t get_int(struct json_object *o, const char *path)
+/* The JSON report of `sluice simulate -c PROPOSED [--compare CURRENT]` over the recording,
+ * which must exit 0; NULL when it is no JSON. The caller puts it. */
+static struct json_object *json_report(const char *proposed, const char *current)
+{
+    char *out;
+    struct json_object *o;
+
+    CU_ASSERT_EQUAL(simulate(&out, "simulate --format json -c %s %s%s %s", proposed,
+                             current ? "--compare " : "", current ? current : "", recorded),
+                    0);
+    o = json_tokener_parse(out);
+    free(out);
+    return o;
+}
+
+/* The value at `path` ("proposed.routes.0.name") in `o`, or NULL. */
+static struct json_object *get(struct json_object *o, const char *path)
 {
     char copy[128], *save = NULL;
     struct json_object *v = o;
@@ -210,27 +256,36 @@ static int64_t get_int(struct json_object *o, const char *path)
         else if (!json_object_object_get_ex(v, name, &v))
             v = NULL;
     }
+    return v;
+}
+
+static int64_t get_int(struct json_object *o, const char *path)
+{
+    struct json_object *v = get(o, path);
+
     return v ? json_object_get_int64(v) : -1;
+}
+
+static const char *get_string(struct json_object *o, const char *path)
+{
+    struct json_object *v = get(o, path);
+
+    return v ? json_object_get_string(v) : "";
 }
 
 /* The report's totals agree with the log; every route and limit is there. */
 static void test_report_figures(void)
 {
-    char *out;
-    struct json_object *o;
+    struct json_object *o = json_report(recorded_config, NULL);
 
-    CU_ASSERT_EQUAL(simulate(&out, "simulate --format json -c %s %s", recorded_config, recorded),
-                    0);
-    o = json_tokener_parse(out);
-    free(out);
     CU_ASSERT_PTR_NOT_NULL_FATAL(o);
     CU_ASSERT_EQUAL(get_int(o, "lines"), recorded_lines);
     CU_ASSERT_EQUAL(get_int(o, "malformed.count"), 0);
     CU_ASSERT_EQUAL(get_int(o, "proposed.requests"), recorded_lines);
     CU_ASSERT_EQUAL(get_int(o, "proposed.denied"), recorded_denied);
     CU_ASSERT_EQUAL(get_int(o, "proposed.routes.0.requests"), 12);
-    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.requests"), 12);
-    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.denied"), 0);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.4.requests"), 12);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.4.denied"), 0);
     CU_ASSERT_TRUE(get_int(o, "proposed.routes.1.limits.0.denied") > 0); /* gcra */
     CU_ASSERT_TRUE(get_int(o, "proposed.routes.2.limits.0.denied") > 0); /* counter */
     CU_ASSERT_TRUE(get_int(o, "proposed.routes.1.limits.0.top_clients.0.denials") > 0);
@@ -244,18 +299,14 @@ static void test_tighter_and_compare(void)
     struct json_object *o;
 
     snprintf(tighter, sizeof tighter, "%s/tighter.yaml", dir);
-    write_config(tighter, 2, 1);
-    CU_ASSERT_EQUAL(simulate(&out, "simulate --format json -c %s --compare %s %s", tighter,
-                             recorded_config, recorded),
-                    0);
-    o = json_tokener_parse(out);
-    free(out);
+    write_config(tighter, 2, 1, "acme", "gold", "anonymous");
+    o = json_report(tighter, recorded_config);
     CU_ASSERT_PTR_NOT_NULL_FATAL(o);
     CU_ASSERT_EQUAL(get_int(o, "current.denied"), recorded_denied);
     CU_ASSERT_TRUE(get_int(o, "proposed.denied") > recorded_denied);
     CU_ASSERT_TRUE(get_int(o, "proposed.routes.0.limits.1.denied") >
                    get_int(o, "current.routes.0.limits.1.denied"));
-    CU_ASSERT_TRUE(get_int(o, "newly_denied.3.clients") == 0); /* open: no limits */
+    CU_ASSERT_TRUE(get_int(o, "newly_denied.4.clients") == 0); /* open: no limits */
     json_object_put(o);
     /* The text report puts the current figures beside the proposed ones. */
     CU_ASSERT_EQUAL(
@@ -263,6 +314,52 @@ static void test_tighter_and_compare(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "CURRENT:"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "denied under the proposed config, never under"));
     free(out);
+}
+
+/* The plans route: acme sends 4 requests (from three addresses), the others 8 by address.
+ * Recorded: gold's burst of 3 denies acme's fourth, the anonymous plan (1 an hour per
+ * address) denies 5. Proposed: acme moved to silver (100 an hour) is denied nothing; a config
+ * without acme that refuses unknown keys replays none of the route's lines, each counted
+ * under its reason. */
+static void test_consumer_plans(void)
+{
+    char proposed[160];
+    struct json_object *o = json_report(recorded_config, NULL);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.1.name"), "gold/burst");
+    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.1.plan"), "gold");
+    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.1.key"), "consumer");
+    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.2.key"), "ip"); /* per_ip */
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.requests"), 12);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.denied"), 6);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.1.requests"), 4); /* gold/burst */
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.1.denied"), 1);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.4.requests"), 8); /* anonymous */
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.4.denied"), 5);
+    json_object_put(o);
+
+    snprintf(proposed, sizeof proposed, "%s/silver.yaml", dir);
+    write_config(proposed, 3, 2, "acme", "silver", "anonymous");
+    o = json_report(proposed, recorded_config);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.requests"), 12);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.denied"), 5);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.1.requests"), 0);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.3.requests"), 4); /* silver */
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.3.denied"), 0);
+    CU_ASSERT_EQUAL(get_int(o, "current.routes.3.denied"), 6);
+    json_object_put(o);
+
+    snprintf(proposed, sizeof proposed, "%s/without-acme.yaml", dir);
+    write_config(proposed, 3, 2, "someone_else", "gold", "reject");
+    o = json_report(proposed, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.requests"), 0);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.not_replayed.consumer_missing"), 4);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.not_replayed.unknown_key"), 8);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.requests"), recorded_lines - 12);
+    json_object_put(o);
 }
 
 /* Malformed lines are counted and named FILE:LINE; the good ones are still replayed. */
@@ -336,6 +433,8 @@ void register_simulate_tests(void)
              test_replay_is_exact);
     add_test(s, "the report's figures, as JSON", test_report_figures);
     add_test(s, "a tighter config denies more; --compare", test_tighter_and_compare);
+    add_test(s, "consumer routes: each consumer's plan in the proposed config",
+             test_consumer_plans);
     add_test(s, "malformed lines counted and named, never fatal", test_malformed_lines);
     add_test(s, "--max-denied sets the exit code; - reads stdin", test_max_denied);
 }
