@@ -232,6 +232,7 @@ bench: build/limiter_bench build/sluice build/test_upstream
 	tests/bench/servers.sh
 	tests/bench/uploads.sh
 	tests/bench/simulate.sh
+	tests/bench/park.sh
 
 format:
 	clang-format -i $(sort $(SLUICE_SRC) $(UNIT_SRC) $(INTEG_SRC) $(BENCH_SRC) \

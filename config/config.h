@@ -9,7 +9,7 @@
  *
  *   server:   listen, admin_listen, trusted_proxies, deny, max_connections, max_connections_per_ip,
  *             client_timeout, max_body, max_header_size, max_response_header_size,
- *             drain_timeout, watch_config,
+ *             drain_timeout, park_idle_after, watch_config,
  *             access_log {path, client}, underscores_in_headers, upstream_idle_timeout,
  *             upstream_max_idle, mode, workers, consumer_header, deny, headers,
  *             ready_needs_upstreams, proxy_protocol, proxy_protocol_from,
@@ -133,14 +133,14 @@
  *
  * What newcomers get wrong is named where it is. A route's methods: are RFC 9110's (GET,
  * HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE) and PATCH, in any case, kept in capitals;
- * any other is an error listing them, as is one a cost: names (in capitals there). A limit lacking algorithm, requests or per is told
- * which; per is 1ms to 366d. server.max_body is at most 64GiB: bodies are streamed, so the
- * bound is no memory's but catches a slipped unit. limiter.max_memory (default 256MiB, 1MiB
- * to 1TiB) bounds what one sliding_window_log limit may need at worst, requests x 8 B x
- * limiter.max_clients; over it, the error gives the figure and suggests the sliding window
- * counter. An unknown key that differs from a known one of its section only in case, or by at
- * most two edits (and is nearer to it than to any other), gets "did you mean". What is legal
- * but surely unintended is a warning, config->warnings, which does not make the config
+ * any other is an error listing them, as is one a cost: names (in capitals there). A limit lacking
+ * algorithm, requests or per is told which; per is 1ms to 366d. server.max_body is at most 64GiB:
+ * bodies are streamed, so the bound is no memory's but catches a slipped unit. limiter.max_memory
+ * (default 256MiB, 1MiB to 1TiB) bounds what one sliding_window_log limit may need at worst,
+ * requests x 8 B x limiter.max_clients; over it, the error gives the figure and suggests the
+ * sliding window counter. An unknown key that differs from a known one of its section only in case,
+ * or by at most two edits (and is nearer to it than to any other), gets "did you mean". What is
+ * legal but surely unintended is a warning, config->warnings, which does not make the config
  * invalid: a route that an earlier one shadows (the same path_prefix, a superset of its
  * methods or any, its host or any: routes.c takes the longest prefix, the first of equals),
  * naming both lines.
@@ -437,6 +437,8 @@ struct config {
         uint64_t max_header_size; /* the largest request head; 431 beyond */
         uint64_t max_response_header_size; /* the largest upstream response head; 502 beyond */
         int64_t drain_timeout_ns;
+        int64_t
+            park_idle_after_ns; /* event mode: an idle connection leaves libmicrohttpd (0: never) */
         bool watch_config;
         char *access_log;                 /* "stdout", "off", or a file path */
         enum config_access_client access_log_client;

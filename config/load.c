@@ -765,6 +765,10 @@ static const struct field server_fields[] = {
     {"max_response_header_size", V_SIZE, offsetof(struct config, server.max_response_header_size),
      4 * KIB, 1024 * KIB, NULL},
     {"drain_timeout", V_DURATION, offsetof(struct config, server.drain_timeout_ns), 0, DAY, NULL},
+    /* 0: never. At least 1s otherwise (libmicrohttpd's timeouts, by which a connection is
+     * parked, count whole seconds): checked in parse_server(). */
+    {"park_idle_after", V_DURATION, offsetof(struct config, server.park_idle_after_ns), 0, DAY,
+     NULL},
     {"watch_config", V_BOOL, offsetof(struct config, server.watch_config), 0, 0, NULL},
     {"access_log", V_CUSTOM, 0, 0, 0, parse_access_log},
     {"underscores_in_headers", V_BOOL, offsetof(struct config, server.underscores_in_headers), 0, 0,
@@ -3193,6 +3197,10 @@ static void parse_server(struct loader *ld, yaml_node_t *node, void *object)
     yaml_node_t *from;
 
     walk_mapping(ld, node, server_fields, object, "server");
+    if (config->server.park_idle_after_ns > 0 &&
+        config->server.park_idle_after_ns < (int64_t)SECOND)
+        errorf(ld, find_value(ld, node, "park_idle_after"),
+               "park_idle_after: at least 1s, or 0 to never park a connection");
     /* Anyone who may send the header may say they are anyone: it takes a list of peers (one
      * with a bad item is reported as such). */
     from = find_value(ld, node, "proxy_protocol_from");
@@ -3292,6 +3300,7 @@ static void set_defaults(struct config *config)
     config->server.client_timeout_ns = 30 * (int64_t)1000000000;
     config->server.max_body = 10 << 20;
     config->server.drain_timeout_ns = 10 * (int64_t)1000000000;
+    config->server.park_idle_after_ns = 5 * (int64_t)SECOND;
     config->server.watch_config = true;
     config->server.max_header_size = 16 * KIB;
     config->server.max_response_header_size = 16 * KIB;

@@ -107,6 +107,7 @@ struct gw_server {
     pthread_t reaper;               /* thread_per_connection: client deadlines and idle upstreams */
     int reaper_stop[2];
     int64_t client_timeout_ns;
+    _Atomic int64_t park_idle_after_ns; /* server.park_idle_after, reloadable */
     struct gw_runtime *current;
     struct gw_metrics *metrics;
     struct gw_backends *backends; /* the upstream servers' state, across reloads */
@@ -719,19 +720,21 @@ static void unpark_ready(void *cls)
     }
 }
 
-/* Parks the connections idle for GW_PARK_AFTER_NS with nothing read since their last answer:
+/* Parks the connections idle for park_idle_after with nothing read since their last answer:
  * with their timeout set to lapse at once, the daemon starts closing its side of them (and
  * finishes on its next run: on_connection() then parks them); any it does not close get
  * their timeout back. */
 static void park_idle(struct front *f, int64_t now)
 {
+    int64_t after = atomic_load_explicit(&f->server->park_idle_after_ns, memory_order_relaxed);
     unsigned parking = 0;
 
+    if (after == 0)
+        return;
     pthread_mutex_lock(&f->watch_lock);
     for (struct watched *w = f->watched; w != NULL; w = w->next) {
-        if (w->idle_since_ns == 0 || now - w->idle_since_ns < GW_PARK_AFTER_NS ||
-            w->address_len == 0 || gw_wire_head(w->wire)->messages != w->requests ||
-            !gw_wire_park(w->wire))
+        if (w->idle_since_ns == 0 || now - w->idle_since_ns < after || w->address_len == 0 ||
+            gw_wire_head(w->wire)->messages != w->requests || !gw_wire_park(w->wire))
             continue;
         w->parking = true;
         MHD_set_connection_option(w->connection, MHD_CONNECTION_OPTION_TIMEOUT, 1u);
@@ -1055,6 +1058,7 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
     }
     pthread_mutex_init(&s->swap, NULL);
     s->client_timeout_ns = config->server.client_timeout_ns;
+    atomic_init(&s->park_idle_after_ns, config->server.park_idle_after_ns);
     if (gw_wire_init() != 0) {
         config_free(config);
         snprintf(err, GW_ERR_LEN, "cannot read client connections strictly (recv() is not "
@@ -1230,6 +1234,7 @@ int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR
         gw_warn("reload: out of memory for the health checks; the last ones go on");
     gw_proxy_configure(next->config->server.upstream_idle_timeout_ns,
                        next->config->server.upstream_max_idle);
+    atomic_store(&s->park_idle_after_ns, next->config->server.park_idle_after_ns);
     pthread_mutex_lock(&s->swap);
     s->current = next;
     atomic_fetch_add_explicit(&s->generation, 1, memory_order_release);

@@ -391,7 +391,7 @@ for m in $modes; do
   for ((i = 0; i < rounds; i++)); do
     I[${m}_without]+="$(run idle "$conns" /x)"$'\n'
     open_idle || break
-    sleep 2   # idle means idle: event mode parks a connection about a second after its answer
+    sleep 6   # idle means idle: event mode parks a connection park_idle_after (5s) after its answer
     I[${m}_after_open]=$(status $gpid VmRSS)
     run idle "$conns" /x >"$dir/with.out" &
     rpid=$!

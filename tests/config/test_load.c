@@ -112,6 +112,18 @@ static void test_example_loads(void)
     config_free(c);
 }
 
+/* park_idle_after: 0 turns parking off; 1s is the shortest (errors: in the error test). */
+static void test_park_idle_after(void)
+{
+    struct config *c = load_valid("server: {park_idle_after: 0}\n" ROUTE_HEAD);
+
+    CU_ASSERT_EQUAL(c->server.park_idle_after_ns, 0);
+    unload(c);
+    c = load_valid("server: {park_idle_after: 1s}\n" ROUTE_HEAD);
+    CU_ASSERT_EQUAL(c->server.park_idle_after_ns, 1000000000);
+    unload(c);
+}
+
 static void test_defaults_and_upstream_parts(void)
 {
     char *errors = NULL;
@@ -123,6 +135,7 @@ static void test_defaults_and_upstream_parts(void)
     CU_ASSERT_STRING_EQUAL(c->server.listen.host, "127.0.0.1");
     CU_ASSERT_EQUAL(c->server.listen.port, 8080);
     CU_ASSERT_EQUAL(c->server.max_connections, 1024);
+    CU_ASSERT_EQUAL(c->server.park_idle_after_ns, 5000000000);
     CU_ASSERT_EQUAL(c->max_clients, 100000);
     CU_ASSERT_EQUAL_FATAL(c->routes[0].n_servers, 1);
     CU_ASSERT_STRING_EQUAL(c->routes[0].servers[0].origin, "https://api.example.com:443");
@@ -350,6 +363,9 @@ static void test_errors_are_positioned(void)
     expect_error(ROUTE_HEAD "    limit: []\n", 5, 12, "a list of 1 to 8 limits");
     expect_error("server: {client_timeout: 0}\n" ROUTE_HEAD, 1, 26, "out of range (above zero");
     expect_error("server: {drain_timeout: 2d}\n" ROUTE_HEAD, 1, 25, "out of range (at most 1d)");
+    expect_error("server:\n  park_idle_after: 500ms\n" ROUTE_HEAD, 2, 20,
+                 "park_idle_after: at least 1s, or 0 to never park");
+    expect_error("server: {park_idle_after: 2d}\n" ROUTE_HEAD, 1, 27, "out of range (at most 1d)");
     expect_error(ROUTE_HEAD "    timeout: 9999d\n", 5, 14, "out of range");
     expect_error("routes:\n  - name: a\n    match: {path_prefix: /, methods: []}\n"
                  "    upstream: \"http://x:1\"\n",
@@ -2175,6 +2191,7 @@ void register_load_tests(void)
 
     add_test(s, "the shipped example loads", test_example_loads);
     add_test(s, "defaults, and the upstream's parts", test_defaults_and_upstream_parts);
+    add_test(s, "park_idle_after: 0 or at least 1s", test_park_idle_after);
     add_test(s, "each problem is FILE:LINE:COL", test_errors_are_positioned);
     add_test(s, "every problem is reported", test_all_errors_reported);
     add_test(s, "${VAR} and ${VAR:-default}", test_environment);

@@ -1,10 +1,10 @@
 /* Parked connections (gateway/front/park.h): in event mode a keep-alive connection idle for
- * about a second after its answer leaves libmicrohttpd and its memory, and comes back with the
- * client's next bytes. What a client sees must not change: every request after a park is
- * answered as before, the upstream receives exactly what it would have, a hostile head is
- * still refused with the connection closed, the caps and client_timeout still hold, and the
- * PROXY protocol's address stays the client's. thread_per_connection never parks. Each config
- * here names its mode, so the suite tests the same whatever $SLUICE_MODE says. */
+ * server.park_idle_after (1s here) after its answer leaves libmicrohttpd and its memory, and comes
+ * back with the client's next bytes. What a client sees must not change: every request after a park
+ * is answered as before, the upstream receives exactly what it would have, a hostile head is still
+ * refused with the connection closed, the caps and client_timeout still hold, and the PROXY
+ * protocol's address stays the client's. thread_per_connection never parks. Each config here names
+ * its mode, so the suite tests the same whatever $SLUICE_MODE says. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -18,20 +18,21 @@
 
 static struct recorder rec;
 
-/* "%2$s" is the mode, "%3$s" more of the server mapping. */
+/* "%2$s" is the mode, "%3$s" park_idle_after, "%4$s" more of the server mapping. */
 static const char config[] = "server:\n"
                              "  listen: \"127.0.0.1:0\"\n"
                              "  admin_listen: \"127.0.0.1:0\"\n"
                              "  mode: %2$s\n"
                              "  workers: 2\n"
-                             "%3$s"
+                             "  park_idle_after: %3$s\n"
+                             "%4$s"
                              "routes:\n"
                              "  - name: api\n    match: {path_prefix: /}\n"
                              "    upstream: \"http://127.0.0.1:%1$u\"\n";
 
 static bool start_parking(struct proc *gw, const char *mode, const char *server)
 {
-    bool started = start_sluice(gw, config, rec.port, mode, server) == 0;
+    bool started = start_sluice(gw, config, rec.port, mode, "1s", server) == 0;
 
     check_case(started, mode, "sluice did not start with %s", server);
     recorder_reset(&rec);
@@ -345,23 +346,39 @@ static void test_proxy_protocol_address_kept(void)
     expect_clean_exit(&gw, "event");
 }
 
-/* thread_per_connection keeps every connection in libmicrohttpd. */
-static void test_thread_mode_does_not_park(void)
+/* thread_per_connection keeps every connection in libmicrohttpd, as event mode does with
+ * park_idle_after: 0; a reload to 1s then parks the idle connection. */
+static void test_when_nothing_parks(void)
 {
-    struct proc gw;
-    int fd, status;
+    static const struct {
+        const char *mode, *after;
+    } cases[] = {{"thread_per_connection", "1s"}, {"event", "0"}};
 
-    if (!start_parking(&gw, "thread_per_connection", ""))
-        return;
-    fd = raw_connect(gw.port);
-    check_case(get_on(fd, "/warm") == 200, "warm", "not served");
-    sleep_ms(2000);
-    check_case(metric_now(&gw, "sluice_connections_parked") == 0, "parked", "%.0f parked",
-               metric_now(&gw, "sluice_connections_parked"));
-    status = get_on(fd, "/again");
-    check_case(status == 200, "again", "got %d", status);
-    close(fd);
-    expect_clean_exit(&gw, "thread_per_connection");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct proc gw;
+        int fd, status;
+        double parked;
+
+        if (start_sluice(&gw, config, rec.port, cases[i].mode, cases[i].after, "") != 0) {
+            check_case(false, cases[i].mode, "sluice did not start");
+            continue;
+        }
+        fd = raw_connect(gw.port);
+        check_case(get_on(fd, "/warm") == 200, cases[i].mode, "not served");
+        sleep_ms(2000);
+        parked = metric_now(&gw, "sluice_connections_parked");
+        check_case(parked == 0, cases[i].mode, "%.0f parked", parked);
+        status = get_on(fd, "/again");
+        check_case(status == 200, cases[i].mode, "got %d", status);
+        if (strcmp(cases[i].mode, "event") == 0) {
+            rewrite_config(&gw, false, config, rec.port, cases[i].mode, "1s", "");
+            check_case(wait_for_log(&gw, "reloaded", 1, 5000), "reload", "no reload logged");
+            parked = wait_parked(&gw, 1);
+            check_case(parked == 1, "reload", "%.0f parked after a reload to 1s", parked);
+        }
+        close(fd);
+        expect_clean_exit(&gw, cases[i].mode);
+    }
 }
 
 static int init(void)
@@ -389,5 +406,6 @@ void register_park_tests(void)
              test_parked_connections_count);
     add_test(s, "event: the PROXY protocol's address survives a park",
              test_proxy_protocol_address_kept);
-    add_test(s, "thread_per_connection: no connection is parked", test_thread_mode_does_not_park);
+    add_test(s, "thread_per_connection, and event mode with park_idle_after 0, park nothing",
+             test_when_nothing_parks);
 }

@@ -53,11 +53,14 @@ static int shell(const char *fmt, const char *arg)
     return system(command) == 0 ? 0 : -1;
 }
 
-/* "%2$s": the certificate directory; "%1$u": the upstream (the recorder, for plain and tls). */
+/* "%2$s": the certificate directory; "%1$u": the upstream (the recorder, for plain and tls).
+ * park_idle_after: 1s, so that an idle plain connection would be parked within the 2.5 s
+ * test_idle_connection_kept() waits. */
 static const char tls_config[] =
     "server:\n"
     "  listen: \"127.0.0.1:0\"\n"
     "  max_body: 1KiB\n"
+    "  park_idle_after: 1s\n"
     "  tls:\n"
     "    cert: %2$s/a.pem\n"
     "    key: %2$s/a.key\n"
@@ -573,8 +576,8 @@ static void assert_kept_connection_served(CURL *kept, unsigned port)
     CU_ASSERT_EQUAL(r.connects, 0);
 }
 
-/* A TLS connection idle for longer than event mode waits before parking a plain one stays in
- * libmicrohttpd (its session is there: park.h), so its next request is served on it. */
+/* A TLS connection idle for longer than park_idle_after stays in libmicrohttpd (its session is
+ * there: park.h), so its next request is served on it. */
 static void test_idle_connection_kept(void)
 {
     CURL *kept = curl_easy_init();
