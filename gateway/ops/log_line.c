@@ -1,6 +1,9 @@
 /* One access log line read back for `sluice simulate`; design in log_line.h. */
 #include <stdbool.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "log_line.h"
 
@@ -36,25 +39,29 @@ static int hex_digit(char c)
 }
 
 /* Steps over the plain bytes of a string: neither '"', '\\' nor a control character. Most of
- * a line is plain, so it goes eight bytes at a time while a word holds none of the three
- * (the exact "has a zero byte" and "has a byte less than n" tests of Bit Twiddling Hacks),
- * then a byte at a time to the first that is not plain. */
+ * a line is plain, so with SSE2 (every x86-64) it goes sixteen bytes at a time, to the first
+ * byte that is not plain (bytes <= 0x1f found as those equal to their minimum with 0x1f,
+ * unsigned); then, or elsewhere, a byte at a time. */
 static void skip_plain(struct reader *r)
 {
-    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
+                  control = _mm_set1_epi8(0x1f);
 
-    while (r->end - r->at >= 8) {
-        uint64_t word, quote, backslash;
+    while (r->end - r->at >= 16) {
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)r->at);
+        __m128i special = _mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(bytes, quote), _mm_cmpeq_epi8(bytes, backslash)),
+            _mm_cmpeq_epi8(_mm_min_epu8(bytes, control), bytes));
+        unsigned mask = (unsigned)_mm_movemask_epi8(special);
 
-        memcpy(&word, r->at, sizeof word);
-        quote = word ^ (ones * '"');
-        backslash = word ^ (ones * '\\');
-        if ((((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) |
-             ((word - ones * 0x20) & ~word)) &
-            highs)
-            break;
-        r->at += 8;
+        if (mask != 0) {
+            r->at += __builtin_ctz(mask);
+            return;
+        }
+        r->at += 16;
     }
+#endif
     while (r->at < r->end && *r->at != '"' && *r->at != '\\' && (unsigned char)*r->at >= 0x20)
         r->at++;
 }
