@@ -16,9 +16,9 @@
  * (the PROXY protocol's too) and its deadline (client_timeout from its last answer, after
  * which the loop closes it), and is closed at once when a drain starts.
  *
- * Coming back costs a new libmicrohttpd connection: about 80 µs of CPU more for that request
- * (a fresh pool's page faults and zeroing, the epoll changes), hence a default of 5 s rather
- * than nginx's at once: a client that sends more often than that never parks.
+ * Coming back costs a new libmicrohttpd connection: 30 to 60 µs of CPU more for that request
+ * (a fresh pool's page faults and zeroing, the epoll changes; tests/bench/park.sh), hence a
+ * default of 5 s rather than at once: a client that sends more often than that never parks.
  *
  * A park belongs to one loop and is used on that loop's thread only. Its descriptor is an
  * epoll set, level-triggered, readable while any parked connection is: the loop watches it
