@@ -1470,11 +1470,10 @@ static enum MHD_Result respond_switch(struct gw_request *rq, struct MHD_Connecti
         gw_upgrade_free(&rq->up);
         return upstream_failed(rq, c, GW_UPSTREAM_OTHER);
     }
+    /* libmicrohttpd's upgrade response has its field "Connection: Upgrade" already. */
     response = MHD_create_response_for_upgrade(on_upgraded, rq);
     if (response == NULL)
         return MHD_NO;
-    /* libmicrohttpd wants Connection first, naming upgrade. */
-    MHD_add_response_header(response, "Connection", "Upgrade");
     MHD_add_response_header(response, "Upgrade", upgrade);
     if (add_answer_fields(rq, response, rq->up.head, rq->up.head_len) != 0) {
         MHD_destroy_response(response);

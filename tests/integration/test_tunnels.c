@@ -389,6 +389,13 @@ static void test_hostile_answers(void)
                    "no \"%s\" in what the client got: %.200s", cases[i].body, answer);
         check_case(closed == cases[i].closed, cases[i].label, "the client's connection %s",
                    closed ? "closed" : "stayed open");
+        /* A 101 names the upgrade once, in one Connection field (RFC 9110 7.6.1, 7.8). */
+        if (status == 101)
+            check_case(strstr(answer, "\r\nConnection: Upgrade\r\n") != NULL &&
+                           strstr(strstr(answer, "\r\nConnection:") + 1, "\r\nConnection:") ==
+                               NULL &&
+                           strstr(answer, "\r\nUpgrade: websocket\r\n") != NULL,
+                       cases[i].label, "the 101's head: %.200s", answer);
         /* The upstream got the upgrade request: the route's fields, and the two of this hop. */
         check_case(strncmp(up.received, "GET /x HTTP/1.1\r\n", 17) == 0 &&
                        strstr(up.received, "\r\nConnection: Upgrade\r\n") != NULL &&
