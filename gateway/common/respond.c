@@ -97,31 +97,70 @@ const char *gw_status_title(unsigned status)
     }
 }
 
+/* The length of the well-formed UTF-8 character at `s` (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), of at most `len` bytes; 0 when there is none. */
+static size_t utf8_character(const unsigned char *s, size_t len)
+{
+    unsigned char low = 0x80, high = 0xbf; /* the second byte's range */
+    size_t n;
+
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    if (s[0] == 0xe0)
+        low = 0xa0;
+    else if (s[0] == 0xed)
+        high = 0x9f;
+    else if (s[0] == 0xf0)
+        low = 0x90;
+    else if (s[0] == 0xf4)
+        high = 0x8f;
+    if (len < n || s[1] < low || s[1] > high)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
 size_t gw_json_escape(char *out, size_t cap, const char *text, size_t text_len)
 {
     static const char hex[] = "0123456789abcdef";
-    size_t len = 0;
+    size_t len = 0, end = strnlen(text, text_len);
 
-    for (size_t i = 0; i < text_len && text[i] != '\0'; i++) {
-        unsigned char c = (unsigned char)text[i];
+    for (size_t i = 0; i < end;) {
+        const unsigned char *c = (const unsigned char *)text + i;
         char piece[6];
-        size_t n = 0;
+        size_t n = 0, taken = 1;
 
-        if (c == '"' || c == '\\') {
+        if (*c == '"' || *c == '\\') {
             piece[n++] = '\\';
-            piece[n++] = (char)c;
-        } else if (c < 0x20 || c == 0x7f) {
+            piece[n++] = (char)*c;
+        } else if (*c < 0x20 || *c == 0x7f) {
             memcpy(piece, "\\u00", 4);
-            piece[4] = hex[c >> 4];
-            piece[5] = hex[c & 15];
+            piece[4] = hex[*c >> 4];
+            piece[5] = hex[*c & 15];
             n = 6;
+        } else if (*c < 0x80) {
+            piece[n++] = (char)*c;
+        } else if ((taken = utf8_character(c, end - i)) > 0) {
+            memcpy(piece, c, taken);
+            n = taken;
         } else {
-            piece[n++] = (char)c;
+            memcpy(piece, "\\ufffd", 6);
+            n = 6;
+            taken = 1;
         }
         if (len + n >= cap)
             break;
         memcpy(out + len, piece, n);
         len += n;
+        i += taken;
     }
     if (cap > 0)
         out[len] = '\0';

@@ -54,7 +54,11 @@ char *gw_problem_json(unsigned status, const char *detail, const char *route,
                       const char *request_id);
 
 /* Writes the first `len` bytes of `text` (or up to its NUL), escaped for the inside of a
- * JSON string, into `out` (cut short rather than overflow); returns the length written. */
+ * JSON string, into `out` (cut short rather than overflow, never inside an escape or a
+ * character); returns the length written. `"` and `\` get a backslash, control characters
+ * and DEL are written \u00XX, well-formed UTF-8 (RFC 3629) passes as it is, and each byte of
+ * anything else (a client's Latin-1, a sequence cut short) becomes \ufffd, so the result is
+ * always valid JSON. */
 size_t gw_json_escape(char *out, size_t cap, const char *text, size_t len);
 
 /* The reason phrase of an HTTP status sluice sends itself. */

@@ -97,6 +97,17 @@ static int read_string(struct reader *r, char *out, size_t cap)
             if (r->at == r->end)
                 return fail(r, "a string is cut short");
             c = (unsigned char)*r->at++;
+            if (c == 'u' && r->end - r->at >= 4 && memcmp(r->at, "fffd", 4) == 0) {
+                /* U+FFFD, which stands for a byte that was not UTF-8: its three bytes. */
+                if (out != NULL) {
+                    if (len + 3 >= cap)
+                        return fail(r, "a string longer than the access log writes");
+                    memcpy(out + len, "\xef\xbf\xbd", 3);
+                    len += 3;
+                }
+                r->at += 4;
+                continue;
+            }
             if (c == 'u') {
                 int hi, lo;
 

@@ -2,7 +2,7 @@
  * Reading back one line of sluice's own access log (access_log.h) for `sluice simulate`: the
  * fields a replay needs, parsed strictly. The line is the gateway's format, not any JSON: one
  * flat object of strings and numbers plus the object "keys" of strings; strings hold the
- * escapes gw_json_escape() writes (\" \\ and \u00XX) and \/; anything else (another nesting,
+ * escapes gw_json_escape() writes (\" \\ \u00XX and \ufffd) and \/; anything else (another nesting,
  * an array, true/false/null, a raw control character, a field given twice, text after the
  * object) makes the line malformed, with the reason, rather than guessed at. Fields it does
  * not need are checked for shape and skipped, so a line with fields added later still reads.

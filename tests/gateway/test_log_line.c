@@ -42,6 +42,13 @@ static void test_good_line(void)
     CU_ASSERT_STRING_EQUAL(line.host, "");
     CU_ASSERT_STRING_EQUAL(line.consumer, "");
     CU_ASSERT_EQUAL(line.n_keys, 0);
+    /* A byte that was not UTF-8 was logged as U+FFFD: it reads back as that character. */
+    CU_ASSERT_EQUAL(parse("{\"method\":\"GET\",\"path\":\"/a\\ufffdb\",\"decided_ns\":1,"
+                          "\"keys\":{}}",
+                          &line, &reason),
+                    0);
+    CU_ASSERT_STRING_EQUAL(line.path, "/a\xef\xbf\xbd"
+                                      "b");
 }
 
 /* Names and strings at the edges of the fast paths: an escaped name is read unescaped, a name
@@ -99,6 +106,8 @@ static void test_malformed_lines(void)
         "{\"method\":\"GET\",\"method\":\"GET\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{}}",
         "{\"method\":\"G\\nET\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{}}",
         "{\"method\":\"G\\u0100\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{}}",
+        "{\"method\":\"G\\ufffe\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{}}",
+        "{\"method\":\"G\\ufff\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{}}",
         "{\"method\":\"G\tET\",\"path\":\"/\",\"decided_ns\":1,\"keys\":{}}",
         "{\"method\":\"GET\",\"path\":\"/\",\"decided_ns\":-1,\"keys\":{}}",
         "{\"method\":\"GET\",\"path\":\"/\",\"decided_ns\":99999999999999999999,\"keys\":{}}",

@@ -86,6 +86,39 @@ static void test_problem_json(void)
     free(body);
 }
 
+/* JSON strings are valid whatever the bytes: well-formed UTF-8 passes, each byte of anything
+ * else becomes U+FFFD, and a cut never falls inside an escape or a character. */
+static void test_json_escape_utf8(void)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+        {"caf\xe9", "caf\\ufffd"},                            /* Latin-1 */
+        {"\xc0\xaf", "\\ufffd\\ufffd"},                       /* an overlong '/' */
+        {"\xe0\x80\xaf", "\\ufffd\\ufffd\\ufffd"},            /* another */
+        {"\xed\xa0\x80", "\\ufffd\\ufffd\\ufffd"},            /* a surrogate */
+        {"\xf4\x90\x80\x80", "\\ufffd\\ufffd\\ufffd\\ufffd"}, /* above U+10FFFF */
+        {"\xf5\xbf", "\\ufffd\\ufffd"},
+        {"a\xe2\x82", "a\\ufffd\\ufffd"}, /* cut short */
+        {"\x80x", "\\ufffdx"},            /* a lone continuation byte */
+        {"\"\\\x7f\x01", "\\\"\\\\\\u007f\\u0001"},
+    };
+    char out[64];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len = gw_json_escape(out, sizeof out, cases[i].in, strlen(cases[i].in));
+
+        CU_ASSERT_STRING_EQUAL(out, cases[i].out);
+        CU_ASSERT_EQUAL(len, strlen(cases[i].out));
+    }
+    /* Room for "ab" and two bytes more: the euro sign (three) is left out whole. */
+    gw_json_escape(out, 5, "ab\xe2\x82\xac", 5);
+    CU_ASSERT_STRING_EQUAL(out, "ab");
+    gw_json_escape(out, 7, "a\xff", 2);
+    CU_ASSERT_STRING_EQUAL(out, "a");
+}
+
 void register_respond_tests(void)
 {
     CU_pSuite s = add_suite("gateway_respond");
@@ -94,4 +127,5 @@ void register_respond_tests(void)
     add_test(s, "q, w and t for each algorithm", test_fields_per_algorithm);
     add_test(s, "Retry-After rounds up, never 0", test_retry_after_rounds_up);
     add_test(s, "problem+json bodies", test_problem_json);
+    add_test(s, "JSON strings: UTF-8 kept, other bytes U+FFFD", test_json_escape_utf8);
 }

@@ -584,19 +584,21 @@ static void test_access_log_limit(void)
 }
 
 /* user_agent: the field JSON-escaped, at most 256 bytes of it, cut where no UTF-8 character
- * is split; "" without one. */
+ * is split; "" without one. Bytes that are not UTF-8 (obs-text, which HTTP allows in a field
+ * value) are logged as U+FFFD, so that the line stays valid JSON. */
 static void test_access_log_user_agent(void)
 {
     struct {
         const char *path;
         char field[700];
         char want[300];
-    } cases[7] = {
+    } cases[8] = {
         {"/ua/plain", "User-Agent: curl/7.88.1 (x86_64) \xc3\xa9", "curl/7.88.1 (x86_64) \xc3\xa9"},
         {"/ua/escaped", "User-Agent: a \"quoted\"\tback\\slash", "a \"quoted\"\tback\\slash"},
         {"/ua/none", "", ""},
+        {"/ua/latin1", "User-Agent: caf\xe9 \xc3", "caf\xef\xbf\xbd \xef\xbf\xbd"},
     };
-    size_t n = 3;
+    size_t n = 4;
     struct proc gw;
 
     /* 300 bytes: the first 256. */
