@@ -19,7 +19,8 @@
  * "". limit is the name of the limit that denied the request (or, on a dry_run route, would
  * have: decision dry_run_denied), "" otherwise. user_agent is the User-Agent field
  * JSON-escaped, at most GW_ACCESS_AGENT_MAX bytes of it, cut where no UTF-8 character is
- * split; "" when there is none.
+ * split; "" when there is none. In every string a byte that is not well-formed UTF-8 is
+ * written \ufffd (gw_json_escape()), so that a line is valid JSON whatever a client sent.
  *
  * upstream_error is the last attempt's failure ("dns", "refused", "connect_timeout", "tls",
  * "reset", "timeout", "cut", "too_large", "invalid", "other"), "" when it had none or the
