@@ -71,7 +71,12 @@ async def client(url, idle, hold):
             print("binary ok", flush=True)
             if hold:
                 print("holding", flush=True)
-                await asyncio.sleep(hold)
+                try:  # a connection ended under it is told at once
+                    await asyncio.wait_for(ws.wait_closed(), hold)
+                    print("dropped", flush=True)
+                    return 0
+                except asyncio.TimeoutError:
+                    pass
                 await ws.ping()
             await ws.close(1000)
             print(f"closed {ws.close_code}", flush=True)
