@@ -152,12 +152,7 @@ test: build/.deps-test-ok build/test_unit build/asan/test_unit build/tsan/test_u
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		build/asan/test_unit
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/test_unit concurrency
-	build/test_integration
-	SLUICE=build/asan/sluice ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-		build/test_integration
-	SLUICE_MODE=event SLUICE_WORKERS=2 build/test_integration
-	SLUICE_MODE=event SLUICE_WORKERS=2 SLUICE=build/asan/sluice ASAN_OPTIONS=detect_leaks=1 \
-		UBSAN_OPTIONS=print_stacktrace=1 build/test_integration
+	tests/run-integration.sh
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 
 # A demo upstream and the gateway in front of it, with config/sluice.yaml.

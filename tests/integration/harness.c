@@ -45,6 +45,12 @@ double seconds_now(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+const char *scratch_path(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "/tmp/sluice-it-%ld-%s", (long)getpid(), name);
+    return out;
+}
+
 unsigned free_port(void)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

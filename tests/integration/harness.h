@@ -155,6 +155,9 @@ double seconds_now(void);
 
 /* A loopback port that was free a moment ago. */
 unsigned free_port(void);
+/* The path of a scratch file `name` of this test process's, /tmp/sluice-it-PID-NAME, into
+ * `out`: runs side by side (make test runs two) never share one. Returns `out`. */
+const char *scratch_path(char *out, size_t cap, const char *name);
 
 /* HAProxy (/usr/sbin/haproxy, in the foreground) on `config`, a whole haproxy.cfg text, once
  * each of the `n` loopback `ports` its frontends bind accepts connections; its pid, or -1.

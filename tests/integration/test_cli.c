@@ -19,22 +19,25 @@ static void write_file(const char *path, const char *text)
 
 static void test_check(void)
 {
-    char out[4096];
+    char out[4096], bad[64], args[128];
 
     CU_ASSERT_EQUAL(run_sluice("--check -c config/sluice.yaml", out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "OK"));
-    write_file("/tmp/sluice-it-bad.yaml", "server:\n  listen: nowhere\n  colour: red\n"
-                                          "routes:\n  - name: a\n    match: {path_prefix: /}\n"
-                                          "    upstream: \"http://127.0.0.1:1\"\n"
-                                          "    limit: {algorithm: magic, requests: 1, per: 1s}\n");
-    CU_ASSERT_EQUAL(run_sluice("--check -c /tmp/sluice-it-bad.yaml", out, sizeof out), 1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-bad.yaml:2:11: listen:"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-bad.yaml:3:3: server: unknown key"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-bad.yaml:8:24: algorithm: unknown"));
+    scratch_path(bad, sizeof bad, "bad.yaml");
+    write_file(bad, "server:\n  listen: nowhere\n  colour: red\n"
+                    "routes:\n  - name: a\n    match: {path_prefix: /}\n"
+                    "    upstream: \"http://127.0.0.1:1\"\n"
+                    "    limit: {algorithm: magic, requests: 1, per: 1s}\n");
+    snprintf(args, sizeof args, "--check -c %s", bad);
+    CU_ASSERT_EQUAL(run_sluice(args, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "-bad.yaml:2:11: listen:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "-bad.yaml:3:3: server: unknown key"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "-bad.yaml:8:24: algorithm: unknown"));
     /* Running on an invalid file fails the same way, before listening. */
-    CU_ASSERT_EQUAL(run_sluice("-c /tmp/sluice-it-bad.yaml", out, sizeof out), 1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-bad.yaml:2:11:"));
-    unlink("/tmp/sluice-it-bad.yaml");
+    snprintf(args, sizeof args, "-c %s", bad);
+    CU_ASSERT_EQUAL(run_sluice(args, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "-bad.yaml:2:11:"));
+    unlink(bad);
     CU_ASSERT_EQUAL(run_sluice("--check -c /nonexistent.yaml", out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot read"));
 }
@@ -43,18 +46,19 @@ static void test_check(void)
  * a directory named by -c says so. */
 static void test_check_warns(void)
 {
-    char out[4096];
+    char out[4096], shadow[64], args[128];
 
-    write_file("/tmp/sluice-it-shadow.yaml",
+    write_file(scratch_path(shadow, sizeof shadow, "shadow.yaml"),
                "routes:\n  - name: all\n    match: {path_prefix: /api/}\n"
                "    upstream: \"http://127.0.0.1:1\"\n"
                "  - name: reads\n    match: {path_prefix: /api/, methods: [GET]}\n"
                "    upstream: \"http://127.0.0.1:1\"\n");
-    CU_ASSERT_EQUAL(run_sluice("--check -c /tmp/sluice-it-shadow.yaml", out, sizeof out), 0);
+    snprintf(args, sizeof args, "--check -c %s", shadow);
+    CU_ASSERT_EQUAL(run_sluice(args, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "OK, 2 routes"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-shadow.yaml:6:12: warning: route \"reads\" "
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "-shadow.yaml:6:12: warning: route \"reads\" "
                                        "can never match: route \"all\" (line 3)"));
-    unlink("/tmp/sluice-it-shadow.yaml");
+    unlink(shadow);
     CU_ASSERT_EQUAL(run_sluice("--check -c config/sluice.yaml", out, sizeof out), 0);
     CU_ASSERT_PTR_NULL(strstr(out, "warning:"));
     CU_ASSERT_EQUAL(run_sluice("--check -c config", out, sizeof out), 1);
@@ -166,7 +170,7 @@ static void test_healthcheck(void)
 static void test_port_taken(void)
 {
     struct proc first;
-    char yaml[512], out[4096];
+    char yaml[512], out[4096], taken[64], args[128];
 
     CU_ASSERT_EQUAL_FATAL(start_sluice(&first,
                                        "server: {listen: \"127.0.0.1:0\"}\nroutes:\n"
@@ -178,10 +182,11 @@ static void test_port_taken(void)
              "server: {listen: \"127.0.0.1:%u\"}\nroutes:\n  - name: a\n"
              "    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:1\"\n",
              first.port);
-    write_file("/tmp/sluice-it-taken.yaml", yaml);
-    CU_ASSERT_EQUAL(run_sluice("-c /tmp/sluice-it-taken.yaml", out, sizeof out), 1);
+    write_file(scratch_path(taken, sizeof taken, "taken.yaml"), yaml);
+    snprintf(args, sizeof args, "-c %s", taken);
+    CU_ASSERT_EQUAL(run_sluice(args, out, sizeof out), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "cannot listen on 127.0.0.1:"));
-    unlink("/tmp/sluice-it-taken.yaml");
+    unlink(taken);
     CU_ASSERT_EQUAL(stop_sluice(&first, 5000), 0);
 }
 

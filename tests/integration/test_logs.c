@@ -660,11 +660,11 @@ static void write_text(const char *path, const char *text)
  * own problems at FILE:LINE:COL; no URL and no file is a usage error. */
 static void test_healthcheck_from_config(void)
 {
-    static const char path[] = "/tmp/sluice-it-health.yaml";
-    char yaml[512], args[128], out[2048];
+    char yaml[512], args[128], out[2048], path[64];
     unsigned admin = free_port();
     struct proc gw;
 
+    scratch_path(path, sizeof path, "health.yaml");
     snprintf(args, sizeof args, "--healthcheck -c %s", path);
     CU_ASSERT_EQUAL_FATAL(
         start_sluice(&gw,
@@ -707,7 +707,7 @@ static void test_healthcheck_from_config(void)
     write_text(path, "server: {admin_listen: nowhere}\nroutes:\n  - name: r\n"
                      "    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:1\"\n");
     CU_ASSERT_EQUAL(run_sluice(args, out, sizeof out), 1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "/tmp/sluice-it-health.yaml:1:24: admin_listen:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "-health.yaml:1:24: admin_listen:"));
     unlink(path);
 
     CU_ASSERT_EQUAL(run_sluice("--healthcheck", out, sizeof out), 2);

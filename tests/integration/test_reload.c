@@ -119,7 +119,7 @@ static void test_state_survives_reload(void)
 static void test_environment_variables(void)
 {
     struct proc gw;
-    char upstream_url[64], out[1024];
+    char upstream_url[64], out[1024], path[64];
     FILE *check;
     size_t n;
 
@@ -139,19 +139,19 @@ static void test_environment_variables(void)
 
     /* Unset and without a default: an error at its place. */
     unsetenv("SLUICE_IT_UPSTREAM");
-    check = fopen("/tmp/sluice-it-env.yaml", "w");
+    check = fopen(scratch_path(path, sizeof path, "env.yaml"), "w");
     fputs("routes:\n  - name: r\n    match: {path_prefix: /}\n"
           "    upstream: \"${SLUICE_IT_UPSTREAM}\"\n",
           check);
     fclose(check);
-    snprintf(out, sizeof out, "%s --check -c /tmp/sluice-it-env.yaml 2>&1", sluice_binary());
+    snprintf(out, sizeof out, "%s --check -c %s 2>&1", sluice_binary(), path);
     check = popen(out, "r");
     n = fread(out, 1, sizeof out - 1, check);
     out[n] = '\0';
     CU_ASSERT_NOT_EQUAL(pclose(check), 0);
     CU_ASSERT_PTR_NOT_NULL(
-        strstr(out, "sluice-it-env.yaml:4:15: ${SLUICE_IT_UPSTREAM} is not set and has no default"));
-    remove("/tmp/sluice-it-env.yaml");
+        strstr(out, "-env.yaml:4:15: ${SLUICE_IT_UPSTREAM} is not set and has no default"));
+    remove(path);
 }
 
 struct load {

@@ -281,13 +281,16 @@ static void test_tls_upstream(void)
 {
     struct proc tls, via;
     const char *out;
+    char key[64], cert[64], command[256];
 
-    CU_ASSERT_EQUAL_FATAL(system("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
-                                 "/CN=127.0.0.1 -keyout /tmp/sluice-ws-key.pem -out "
-                                 "/tmp/sluice-ws-cert.pem >/dev/null 2>&1"),
-                          0);
-    CU_ASSERT_EQUAL_FATAL(start_ws_server(&tls, "/tmp/sluice-ws-cert.pem", "/tmp/sluice-ws-key.pem"),
-                          0);
+    scratch_path(key, sizeof key, "ws-key.pem");
+    scratch_path(cert, sizeof cert, "ws-cert.pem");
+    snprintf(command, sizeof command,
+             "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout %s "
+             "-out %s >/dev/null 2>&1",
+             key, cert);
+    CU_ASSERT_EQUAL_FATAL(system(command), 0);
+    CU_ASSERT_EQUAL_FATAL(start_ws_server(&tls, cert, key), 0);
     CU_ASSERT_FATAL(start_sluice(&via,
                                  "server: {listen: \"127.0.0.1:0\"}\nroutes:\n"
                                  "  - name: checked\n    match: {path_prefix: /checked/}\n"
@@ -303,8 +306,8 @@ static void test_tls_upstream(void)
                "the client said: %s", out);
     CU_ASSERT_EQUAL(stop_sluice(&via, 5000), 0);
     stop_ws_server(&tls);
-    unlink("/tmp/sluice-ws-key.pem");
-    unlink("/tmp/sluice-ws-cert.pem");
+    unlink(key);
+    unlink(cert);
 }
 
 /* --- canned answers ------------------------------------------------------------------------ */

@@ -14,23 +14,26 @@
 static void test_https_upstream(void)
 {
     unsigned tls_port = free_port();
-    char command[512];
+    char command[512], key[64], cert[64];
     pid_t server;
     struct proc gw;
     struct reply r;
     char *log;
 
-    CU_ASSERT_EQUAL_FATAL(system("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
-                                 "/CN=127.0.0.1 -keyout /tmp/sluice-it-key.pem -out "
-                                 "/tmp/sluice-it-cert.pem >/dev/null 2>&1"),
-                          0);
+    scratch_path(key, sizeof key, "key.pem");
+    scratch_path(cert, sizeof cert, "cert.pem");
+    snprintf(command, sizeof command,
+             "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout %s "
+             "-out %s >/dev/null 2>&1",
+             key, cert);
+    CU_ASSERT_EQUAL_FATAL(system(command), 0);
     server = fork();
     if (server == 0) {
         snprintf(command, sizeof command, "%u", tls_port);
         freopen("/dev/null", "w", stdout);
         freopen("/dev/null", "w", stderr);
         execlp("openssl", "openssl", "s_server", "-quiet", "-www", "-accept", command, "-cert",
-               "/tmp/sluice-it-cert.pem", "-key", "/tmp/sluice-it-key.pem", (char *)NULL);
+               cert, "-key", key, (char *)NULL);
         _exit(127);
     }
     CU_ASSERT_EQUAL_FATAL(start_sluice(&gw,
@@ -60,8 +63,8 @@ static void test_https_upstream(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
     kill(server, SIGTERM);
     waitpid(server, NULL, 0);
-    unlink("/tmp/sluice-it-key.pem");
-    unlink("/tmp/sluice-it-cert.pem");
+    unlink(key);
+    unlink(cert);
 }
 
 static long status_with(unsigned port, const char *forwarded_for)
