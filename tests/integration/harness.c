@@ -51,6 +51,21 @@ const char *scratch_path(char *out, size_t cap, const char *name)
     return out;
 }
 
+int make_self_signed(const char *name, char key[64], char cert[64])
+{
+    char key_name[32], cert_name[32], command[256];
+
+    snprintf(key_name, sizeof key_name, "%s-key.pem", name);
+    snprintf(cert_name, sizeof cert_name, "%s-cert.pem", name);
+    scratch_path(key, 64, key_name);
+    scratch_path(cert, 64, cert_name);
+    snprintf(command, sizeof command,
+             "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout %s "
+             "-out %s >/dev/null 2>&1",
+             key, cert);
+    return system(command) == 0 ? 0 : -1;
+}
+
 unsigned free_port(void)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

@@ -158,6 +158,10 @@ unsigned free_port(void);
 /* The path of a scratch file `name` of this test process's, /tmp/sluice-it-PID-NAME, into
  * `out`: runs side by side (make test runs two) never share one. Returns `out`. */
 const char *scratch_path(char *out, size_t cap, const char *name);
+/* A self-signed certificate for 127.0.0.1 (RSA, a day) made with openssl: its key and
+ * certificate at scratch paths NAME-key.pem and NAME-cert.pem, given back in `key` and
+ * `cert` (64 bytes each); the caller removes them. 0, or -1 when openssl failed. */
+int make_self_signed(const char *name, char key[64], char cert[64]);
 
 /* HAProxy (/usr/sbin/haproxy, in the foreground) on `config`, a whole haproxy.cfg text, once
  * each of the `n` loopback `ports` its frontends bind accepts connections; its pid, or -1.

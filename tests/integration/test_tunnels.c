@@ -281,15 +281,9 @@ static void test_tls_upstream(void)
 {
     struct proc tls, via;
     const char *out;
-    char key[64], cert[64], command[256];
+    char key[64], cert[64];
 
-    scratch_path(key, sizeof key, "ws-key.pem");
-    scratch_path(cert, sizeof cert, "ws-cert.pem");
-    snprintf(command, sizeof command,
-             "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout %s "
-             "-out %s >/dev/null 2>&1",
-             key, cert);
-    CU_ASSERT_EQUAL_FATAL(system(command), 0);
+    CU_ASSERT_EQUAL_FATAL(make_self_signed("ws", key, cert), 0);
     CU_ASSERT_EQUAL_FATAL(start_ws_server(&tls, cert, key), 0);
     CU_ASSERT_FATAL(start_sluice(&via,
                                  "server: {listen: \"127.0.0.1:0\"}\nroutes:\n"

@@ -20,13 +20,7 @@ static void test_https_upstream(void)
     struct reply r;
     char *log;
 
-    scratch_path(key, sizeof key, "key.pem");
-    scratch_path(cert, sizeof cert, "cert.pem");
-    snprintf(command, sizeof command,
-             "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout %s "
-             "-out %s >/dev/null 2>&1",
-             key, cert);
-    CU_ASSERT_EQUAL_FATAL(system(command), 0);
+    CU_ASSERT_EQUAL_FATAL(make_self_signed("upstream", key, cert), 0);
     server = fork();
     if (server == 0) {
         snprintf(command, sizeof command, "%u", tls_port);
