@@ -58,7 +58,8 @@ char *with_serving_mode(const char *yaml);
 
 /* Writes `yaml` (a printf format; "%1$u" is the upstream's port) to a file and starts
  * sluice on it, in the serving mode above. 0, or -1 if it did not come up (its log is
- * printed). */
+ * printed). Asked in the last 30 s of an hour, it waits past the hour first: the fixed
+ * windows of an hour that many tests count in all reset there. */
 int start_sluice(struct proc *p, const char *yaml, ...);
 
 /* The same, under valgrind's memcheck: its findings make the exit code 99. */
