@@ -36,6 +36,7 @@ struct gw_request {
     uint32_t index;             /* this request's place on its connection, from 0 */
     int64_t start_ns;
     bool started;
+    bool in_flight; /* counted in sluice_requests_in_flight: until answered, or switched */
     int route; /* index into the runtime's routes, or -1 */
 
     /* What the request says of its client, read once by begin() (read_client()). */
@@ -144,7 +145,20 @@ struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_ur
     rq->up.fd = -1;
     rq->route = -1;
     rq->start_ns = limiter_now_ns();
+    rq->in_flight = true;
+    gw_metrics_in_flight(runtime->metrics, 1);
     return rq;
+}
+
+/* The request is no longer in flight: its answer has been sent, or its connection switched
+ * protocols (a tunnel is no request, though libmicrohttpd ends the request only when the tunnel
+ * closes on a loop). */
+static void out_of_flight(struct gw_request *rq)
+{
+    if (!rq->in_flight)
+        return;
+    rq->in_flight = false;
+    gw_metrics_in_flight(rq->runtime->metrics, -1);
 }
 
 /* --- answers of our own ---------------------------------------------------------------- */
@@ -1447,6 +1461,7 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *req_cls, cons
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
     }
     close_attempt(rq); /* the exchange with the server is over: a tunnel is no request in flight */
+    out_of_flight(rq);
 }
 
 /* The upstream's 101, with its fields (the hop-by-hop ones aside) and the RateLimit fields;
@@ -1798,6 +1813,7 @@ void gw_request_done(struct gw_request *rq)
         entry.n_keys = access_keys(rq, entry.keys, sources);
     if (rq->started)
         gw_access_log_write(rq->runtime->access_log_fd, config->server.access_log_client, &entry);
+    out_of_flight(rq); /* after it is counted: metric readers wait for none in flight */
     gw_runtime_release(rq->runtime);
     free(rq->upstream_headers);
     free(rq->upstream_header_text);

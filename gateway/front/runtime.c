@@ -305,6 +305,7 @@ struct gw_runtime *gw_runtime_build(struct config *config, const struct gw_runti
     atomic_init(&rt->refs, 1);
     rt->config = config;
     rt->store = store;
+    rt->metrics = metrics;
     rt->access_log_fd = -1;
     rt->routes = calloc(config->n_routes, sizeof *rt->routes);
     if (rt->routes == NULL) {

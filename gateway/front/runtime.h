@@ -78,6 +78,7 @@ struct gw_runtime {
     _Atomic unsigned refs;
     struct config *config; /* owned */
     struct gw_store *store; /* the server's; outlives every runtime */
+    struct gw_metrics *metrics;      /* the server's, likewise */
     struct gw_route_runtime *routes; /* one per config->routes */
     struct gw_consumers *consumers;  /* NULL when the config has none */
     int access_log_fd; /* -1 when off */

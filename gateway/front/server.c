@@ -177,8 +177,6 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     w->idle_since_ns = 0;
     rq = gw_request_new(front_runtime(f), uri, gw_wire_head(w->wire), w->requests, f->loop,
                         f->server->offload, f->server->tunnels);
-    if (rq != NULL)
-        gw_metrics_in_flight(f->server->metrics, 1);
     return rq;
 }
 
@@ -223,7 +221,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     (void)why;
     if (w != NULL) { /* the next request on this connection must come in time, too */
         bool upgraded = *req_cls != NULL && gw_request_upgraded(*req_cls);
-
         int64_t now = limiter_now_ns();
 
         w->requests++;
@@ -232,10 +229,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                               memory_order_relaxed);
         w->idle_since_ns = upgraded ? 0 : now;
     }
-    if (*req_cls != NULL) {
+    if (*req_cls != NULL)
         gw_request_done(*req_cls);
-        gw_metrics_in_flight(s->metrics, -1);
-    }
     *req_cls = NULL;
 }
 

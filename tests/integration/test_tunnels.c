@@ -115,6 +115,8 @@ static void test_open_tunnel_is_counted(void)
     CU_ASSERT_FATAL(client != NULL);
     CU_ASSERT(client_says(client, "holding"));
     CU_ASSERT_EQUAL(metric_now(&gw, "sluice_tunnels_open{route=\"ws\"}"), 1);
+    /* Its request was answered (the 101): a tunnel is not a request in flight. */
+    CU_ASSERT_EQUAL(metric_now(&gw, "sluice_requests_in_flight"), 0);
     CU_ASSERT(client_says(client, "closed 1000"));
     pclose(client);
 }
