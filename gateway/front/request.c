@@ -36,7 +36,7 @@ struct gw_request {
     uint32_t index;             /* this request's place on its connection, from 0 */
     int64_t start_ns;
     bool started;
-    bool in_flight; /* counted in sluice_requests_in_flight: until answered, or switched */
+    bool in_flight; /* not yet finish()ed: counted in sluice_requests_in_flight */
     int route; /* index into the runtime's routes, or -1 */
 
     /* What the request says of its client, read once by begin() (read_client()). */
@@ -148,17 +148,6 @@ struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_ur
     rq->in_flight = true;
     gw_metrics_in_flight(runtime->metrics, 1);
     return rq;
-}
-
-/* The request is no longer in flight: its answer has been sent, or its connection switched
- * protocols (a tunnel is no request, though libmicrohttpd ends the request only when the tunnel
- * closes on a loop). */
-static void out_of_flight(struct gw_request *rq)
-{
-    if (!rq->in_flight)
-        return;
-    rq->in_flight = false;
-    gw_metrics_in_flight(rq->runtime->metrics, -1);
 }
 
 /* --- answers of our own ---------------------------------------------------------------- */
@@ -1420,6 +1409,8 @@ static void tunnel_closed(void *cls)
     free(tc);
 }
 
+static void finish(struct gw_request *rq);
+
 /* libmicrohttpd has sent the 101 and hands over the client's socket: the two connections are
  * joined (tunnel.h). In thread_per_connection the request ends right after; on a loop it ends
  * when the tunnel closes. */
@@ -1461,7 +1452,7 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *req_cls, cons
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
     }
     close_attempt(rq); /* the exchange with the server is over: a tunnel is no request in flight */
-    out_of_flight(rq);
+    finish(rq);
 }
 
 /* The upstream's 101, with its fields (the hop-by-hop ones aside) and the RateLimit fields;
@@ -1770,7 +1761,12 @@ static const char *access_client_addr(const struct gw_request *rq, char out[INET
     return inet_ntop(client.family, client.bytes, out, INET6_ADDRSTRLEN);
 }
 
-void gw_request_done(struct gw_request *rq)
+/* The request is over for its client, once: counted in the route's metrics, its access log
+ * line written, and then out of flight (metric readers wait for none in flight). That is when
+ * its answer has been sent (gw_request_done()), or when its connection switched protocols
+ * (on_upgraded()): on a loop libmicrohttpd ends an upgraded request only when its tunnel
+ * closes, but a tunnel is no request, and its line and figures are those of the switch. */
+static void finish(struct gw_request *rq)
 {
     int64_t now = limiter_now_ns();
     const struct config_route *route = route_of(rq);
@@ -1804,8 +1800,8 @@ void gw_request_done(struct gw_request *rq)
         .decided_ns = rq->decided_ns,
     };
 
-    close_attempt(rq);
-    gw_upstream_release(rq->upstream);
+    if (!rq->in_flight)
+        return;
     if (route != NULL)
         gw_metrics_count_request(route_runtime_of(rq)->metrics, rq->set ? rq->set->plan : NULL,
                                  rq->decision, now - rq->start_ns);
@@ -1813,7 +1809,15 @@ void gw_request_done(struct gw_request *rq)
         entry.n_keys = access_keys(rq, entry.keys, sources);
     if (rq->started)
         gw_access_log_write(rq->runtime->access_log_fd, config->server.access_log_client, &entry);
-    out_of_flight(rq); /* after it is counted: metric readers wait for none in flight */
+    rq->in_flight = false;
+    gw_metrics_in_flight(rq->runtime->metrics, -1);
+}
+
+void gw_request_done(struct gw_request *rq)
+{
+    close_attempt(rq);
+    gw_upstream_release(rq->upstream);
+    finish(rq);
     gw_runtime_release(rq->runtime);
     free(rq->upstream_headers);
     free(rq->upstream_header_text);

@@ -108,6 +108,25 @@ static void test_messages_both_ways(void)
     CU_ASSERT_EQUAL(metric_now(&gw, "sluice_tunnels_open{route=\"ws\"}"), 0);
 }
 
+/* Whether the access log has the 101 line of the upgrade of `path`, waiting up to a second for
+ * its writer thread. */
+static bool logged_switch(const char *path)
+{
+    char line[128];
+    bool found = false;
+
+    snprintf(line, sizeof line, "\"path\":\"%s\",\"status\":101,", path);
+    for (int i = 0; i < 20 && !found; i++) {
+        char *log = read_file(gw.access_path);
+
+        found = log != NULL && strstr(log, line) != NULL;
+        free(log);
+        if (!found)
+            sleep_ms(50);
+    }
+    return found;
+}
+
 static void test_open_tunnel_is_counted(void)
 {
     FILE *client = start_client(gw.port, "/held", "--hold 1");
@@ -115,8 +134,10 @@ static void test_open_tunnel_is_counted(void)
     CU_ASSERT_FATAL(client != NULL);
     CU_ASSERT(client_says(client, "holding"));
     CU_ASSERT_EQUAL(metric_now(&gw, "sluice_tunnels_open{route=\"ws\"}"), 1);
-    /* Its request was answered (the 101): a tunnel is not a request in flight. */
+    /* Its request was answered (the 101): a tunnel is no request in flight, and the request's
+     * access log line is written at the switch, not when the tunnel closes. */
     CU_ASSERT_EQUAL(metric_now(&gw, "sluice_requests_in_flight"), 0);
+    check_case(logged_switch("/held"), "open tunnel", "no access log line for /held yet");
     CU_ASSERT(client_says(client, "closed 1000"));
     pclose(client);
 }
