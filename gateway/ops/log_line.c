@@ -5,6 +5,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "chars.h"
 #include "log_line.h"
 
 struct reader {
@@ -25,17 +26,6 @@ static int expect(struct reader *r, char c)
         return fail(r, c == '"' ? "a string was expected" : "not the access log's JSON");
     r->at++;
     return 0;
-}
-
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 /* Steps over the plain bytes of a string: neither '"', '\\' nor a control character. Most of
@@ -112,7 +102,8 @@ static int read_string(struct reader *r, char *out, size_t cap)
                 int hi, lo;
 
                 if (r->end - r->at < 4 || r->at[0] != '0' || r->at[1] != '0' ||
-                    (hi = hex_digit(r->at[2])) < 0 || (lo = hex_digit(r->at[3])) < 0)
+                    (hi = gw_hex_value((unsigned char)r->at[2])) < 0 ||
+                    (lo = gw_hex_value((unsigned char)r->at[3])) < 0)
                     return fail(r, "an escape the access log does not write");
                 c = (unsigned char)(hi * 16 + lo);
                 r->at += 4;
