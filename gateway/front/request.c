@@ -1761,12 +1761,8 @@ static const char *access_client_addr(const struct gw_request *rq, char out[INET
     return inet_ntop(client.family, client.bytes, out, INET6_ADDRSTRLEN);
 }
 
-/* The request is over for its client, once: counted in the route's metrics, its access log
- * line written, and then out of flight (metric readers wait for none in flight). That is when
- * its answer has been sent (gw_request_done()), or when its connection switched protocols
- * (on_upgraded()): on a loop libmicrohttpd ends an upgraded request only when its tunnel
- * closes, but a tunnel is no request, and its line and figures are those of the switch. */
-static void finish(struct gw_request *rq)
+/* The request's figures: counted in the route's metrics, and its access log line. */
+static void count_and_log(struct gw_request *rq)
 {
     int64_t now = limiter_now_ns();
     const struct config_route *route = route_of(rq);
@@ -1800,8 +1796,6 @@ static void finish(struct gw_request *rq)
         .decided_ns = rq->decided_ns,
     };
 
-    if (!rq->in_flight)
-        return;
     if (route != NULL)
         gw_metrics_count_request(route_runtime_of(rq)->metrics, rq->set ? rq->set->plan : NULL,
                                  rq->decision, now - rq->start_ns);
@@ -1809,6 +1803,18 @@ static void finish(struct gw_request *rq)
         entry.n_keys = access_keys(rq, entry.keys, sources);
     if (rq->started)
         gw_access_log_write(rq->runtime->access_log_fd, config->server.access_log_client, &entry);
+}
+
+/* The request is over for its client, once: counted in the route's metrics, its access log
+ * line written, and then out of flight (metric readers wait for none in flight). That is when
+ * its answer has been sent (gw_request_done()), or when its connection switched protocols
+ * (on_upgraded()): on a loop libmicrohttpd ends an upgraded request only when its tunnel
+ * closes, but a tunnel is no request, and its line and figures are those of the switch. */
+static void finish(struct gw_request *rq)
+{
+    if (!rq->in_flight)
+        return;
+    count_and_log(rq);
     rq->in_flight = false;
     gw_metrics_in_flight(rq->runtime->metrics, -1);
 }
