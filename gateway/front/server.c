@@ -61,7 +61,6 @@ struct watched {
     uint32_t requests; /* finished since `wire` started reading: the current one's index there */
     _Atomic int64_t read_deadline_ns;  /* 0 while the gateway, not the client, has the turn */
     int64_t idle_since_ns;             /* its last answer's end; 0 while a request runs */
-    bool parking;                      /* park_idle() is closing libmicrohttpd's side */
     bool has_peer;                     /* an IP peer, counted by its address */
     struct gw_addr peer;
     union { /* as libmicrohttpd has it (the PROXY protocol's), to hand it back */
@@ -311,7 +310,6 @@ static bool park(struct front *f, struct watched *w)
     gw_wire_detach(w->wire);
     w->wire = NULL;
     w->connection = NULL;
-    w->parking = false;
     w->fd = fd;
     gw_metrics_parked(f->server->metrics, 1);
     return true;
@@ -326,7 +324,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     const union MHD_ConnectionInfo *info, *client, *tls;
 
     if (code != MHD_CONNECTION_NOTIFY_STARTED) {
-        if (w != NULL && w->parking && gw_wire_parking(w->wire) && park(f, w))
+        if (w != NULL && gw_wire_parking(w->wire) && park(f, w))
             return;
         if (w != NULL) {
             unwatch(f, w);
@@ -731,7 +729,6 @@ static void park_idle(struct front *f, int64_t now)
         if (w->idle_since_ns == 0 || now - w->idle_since_ns < after || w->address_len == 0 ||
             gw_wire_head(w->wire)->messages != w->requests || !gw_wire_park(w->wire))
             continue;
-        w->parking = true;
         MHD_set_connection_option(w->connection, MHD_CONNECTION_OPTION_TIMEOUT, 1u);
         parking++;
     }
@@ -741,9 +738,8 @@ static void park_idle(struct front *f, int64_t now)
     MHD_run(f->daemon);
     pthread_mutex_lock(&f->watch_lock);
     for (struct watched *w = f->watched; w != NULL; w = w->next) {
-        if (!w->parking || !gw_wire_unpark(w->wire))
+        if (!gw_wire_unpark(w->wire))
             continue;
-        w->parking = false;
         MHD_set_connection_option(w->connection, MHD_CONNECTION_OPTION_TIMEOUT,
                                   client_timeout_s(f->server));
     }

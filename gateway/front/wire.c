@@ -141,7 +141,7 @@ bool gw_wire_park(struct gw_wire *w)
 
 bool gw_wire_unpark(struct gw_wire *w)
 {
-    if (w->shut_parking)
+    if (!w->parking || w->shut_parking)
         return false;
     w->parking = false;
     return true;

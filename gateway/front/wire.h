@@ -99,7 +99,8 @@ void gw_wire_upgraded(int fd);
 /* Marks the connection parking if it can be (see above): plain HTTP, not upgraded, no fault,
  * nothing held back, the client not gone, and every head read passed whole with its body. */
 bool gw_wire_park(struct gw_wire *wire);
-/* Ends parking, unless libmicrohttpd has shut the socket since (it is closing it: false). */
+/* Ends the connection's parking: true when it was parking and libmicrohttpd has not shut its
+ * socket since; false when it was not parking, or is being closed for it. */
 bool gw_wire_unpark(struct gw_wire *wire);
 /* Parking, and still fit to park: nothing was read since gw_wire_park(). */
 bool gw_wire_parking(const struct gw_wire *wire);
