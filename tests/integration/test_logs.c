@@ -632,6 +632,18 @@ static void test_access_log_user_agent(void)
         access_field(&gw, cases[i].path, "user_agent", got, sizeof got);
         check_case(strcmp(got, cases[i].want) == 0, cases[i].path, "user_agent \"%s\"", got);
     }
+    /* Only the log line says U+FFFD: the field goes upstream as the client sent it. */
+    {
+        const char *headers[] = {"User-Agent: caf\xe9 \xc3", NULL};
+        struct reply r;
+
+        http(gw.port, "GET", "/ua/upstream", headers, NULL, &r);
+        check_case(r.status == 200 && r.body != NULL &&
+                       strstr(r.body, "\nheader User-Agent: caf\xe9 \xc3\n") != NULL,
+                   "/ua/upstream", "status %ld; the upstream saw: %.300s", r.status,
+                   r.body ? r.body : "");
+        reply_free(&r);
+    }
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
