@@ -201,7 +201,8 @@ static void test_bytes_before_the_switch(void)
                              &closed);
 
     check_case(status == 400, "bytes before the 101", "the client got %.60s", answer);
-    CU_ASSERT_PTR_NULL(strstr(answer, "101"));
+    /* No 101 status line (a bare "101" can stand in the random request id). */
+    CU_ASSERT_PTR_NULL(strstr(answer, "HTTP/1.1 101"));
     CU_ASSERT(closed);
 }
 
