@@ -28,5 +28,6 @@ void register_target_after_tests(void);
 void register_body_tests(void);
 void register_trace_tests(void);
 void register_log_line_tests(void);
+void register_random_tests(void);
 
 #endif

@@ -1,12 +1,9 @@
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "respond.h"
-
-#define PROBLEM_FORMAT                                                                             \
-    "{\"type\":\"about:blank\",\"title\":\"%s\",\"status\":%u,\"detail\":\"%s\"%s%s}\n"
+#include "text.h"
 
 static int64_t ceil_seconds(int64_t ms)
 {
@@ -29,13 +26,27 @@ uint64_t gw_quota(const struct limiter_params *params, int64_t *window)
     return quota;
 }
 
+/* `"name";KEY=value;w=seconds` (policy) or `"name";KEY=value;t=seconds` into `out`. */
+static void format_field(char out[GW_FIELD_LEN], const char *name, const char *first,
+                         unsigned long long value, const char *second, long long seconds)
+{
+    struct gw_text t = gw_text_on(out, GW_FIELD_LEN - 1);
+
+    gw_text_put(&t, "\"", 1);
+    gw_text_str(&t, name);
+    gw_text_str(&t, first);
+    gw_text_number(&t, value, 1);
+    gw_text_str(&t, second);
+    gw_text_signed(&t, seconds);
+    gw_text_finish(&t);
+}
+
 void gw_format_policy(char out[GW_FIELD_LEN], const char *name, const struct limiter_params *params)
 {
     int64_t window;
     uint64_t quota = gw_quota(params, &window);
 
-    snprintf(out, GW_FIELD_LEN, "\"%s\";q=%llu;w=%lld", name, (unsigned long long)quota,
-             (long long)window);
+    format_field(out, name, "\";q=", quota, ";w=", window);
 }
 
 int64_t gw_reset_seconds(const struct limiter_params *params,
@@ -51,9 +62,8 @@ void gw_format_ratelimit(char out[GW_FIELD_LEN], const char *name,
                          const struct limiter_params *params,
                          const struct limiter_decision *decision)
 {
-    snprintf(out, GW_FIELD_LEN, "\"%s\";r=%llu;t=%lld", name,
-             (unsigned long long)decision->remaining,
-             (long long)gw_reset_seconds(params, decision));
+    format_field(out, name, "\";r=", decision->remaining,
+                 ";t=", gw_reset_seconds(params, decision));
 }
 
 int64_t gw_retry_after_seconds(int64_t retry_after_ms)
@@ -170,25 +180,35 @@ size_t gw_json_escape(char *out, size_t cap, const char *text, size_t text_len)
 char *gw_problem_json(unsigned status, const char *detail, const char *route,
                       const char *request_id)
 {
-    char detail_json[512], json[256], route_part[288] = "", id_part[288] = "";
-    char *body = NULL;
+    /* The escaped detail, route and id are cut at 511, 255 and 255 bytes: room for all. */
+    char text[1280];
+    struct gw_text t = gw_text_on(text, sizeof text - 1);
+    char *body;
     size_t len;
 
-    gw_json_escape(detail_json, sizeof detail_json, detail, SIZE_MAX);
+    gw_text_str(&t, "{\"type\":\"about:blank\",\"title\":\"");
+    gw_text_str(&t, gw_status_title(status));
+    gw_text_str(&t, "\",\"status\":");
+    gw_text_number(&t, status, 1);
+    gw_text_str(&t, ",\"detail\":\"");
+    gw_text_json(&t, detail, SIZE_MAX, 512);
+    gw_text_str(&t, "\"");
     if (route != NULL) {
-        gw_json_escape(json, sizeof json, route, SIZE_MAX);
-        snprintf(route_part, sizeof route_part, ",\"route\":\"%s\"", json);
+        gw_text_str(&t, ",\"route\":\"");
+        gw_text_json(&t, route, SIZE_MAX, 256);
+        gw_text_str(&t, "\"");
     }
     if (request_id != NULL) {
-        gw_json_escape(json, sizeof json, request_id, SIZE_MAX);
-        snprintf(id_part, sizeof id_part, ",\"request_id\":\"%s\"", json);
+        gw_text_str(&t, ",\"request_id\":\"");
+        gw_text_json(&t, request_id, SIZE_MAX, 256);
+        gw_text_str(&t, "\"");
     }
-    len = (size_t)snprintf(NULL, 0, PROBLEM_FORMAT, gw_status_title(status), status, detail_json,
-                           route_part, id_part) +
-          1;
-    body = malloc(len);
-    if (body != NULL)
-        snprintf(body, len, PROBLEM_FORMAT, gw_status_title(status), status, detail_json,
-                 route_part, id_part);
+    gw_text_str(&t, "}\n");
+    len = (size_t)(t.at - text);
+    body = malloc(len + 1);
+    if (body != NULL) {
+        memcpy(body, text, len);
+        body[len] = '\0';
+    }
     return body;
 }

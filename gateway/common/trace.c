@@ -2,6 +2,7 @@
 #include <sodium.h>
 #include <string.h>
 
+#include "random.h"
 #include "trace.h"
 
 #define TRACEPARENT_V00_LEN 55
@@ -20,7 +21,7 @@ void gw_request_id_new(char out[GW_REQUEST_ID_LEN])
 {
     unsigned char random[16];
 
-    randombytes_buf(random, sizeof random);
+    gw_random_bytes(random, sizeof random);
     sodium_bin2hex(out, GW_REQUEST_ID_LEN, random, sizeof random);
 }
 
@@ -83,14 +84,14 @@ void gw_trace_begin(struct gw_trace *t, const char *traceparent, double sample)
     memset(t, 0, sizeof *t);
     if (traceparent != NULL && gw_traceparent_parse(traceparent, t) == 0) {
         t->continued = true;
-    } else if (gw_trace_sampled(sample, randombytes_random())) {
+    } else if (gw_trace_sampled(sample, gw_random_u32())) {
         /* A trace-id of all zeros is invalid; 2^-128 is no risk worth a loop. */
-        randombytes_buf(random, sizeof random);
+        gw_random_bytes(random, sizeof random);
         sodium_bin2hex(t->trace_id, sizeof t->trace_id, random, sizeof random);
         memcpy(t->flags, "01", 3);
     } else {
         return;
     }
-    randombytes_buf(random, 8);
+    gw_random_bytes(random, 8);
     sodium_bin2hex(t->span_id, sizeof t->span_id, random, 8);
 }

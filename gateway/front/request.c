@@ -18,6 +18,7 @@
 #include "request.h"
 #include "routes.h"
 #include "target.h"
+#include "text.h"
 #include "trace.h"
 #include "tunnel.h"
 #include "upgrade.h"
@@ -169,6 +170,17 @@ static bool limit_field(const struct gw_request *rq, const char *name)
             strcasecmp(name, "X-RateLimit-Reset") == 0);
 }
 
+/* The field `name: n`. */
+static void add_number(struct MHD_Response *response, const char *name, long long n)
+{
+    char value[24];
+    struct gw_text t = gw_text_on(value, sizeof value - 1);
+
+    gw_text_signed(&t, n);
+    gw_text_finish(&t);
+    MHD_add_response_header(response, name, value);
+}
+
 /* The rate-limit fields of the route's headers: mode (respond.h), for the limit that binds. */
 static void add_limit_headers(const struct gw_request *rq, struct MHD_Response *response)
 {
@@ -189,12 +201,9 @@ static void add_limit_headers(const struct gw_request *rq, struct MHD_Response *
         MHD_add_response_header(response, "RateLimit", field);
     }
     if (mode == CONFIG_HEADERS_X_RATELIMIT || mode == CONFIG_HEADERS_BOTH) {
-        snprintf(field, sizeof field, "%llu", (unsigned long long)gw_quota(params, &window));
-        MHD_add_response_header(response, "X-RateLimit-Limit", field);
-        snprintf(field, sizeof field, "%llu", (unsigned long long)decision->remaining);
-        MHD_add_response_header(response, "X-RateLimit-Remaining", field);
-        snprintf(field, sizeof field, "%lld", (long long)gw_reset_seconds(params, decision));
-        MHD_add_response_header(response, "X-RateLimit-Reset", field);
+        add_number(response, "X-RateLimit-Limit", (long long)gw_quota(params, &window));
+        add_number(response, "X-RateLimit-Remaining", (long long)decision->remaining);
+        add_number(response, "X-RateLimit-Reset", gw_reset_seconds(params, decision));
     }
 }
 
@@ -262,13 +271,9 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
     if (closes_connection(rq))
         MHD_add_response_header(response, "Connection", "close");
     add_limit_headers(rq, response);
-    if (denied) {
-        char seconds[24];
-
-        snprintf(seconds, sizeof seconds, "%lld",
-                 (long long)gw_retry_after_seconds(rq->decisions[rq->binding].retry_after_ms));
-        MHD_add_response_header(response, "Retry-After", seconds);
-    }
+    if (denied)
+        add_number(response, "Retry-After",
+                   gw_retry_after_seconds(rq->decisions[rq->binding].retry_after_ms));
     rq->bytes = len;
     return queue(rq, c, status, response);
 }
