@@ -43,7 +43,7 @@ FUZZ_TARGETS := config units keys headers head proxy_header traceparent
 FUZZ_SRC     := $(LIMITER_SRC) $(CONFIG_SRC) gateway/identity/keys.c gateway/common/headers.c \
                 gateway/front/routes.c gateway/front/head.c gateway/common/target.c \
                 gateway/front/proxy_header.c gateway/common/trace.c \
-                gateway/common/random.c
+                gateway/common/random.c gateway/common/text.c
 FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
 # per target within make test; make fuzz alone runs FUZZ_SECONDS

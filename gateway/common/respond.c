@@ -146,8 +146,22 @@ size_t gw_json_escape(char *out, size_t cap, const char *text, size_t text_len)
     for (size_t i = 0; i < end;) {
         const unsigned char *c = (const unsigned char *)text + i;
         char piece[6];
-        size_t n = 0, taken = 1;
+        size_t n = 0, taken = 1, plain = 0;
 
+        /* A run of printable ASCII other than '"' and '\\' is copied whole. */
+        while (i + plain < end && c[plain] >= 0x20 && c[plain] < 0x7f && c[plain] != '"' &&
+               c[plain] != '\\')
+            plain++;
+        if (plain > 0) {
+            size_t room = cap > len + 1 ? cap - 1 - len : 0;
+
+            memcpy(out + len, c, plain < room ? plain : room);
+            len += plain < room ? plain : room;
+            if (plain > room)
+                break;
+            i += plain;
+            continue;
+        }
         if (*c == '"' || *c == '\\') {
             piece[n++] = '\\';
             piece[n++] = (char)*c;
@@ -156,8 +170,6 @@ size_t gw_json_escape(char *out, size_t cap, const char *text, size_t text_len)
             piece[4] = hex[*c >> 4];
             piece[5] = hex[*c & 15];
             n = 6;
-        } else if (*c < 0x80) {
-            piece[n++] = (char)*c;
         } else if ((taken = utf8_character(c, end - i)) > 0) {
             memcpy(piece, c, taken);
             n = taken;
@@ -175,6 +187,14 @@ size_t gw_json_escape(char *out, size_t cap, const char *text, size_t text_len)
     if (cap > 0)
         out[len] = '\0';
     return len;
+}
+
+void gw_text_json(struct gw_text *t, const char *text, size_t len, size_t max)
+{
+    size_t room = (size_t)(t->end - t->at);
+
+    /* gw_json_escape() writes a NUL after what it writes, so it gets no more than the room. */
+    t->at += gw_json_escape(t->at, max < room ? max : room, text, len);
 }
 
 char *gw_problem_json(unsigned status, const char *detail, const char *route,

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "limiter.h"
+#include "text.h"
 
 #define GW_FIELD_LEN 160
 #define GW_DENIED_DETAIL "rate limit exceeded; retry after the time in Retry-After"
@@ -63,5 +64,9 @@ size_t gw_json_escape(char *out, size_t cap, const char *text, size_t len);
 
 /* The reason phrase of an HTTP status sluice sends itself. */
 const char *gw_status_title(unsigned status);
+
+/* The first `len` bytes of `text` (or up to its NUL) appended to `t`, escaped as
+ * gw_json_escape() does, at most `max` - 1 bytes of it. */
+void gw_text_json(struct gw_text *t, const char *text, size_t len, size_t max);
 
 #endif

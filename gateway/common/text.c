@@ -1,7 +1,6 @@
 /* Appending text to a fixed buffer; design in text.h. */
 #include <string.h>
 
-#include "respond.h"
 #include "text.h"
 
 void gw_text_put(struct gw_text *t, const char *text, size_t len)
@@ -37,12 +36,4 @@ void gw_text_signed(struct gw_text *t, long long n)
     } else {
         gw_text_number(t, (unsigned long long)n, 1);
     }
-}
-
-void gw_text_json(struct gw_text *t, const char *text, size_t len, size_t max)
-{
-    size_t room = (size_t)(t->end - t->at);
-
-    /* gw_json_escape() writes a NUL after what it writes, so it gets no more than the room. */
-    t->at += gw_json_escape(t->at, max < room ? max : room, text, len);
 }

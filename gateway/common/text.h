@@ -46,10 +46,6 @@ void gw_text_number(struct gw_text *t, unsigned long long n, int min_digits);
 /* `n` in decimal, with a '-' when negative. */
 void gw_text_signed(struct gw_text *t, long long n);
 
-/* The first `len` bytes of `text` (or up to its NUL) escaped for the inside of a JSON string
- * (gw_json_escape(), respond.h), at most `max` - 1 bytes of it. */
-void gw_text_json(struct gw_text *t, const char *text, size_t len, size_t max);
-
 /* Writes a NUL at the end of what was appended; the caller left a byte for it beyond `end`. */
 static inline void gw_text_finish(struct gw_text *t)
 {

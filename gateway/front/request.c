@@ -1773,10 +1773,17 @@ static void count_and_log(struct gw_request *rq)
     const struct config_route *route = route_of(rq);
     const struct config *config = rq->runtime->config;
     char client_addr[INET6_ADDRSTRLEN], sources[GW_ACCESS_KEYS_MAX][GW_KEY_SOURCE_LEN];
+    bool stand_in;
+    struct gw_access_entry entry;
+
+    if (route != NULL)
+        gw_metrics_count_request(route_runtime_of(rq)->metrics, rq->set ? rq->set->plan : NULL,
+                                 rq->decision, now - rq->start_ns);
+    if (!rq->started || rq->runtime->access_log_fd < 0)
+        return;
     /* A refused head reached libmicrohttpd as a stand-in (wire.h): its line says nothing. */
-    bool stand_in = rq->head->fault != 0 && !rq->head->fault_in_body &&
-                    rq->head->fault_at == rq->index;
-    struct gw_access_entry entry = {
+    stand_in = rq->head->fault != 0 && !rq->head->fault_in_body && rq->head->fault_at == rq->index;
+    entry = (struct gw_access_entry){
         .route = route ? route->name : NULL,
         .method = rq->method && !stand_in ? rq->method : "-",
         .target = stand_in ? "-" : rq->raw_uri,
@@ -1800,14 +1807,9 @@ static void count_and_log(struct gw_request *rq)
         .host = stand_in ? NULL : rq->host,
         .decided_ns = rq->decided_ns,
     };
-
-    if (route != NULL)
-        gw_metrics_count_request(route_runtime_of(rq)->metrics, rq->set ? rq->set->plan : NULL,
-                                 rq->decision, now - rq->start_ns);
     if (route != NULL && rq->set != NULL)
         entry.n_keys = access_keys(rq, entry.keys, sources);
-    if (rq->started)
-        gw_access_log_write(rq->runtime->access_log_fd, config->server.access_log_client, &entry);
+    gw_access_log_write(rq->runtime->access_log_fd, config->server.access_log_client, &entry);
 }
 
 /* The request is over for its client, once: counted in the route's metrics, its access log

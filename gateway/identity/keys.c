@@ -2,11 +2,11 @@
 #include <ctype.h>
 #include <netinet/in.h>
 #include <sodium.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "chars.h"
 #include "keys.h"
+#include "text.h"
 
 /* ::ffff:a.b.c.d, an IPv4 address as a dual-stack socket or a proxy writes it. It is made
  * the IPv4 address itself, so that one client has one key and IPv4 exemptions and
@@ -140,12 +140,19 @@ struct gw_addr gw_client_addr(const struct gw_addr *peer, const char *forwarded_
 
 void gw_ip_key(const struct gw_addr *addr, unsigned ipv6_prefix_len, char out[GW_KEY_LEN])
 {
+    struct gw_text t = gw_text_on(out, GW_KEY_LEN - 1);
     char text[INET6_ADDRSTRLEN];
     unsigned char masked[16];
 
+    gw_text_str(&t, "ip:");
     if (addr->family == AF_INET) {
-        inet_ntop(AF_INET, addr->bytes, text, sizeof text);
-        snprintf(out, GW_KEY_LEN, "ip:%s", text);
+        /* Dotted decimal by hand: inet_ntop() formats it through sprintf. */
+        for (int i = 0; i < 4; i++) {
+            if (i > 0)
+                gw_text_put(&t, ".", 1);
+            gw_text_number(&t, addr->bytes[i], 1);
+        }
+        gw_text_finish(&t);
         return;
     }
     memset(masked, 0, sizeof masked);
@@ -154,35 +161,51 @@ void gw_ip_key(const struct gw_addr *addr, unsigned ipv6_prefix_len, char out[GW
         masked[ipv6_prefix_len / 8] =
             addr->bytes[ipv6_prefix_len / 8] & (unsigned char)(0xff << (8 - ipv6_prefix_len % 8));
     inet_ntop(AF_INET6, masked, text, sizeof text);
-    snprintf(out, GW_KEY_LEN, "ip:%s/%u", text, ipv6_prefix_len);
+    gw_text_str(&t, text);
+    gw_text_put(&t, "/", 1);
+    gw_text_number(&t, ipv6_prefix_len, 1);
+    gw_text_finish(&t);
 }
 
 void gw_value_key(const char *kind, const char *value, char out[GW_KEY_LEN])
 {
+    struct gw_text t = gw_text_on(out, GW_KEY_LEN - 1);
     unsigned char digest[32];
     char hex[2 * sizeof digest + 1];
     size_t len = strlen(value);
 
+    gw_text_str(&t, kind);
     if (len <= GW_KEY_MAX_VALUE) {
-        snprintf(out, GW_KEY_LEN, "%s:%s", kind, value);
-        return;
+        gw_text_put(&t, ":", 1);
+        gw_text_put(&t, value, len);
+    } else {
+        crypto_generichash(digest, sizeof digest, (const unsigned char *)value, len, NULL, 0);
+        sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
+        gw_text_put(&t, "#", 1);
+        gw_text_str(&t, hex);
     }
-    crypto_generichash(digest, sizeof digest, (const unsigned char *)value, len, NULL, 0);
-    sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
-    snprintf(out, GW_KEY_LEN, "%s#%s", kind, hex);
+    gw_text_finish(&t);
 }
 
 void gw_key_source(enum config_key_kind kind, const char *name, bool consumer,
                    char out[GW_KEY_SOURCE_LEN])
 {
-    if (consumer)
-        snprintf(out, GW_KEY_SOURCE_LEN, "consumer");
-    else if (kind == CONFIG_KEY_HEADER) {
-        snprintf(out, GW_KEY_SOURCE_LEN, "header:%s", name);
-        for (char *c = out; *c != '\0'; c++)
-            *c = (char)tolower((unsigned char)*c);
-    } else if (kind == CONFIG_KEY_QUERY)
-        snprintf(out, GW_KEY_SOURCE_LEN, "query:%s", name);
-    else
-        snprintf(out, GW_KEY_SOURCE_LEN, "ip");
+    struct gw_text t = gw_text_on(out, GW_KEY_SOURCE_LEN - 1);
+
+    if (consumer) {
+        gw_text_str(&t, "consumer");
+    } else if (kind == CONFIG_KEY_HEADER) {
+        gw_text_str(&t, "header:");
+        for (const char *c = name; *c != '\0'; c++) {
+            char lower = (char)tolower((unsigned char)*c);
+
+            gw_text_put(&t, &lower, 1);
+        }
+    } else if (kind == CONFIG_KEY_QUERY) {
+        gw_text_str(&t, "query:");
+        gw_text_str(&t, name);
+    } else {
+        gw_text_str(&t, "ip");
+    }
+    gw_text_finish(&t);
 }

@@ -1,5 +1,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../unit.h"
@@ -188,6 +189,34 @@ static void test_mapped_exemption(void)
     CU_ASSERT_FALSE(gw_cidrs_contain(&exempt, &a));
 }
 
+/* IPv4 keys are written by hand, not by inet_ntop(): every octet width, the extremes, and
+ * what inet_ntop() says for each of 2,000 addresses. */
+static void test_ipv4_key_text(void)
+{
+    static const char *const texts[] = {"0.0.0.0", "255.255.255.255", "1.22.103.9", "10.0.0.1",
+                                        "100.200.30.4"};
+    char key[GW_KEY_LEN], expected[GW_KEY_LEN];
+    struct gw_addr a;
+
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        a = addr(texts[i]);
+        key_of(&a, key);
+        snprintf(expected, sizeof expected, "ip:%s", texts[i]);
+        CU_ASSERT_STRING_EQUAL(key, expected);
+    }
+    a.family = AF_INET;
+    for (unsigned n = 0; n < 2000; n++) {
+        char text[INET_ADDRSTRLEN];
+        uint32_t value = n * 2654435761u;
+
+        memcpy(a.bytes, &value, 4);
+        inet_ntop(AF_INET, a.bytes, text, sizeof text);
+        key_of(&a, key);
+        snprintf(expected, sizeof expected, "ip:%s", text);
+        CU_ASSERT_STRING_EQUAL_FATAL(key, expected);
+    }
+}
+
 static void test_ipv6_grouping(void)
 {
     struct gw_addr a = addr("2001:db8:aaaa:bbbb:1:2:3:4");
@@ -258,6 +287,7 @@ void register_keys_tests(void)
     add_test(s, "X-Forwarded-For entries: ports, brackets, mapped", test_entry_forms);
     add_test(s, "ports and mapped addresses in the walk", test_ports_and_mapped_in_the_walk);
     add_test(s, "IPv4 exemptions match mapped addresses", test_mapped_exemption);
+    add_test(s, "IPv4 keys: dotted decimal as inet_ntop() writes it", test_ipv4_key_text);
     add_test(s, "IPv6 clients are grouped by prefix", test_ipv6_grouping);
     add_test(s, "socket addresses, IPv4-mapped included", test_sockaddr);
     add_test(s, "header and query keys; long ones hashed", test_value_keys);
