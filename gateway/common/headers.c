@@ -3,10 +3,26 @@
 
 #include "headers.h"
 
-static const char *const hop_by_hop[] = {
-    "Connection", "Keep-Alive", "Proxy-Connection", "TE",
-    "Trailer",    "Transfer-Encoding", "Upgrade", "Proxy-Authorization",
-    "Proxy-Authenticate",
+#define HOP(name)                                                                                  \
+    {                                                                                              \
+        name, sizeof name - 1                                                                      \
+    }
+
+/* With their lengths: a field is compared only with those of its own length, so most
+ * fields (every one a proxied request forwards, both ways) cost one strlen(). */
+static const struct {
+    const char *name;
+    size_t len;
+} hop_by_hop[] = {
+    HOP("Connection"),
+    HOP("Keep-Alive"),
+    HOP("Proxy-Connection"),
+    HOP("TE"),
+    HOP("Trailer"),
+    HOP("Transfer-Encoding"),
+    HOP("Upgrade"),
+    HOP("Proxy-Authorization"),
+    HOP("Proxy-Authenticate"),
 };
 
 bool gw_header_list_has(const char *list, const char *name)
@@ -41,8 +57,10 @@ bool gw_field_next(const char *fields, size_t len, size_t *cursor, const char **
 
 bool gw_header_is_hop_by_hop(const char *name, const char *connection)
 {
+    size_t len = strlen(name);
+
     for (size_t i = 0; i < sizeof hop_by_hop / sizeof hop_by_hop[0]; i++)
-        if (strcasecmp(name, hop_by_hop[i]) == 0)
+        if (len == hop_by_hop[i].len && strcasecmp(name, hop_by_hop[i].name) == 0)
             return true;
     return connection != NULL && gw_header_list_has(connection, name);
 }

@@ -980,6 +980,15 @@ static const char *upstream_host(const struct gw_request *rq)
     return rq->host;
 }
 
+/* `addr` as text into the `cap` bytes at `out` (gw_text_address()). */
+static void write_address(char *out, size_t cap, const struct gw_addr *addr)
+{
+    struct gw_text t = gw_text_on(out, cap - 1);
+
+    gw_text_address(&t, addr->family, addr->bytes);
+    gw_text_finish(&t);
+}
+
 /* The header list sent upstream: the client's end-to-end fields as they came, Host kept (or
  * as route.host says), X-Forwarded-* set, the route's set_headers and remove_headers applied,
  * and libcurl kept from adding fields of its own. The nodes and their text go to
@@ -999,7 +1008,7 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
     const char *at;
 
     if (rq->has_peer)
-        inet_ntop(rq->peer.family, rq->peer.bytes, peer_text, sizeof peer_text);
+        write_address(peer_text, sizeof peer_text, &rq->peer);
     MHD_get_connection_values(c, MHD_HEADER_KIND, copy_request_field, &w);
     rq->dropped_headers = w.dropped;
     if (route->n_set_headers > 0 && rq->has_peer) {
@@ -1007,7 +1016,7 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
         struct gw_addr client = gw_client_addr(&rq->peer, rq->forwarded_for,
                                                &rq->runtime->config->server.trusted_proxies);
 
-        inet_ntop(client.family, client.bytes, client_text, sizeof client_text);
+        write_address(client_text, sizeof client_text, &client);
     }
     for (size_t i = 0; i < route->n_set_headers; i++)
         append_set_header(&w, rq, route->set_headers[i].name, route->set_headers[i].value,
@@ -1763,7 +1772,8 @@ static const char *access_client_addr(const struct gw_request *rq, char out[INET
         config->server.access_log_client != CONFIG_ACCESS_CLIENT_ADDRESS)
         return NULL;
     client = gw_client_addr(&rq->peer, rq->forwarded_for, &config->server.trusted_proxies);
-    return inet_ntop(client.family, client.bytes, out, INET6_ADDRSTRLEN);
+    write_address(out, INET6_ADDRSTRLEN, &client);
+    return out;
 }
 
 /* The request's figures: counted in the route's metrics, and its access log line. */

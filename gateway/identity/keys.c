@@ -141,17 +141,11 @@ struct gw_addr gw_client_addr(const struct gw_addr *peer, const char *forwarded_
 void gw_ip_key(const struct gw_addr *addr, unsigned ipv6_prefix_len, char out[GW_KEY_LEN])
 {
     struct gw_text t = gw_text_on(out, GW_KEY_LEN - 1);
-    char text[INET6_ADDRSTRLEN];
     unsigned char masked[16];
 
     gw_text_str(&t, "ip:");
     if (addr->family == AF_INET) {
-        /* Dotted decimal by hand: inet_ntop() formats it through sprintf. */
-        for (int i = 0; i < 4; i++) {
-            if (i > 0)
-                gw_text_put(&t, ".", 1);
-            gw_text_number(&t, addr->bytes[i], 1);
-        }
+        gw_text_address(&t, AF_INET, addr->bytes);
         gw_text_finish(&t);
         return;
     }
@@ -160,8 +154,7 @@ void gw_ip_key(const struct gw_addr *addr, unsigned ipv6_prefix_len, char out[GW
     if (ipv6_prefix_len % 8)
         masked[ipv6_prefix_len / 8] =
             addr->bytes[ipv6_prefix_len / 8] & (unsigned char)(0xff << (8 - ipv6_prefix_len % 8));
-    inet_ntop(AF_INET6, masked, text, sizeof text);
-    gw_text_str(&t, text);
+    gw_text_address(&t, AF_INET6, masked);
     gw_text_put(&t, "/", 1);
     gw_text_number(&t, ipv6_prefix_len, 1);
     gw_text_finish(&t);

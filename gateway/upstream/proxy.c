@@ -791,6 +791,9 @@ static void set_handle_options(struct gw_upstream *u)
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, u);
     curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, before_send);
     curl_easy_setopt(e, CURLOPT_PREREQDATA, u);
+    /* No host is exempt from a route's `proxy:`, whatever no_proxy or NO_PROXY say; and
+     * libcurl reads neither from the environment at each transfer. */
+    curl_easy_setopt(e, CURLOPT_NOPROXY, "");
     /* A proxy's answer to CONNECT is no part of the upstream's head. */
     curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);

@@ -20,8 +20,8 @@
  * loop's epoll set between exchanges and the event marks the handle (a stray that arrives
  * after that look and before the request still would get through, as with any proxy). libcurl
  * resends a request whose reused connection died before answering: an idempotent method (RFC 9110)
- * may go twice, any other only once, and the client then gets 502. Proxy environment variables are
- * ignored; a route's `proxy:` is the only forward proxy.
+ * may go twice, any other only once, and the client then gets 502. Proxy environment variables
+ * (no_proxy too) are ignored; a route's `proxy:` is the only forward proxy.
  *
  * One interface, two ways to run it. An exchange has four steps: gw_upstream_start() sends
  * the request and returns at once; gw_upstream_head() says whether the response head is in

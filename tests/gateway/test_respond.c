@@ -1,8 +1,10 @@
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../unit.h"
 #include "respond.h"
+#include "text.h"
 
 static void test_fields(void)
 {
@@ -119,6 +121,35 @@ static void test_json_escape_utf8(void)
     CU_ASSERT_STRING_EQUAL(out, "a");
 }
 
+/* gw_text_address() writes what inet_ntop() does, and never past the buffer's end. */
+static void test_text_address(void)
+{
+    static const struct {
+        int family;
+        const char *address;
+    } cases[] = {
+        {AF_INET, "0.0.0.0"},      {AF_INET, "127.0.0.1"},      {AF_INET, "255.255.255.255"},
+        {AF_INET, "10.20.3.100"},  {AF_INET, "192.168.100.7"},  {AF_INET6, "::1"},
+        {AF_INET6, "2001:db8::1"}, {AF_INET6, "fe80::1:2:3:4"},
+    };
+    unsigned char bytes[16];
+    char text[INET6_ADDRSTRLEN + 1], cut[8];
+    struct gw_text t;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CU_ASSERT_EQUAL_FATAL(inet_pton(cases[i].family, cases[i].address, bytes), 1);
+        t = gw_text_on(text, sizeof text - 1);
+        gw_text_address(&t, cases[i].family, bytes);
+        gw_text_finish(&t);
+        CU_ASSERT_STRING_EQUAL(text, cases[i].address);
+    }
+    inet_pton(AF_INET, "192.168.100.7", bytes);
+    t = gw_text_on(cut, sizeof cut - 1);
+    gw_text_address(&t, AF_INET, bytes);
+    gw_text_finish(&t);
+    CU_ASSERT_STRING_EQUAL(cut, "192.168");
+}
+
 void register_respond_tests(void)
 {
     CU_pSuite s = add_suite("gateway_respond");
@@ -128,4 +159,5 @@ void register_respond_tests(void)
     add_test(s, "Retry-After rounds up, never 0", test_retry_after_rounds_up);
     add_test(s, "problem+json bodies", test_problem_json);
     add_test(s, "JSON strings: UTF-8 kept, other bytes U+FFFD", test_json_escape_utf8);
+    add_test(s, "an IP address as inet_ntop() writes it", test_text_address);
 }

@@ -526,21 +526,24 @@ static void test_idle_upstream_connections_are_pruned(void)
 }
 
 /* The proxy variables in the environment: set while sluice starts (which inherits them),
- * then put back as they were. NO_PROXY is taken away meanwhile, lest it exempt 127.0.0.1. */
+ * then put back as they were. The proxy ones to `url` and no_proxy/NO_PROXY to `no_proxy`, each
+ * taken away meanwhile when NULL. */
 static const char *const proxy_variables[] = {"http_proxy", "HTTP_PROXY", "ALL_PROXY",
                                               "all_proxy",  "no_proxy",   "NO_PROXY"};
 #define N_PROXY_VARIABLES (sizeof proxy_variables / sizeof proxy_variables[0])
 
-static void set_proxy_environment(const char *url, char *saved[N_PROXY_VARIABLES])
+static void set_proxy_environment(const char *url, const char *no_proxy,
+                                  char *saved[N_PROXY_VARIABLES])
 {
     for (size_t i = 0; i < N_PROXY_VARIABLES; i++) {
         const char *value = getenv(proxy_variables[i]);
+        const char *wanted = strcasecmp(proxy_variables[i], "no_proxy") == 0 ? no_proxy : url;
 
         saved[i] = value ? strdup(value) : NULL;
-        if (strcasecmp(proxy_variables[i], "no_proxy") == 0)
+        if (wanted == NULL)
             unsetenv(proxy_variables[i]);
         else
-            setenv(proxy_variables[i], url, 1);
+            setenv(proxy_variables[i], wanted, 1);
     }
 }
 
@@ -566,7 +569,7 @@ static void test_proxy_only_from_the_config(void)
     bool started;
 
     snprintf(proxy_url, sizeof proxy_url, "http://127.0.0.1:%u", proxy.port);
-    set_proxy_environment(proxy_url, saved);
+    set_proxy_environment(proxy_url, NULL, saved);
     started = start_gateway(RECORDER_NORMAL, "", "");
     restore_environment(saved);
     if (!started)
@@ -587,10 +590,15 @@ static void test_proxy_only_from_the_config(void)
     exchange_free(&x);
     stop_gateway();
 
+    /* no_proxy in the environment exempts nothing from the route's proxy either. */
     snprintf(route_proxy, sizeof route_proxy, "    proxy: \"%s\"\n", proxy_url);
-    if (!start_gateway(RECORDER_NORMAL, "", route_proxy))
+    set_proxy_environment(NULL, "*", saved);
+    started = start_gateway(RECORDER_NORMAL, "", route_proxy);
+    restore_environment(saved);
+    if (!started)
         return;
-    exchange(&x, "the route's proxy", "GET /viaproxy HTTP/1.1\r\nHost: h\r\n\r\n",
+    exchange(&x, "the route's proxy, no_proxy and NO_PROXY \"*\"",
+             "GET /viaproxy HTTP/1.1\r\nHost: h\r\n\r\n",
              sizeof "GET /viaproxy HTTP/1.1\r\nHost: h\r\n\r\n" - 1);
     expect_answer(&x, 200);
     expect_body(&x, "ok");
