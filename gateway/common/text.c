@@ -4,19 +4,6 @@
 
 #include "text.h"
 
-void gw_text_put(struct gw_text *t, const char *text, size_t len)
-{
-    if (len > (size_t)(t->end - t->at))
-        len = (size_t)(t->end - t->at);
-    memcpy(t->at, text, len);
-    t->at += len;
-}
-
-void gw_text_str(struct gw_text *t, const char *text)
-{
-    gw_text_put(t, text, strlen(text));
-}
-
 void gw_text_number(struct gw_text *t, unsigned long long n, int min_digits)
 {
     char digits[24];

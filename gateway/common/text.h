@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct gw_text {
     char *at, *end;
@@ -34,11 +35,21 @@ static inline bool gw_text_full(const struct gw_text *t)
     return t->at == t->end;
 }
 
-/* The first `len` bytes of `text`. */
-void gw_text_put(struct gw_text *t, const char *text, size_t len);
+/* The first `len` bytes of `text`. Inline, as the next: most texts appended are literals, whose
+ * length and copy the compiler then works out in place. */
+static inline void gw_text_put(struct gw_text *t, const char *text, size_t len)
+{
+    if (len > (size_t)(t->end - t->at))
+        len = (size_t)(t->end - t->at);
+    memcpy(t->at, text, len);
+    t->at += len;
+}
 
 /* The string `text`. */
-void gw_text_str(struct gw_text *t, const char *text);
+static inline void gw_text_str(struct gw_text *t, const char *text)
+{
+    gw_text_put(t, text, strlen(text));
+}
 
 /* `n` in decimal, with leading zeros to at least `min_digits` digits. */
 void gw_text_number(struct gw_text *t, unsigned long long n, int min_digits);
