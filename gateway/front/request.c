@@ -33,7 +33,8 @@ struct gw_request {
     char *raw_uri; /* as the client sent it, forwarded byte for byte */
     char *path;    /* what it is routed by (target.h), or NULL before that */
     const char *method;
-    const struct gw_head *head; /* the connection's strict reading (head.h) */
+    const struct gw_head *head;  /* the connection's strict reading (head.h) */
+    struct gw_access_memo *memo; /* the connection's digest of its address key (access_log.h) */
     uint32_t index;             /* this request's place on its connection, from 0 */
     int64_t start_ns;
     bool started;
@@ -127,8 +128,9 @@ static struct gw_backend_set *backends_of(const struct gw_request *rq)
 }
 
 struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
-                                  const struct gw_head *head, uint32_t index, struct gw_loop *loop,
-                                  struct gw_offload *offload, struct gw_tunnels *tunnels)
+                                  const struct gw_head *head, struct gw_access_memo *memo,
+                                  uint32_t index, struct gw_loop *loop, struct gw_offload *offload,
+                                  struct gw_tunnels *tunnels)
 {
     struct gw_request *rq = calloc(1, sizeof *rq);
 
@@ -139,6 +141,7 @@ struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_ur
     }
     rq->runtime = runtime;
     rq->head = head;
+    rq->memo = memo;
     rq->index = index;
     rq->loop = loop;
     rq->offload = offload;
@@ -1160,10 +1163,17 @@ static char *upstream_url(const struct gw_request *rq, size_t k)
         else if (rest[0] != '/')
             slash = "/";
     }
-    len = strlen(server->origin) + strlen(server->base_path) + strlen(slash) + strlen(rest) + 1;
-    url = malloc(len);
-    if (url != NULL)
-        snprintf(url, len, "%s%s%s%s", server->origin, server->base_path, slash, rest);
+    len = strlen(server->origin) + strlen(server->base_path) + strlen(slash) + strlen(rest);
+    url = malloc(len + 1);
+    if (url != NULL) {
+        struct gw_text t = gw_text_on(url, len);
+
+        gw_text_str(&t, server->origin);
+        gw_text_str(&t, server->base_path);
+        gw_text_str(&t, slash);
+        gw_text_str(&t, rest);
+        gw_text_finish(&t);
+    }
     return url;
 }
 
@@ -1816,6 +1826,7 @@ static void count_and_log(struct gw_request *rq)
         .trace_id = rq->trace.trace_id,
         .host = stand_in ? NULL : rq->host,
         .decided_ns = rq->decided_ns,
+        .memo = rq->memo,
     };
     if (route != NULL && rq->set != NULL)
         entry.n_keys = access_keys(rq, entry.keys, sources);

@@ -28,6 +28,7 @@
 
 #include "runtime.h"
 
+struct gw_access_memo;
 struct gw_head;
 struct gw_request;
 struct gw_loop;
@@ -35,14 +36,16 @@ struct gw_offload;
 struct gw_tunnels;
 
 /* A request that has just named its target, the `index`th (from 0) on a connection whose
- * strict reading is `head` (head.h; it must outlive the request). It takes over the caller's
- * reference to `runtime`. An upgrade it allows is joined to the upstream in `tunnels`. On an event loop (`loop`, loop.h) the request never blocks: it waits
- * for the upstream, and for the Redis store (asked on `offload`'s threads), with its
- * connection suspended. With NULL for both (thread_per_connection) the connection's thread
- * waits. NULL when memory is short. */
+ * strict reading is `head` (head.h) and whose access log memo is `memo` (access_log.h); both
+ * must outlive the request. It takes over the caller's reference to `runtime`. An upgrade it
+ * allows is joined to the upstream in `tunnels`. On an event loop (`loop`, loop.h) the request
+ * never blocks: it waits for the upstream, and for the Redis store (asked on `offload`'s
+ * threads), with its connection suspended. With NULL for both (thread_per_connection) the
+ * connection's thread waits. NULL when memory is short. */
 struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
-                                  const struct gw_head *head, uint32_t index, struct gw_loop *loop,
-                                  struct gw_offload *offload, struct gw_tunnels *tunnels);
+                                  const struct gw_head *head, struct gw_access_memo *memo,
+                                  uint32_t index, struct gw_loop *loop, struct gw_offload *offload,
+                                  struct gw_tunnels *tunnels);
 
 /* One call of libmicrohttpd's access handler for this request. */
 enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "access_log.h"
 #include "admission.h"
 #include "certs.h"
 #include "health.h"
@@ -69,6 +70,7 @@ struct watched {
         struct sockaddr_in6 in6;
     } address;
     socklen_t address_len; /* 0: not an IP address (never parked) */
+    struct gw_access_memo memo;
     struct watched *prev, *next;
 };
 
@@ -174,8 +176,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     if (w == NULL)
         return NULL; /* not read strictly: on_request drops the connection */
     w->idle_since_ns = 0;
-    rq = gw_request_new(front_runtime(f), uri, gw_wire_head(w->wire), w->requests, f->loop,
-                        f->server->offload, f->server->tunnels);
+    rq = gw_request_new(front_runtime(f), uri, gw_wire_head(w->wire), &w->memo, w->requests,
+                        f->loop, f->server->offload, f->server->tunnels);
     return rq;
 }
 

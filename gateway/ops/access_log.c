@@ -56,6 +56,24 @@ void gw_access_key_hash(const char *key, char out[17])
     sodium_bin2hex(out, 17, digest, sizeof digest);
 }
 
+/* The digest of `key` (gw_access_key_hash()): the connection's memo when it holds `key`, else
+ * made in `out`, and kept in the memo when `key` is an address key. */
+static const char *key_hash(const struct gw_access_entry *e, const char *key, char out[17])
+{
+    struct gw_access_memo *memo = e->memo;
+    size_t len;
+
+    if (memo != NULL && memo->key[0] != '\0' && strcmp(memo->key, key) == 0)
+        return memo->hash;
+    gw_access_key_hash(key, out);
+    len = strlen(key);
+    if (memo != NULL && strncmp(key, "ip:", 3) == 0 && len < sizeof memo->key) {
+        memcpy(memo->key, key, len + 1);
+        memcpy(memo->hash, out, sizeof memo->hash);
+    }
+    return out;
+}
+
 /* The client field, as `how` says: the address as given, or the key's hash made in `hash`. */
 static const char *client_field(enum config_access_client how, const struct gw_access_entry *e,
                                 char hash[17])
@@ -64,8 +82,7 @@ static const char *client_field(enum config_access_client how, const struct gw_a
         return e->client;
     if (how != CONFIG_ACCESS_CLIENT_HASH || e->client_key == NULL)
         return "";
-    gw_access_key_hash(e->client_key, hash);
-    return hash;
+    return key_hash(e, e->client_key, hash);
 }
 
 /* "keys":{source:hash,...}, each source once (the first key given for it). */
@@ -86,8 +103,7 @@ static void put_keys(struct gw_text *l, const struct gw_access_entry *e)
         gw_text_put(l, "\"", 1);
         gw_text_json(l, e->keys[i].source, SIZE_MAX, GW_KEY_SOURCE_LEN);
         gw_text_str(l, "\":\"");
-        gw_access_key_hash(e->keys[i].key, hash);
-        gw_text_str(l, hash);
+        gw_text_str(l, key_hash(e, e->keys[i].key, hash));
         gw_text_put(l, "\"", 1);
     }
     gw_text_put(l, "}", 1);

@@ -58,6 +58,16 @@ struct gw_access_key {
     const char *key;
 };
 
+/* A connection's digest of its address key ("ip:..."), made for its first line and reused
+ * for the lines after while the key stays the same, instead of a BLAKE2b per line: every
+ * line logs the "ip" key, and on one connection it is mostly one address (a trusted proxy's
+ * X-Forwarded-For can change it, which is why the key is kept to compare). Zeroed when the
+ * connection starts; touched by one thread at a time, as a connection's requests are. */
+struct gw_access_memo {
+    char key[64]; /* the address key the digest is of, "" until one is made */
+    char hash[17];
+};
+
 struct gw_access_entry {
     const char *route;  /* NULL when no route matched */
     const char *method;
@@ -83,6 +93,7 @@ struct gw_access_entry {
     int64_t decided_ns;          /* when the limits decided; 0 when they did not */
     struct gw_access_key keys[GW_ACCESS_KEYS_MAX]; /* a source given twice is logged once */
     size_t n_keys;
+    struct gw_access_memo *memo; /* the connection's, or NULL */
 };
 
 /* The access log's 16-hex-digit digest of `key` (a 64-bit BLAKE2b) into `out`. */

@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -538,6 +539,55 @@ static void test_access_log_client(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
+/* The access log's digest of `key`, made here as access_log.h says: a 64-bit BLAKE2b. */
+static void expected_hash(const char *key, char out[17])
+{
+    unsigned char digest[8];
+
+    crypto_generichash(digest, sizeof digest, (const unsigned char *)key, strlen(key), NULL, 0);
+    sodium_bin2hex(out, 17, digest, sizeof digest);
+}
+
+/* A connection's address key is hashed once and remembered (access_log.h): on one connection
+ * from a trusted proxy whose X-Forwarded-For changes from request to request, every line's
+ * keys.ip and client hash is still its own request's, never the previous one's. */
+static void test_access_log_address_memo(void)
+{
+    static const char request[] =
+        "GET /memo/1 HTTP/1.1\r\nHost: h\r\nX-API-Key: k\r\nX-Forwarded-For: 203.0.113.9\r\n\r\n"
+        "GET /memo/2 HTTP/1.1\r\nHost: h\r\nX-API-Key: k\r\nX-Forwarded-For: 198.51.100.4\r\n\r\n"
+        "GET /memo/3 HTTP/1.1\r\nHost: h\r\nX-API-Key: k\r\nX-Forwarded-For: 203.0.113.9\r\n"
+        "Connection: close\r\n\r\n";
+    static const struct {
+        const char *path, *client;
+    } lines[] = {{"/memo/1", "ip:203.0.113.9"},
+                 {"/memo/2", "ip:198.51.100.4"},
+                 {"/memo/3", "ip:203.0.113.9"},
+                 {"/memo/4", "ip:198.51.100.4"}};
+    char answer[4096], seen[64], expected[17];
+    unsigned admin = free_port(), port = free_port();
+    struct proc gw;
+
+    CU_ASSERT_EQUAL_FATAL(sodium_init() >= 0, true);
+    CU_ASSERT_EQUAL_FATAL(
+        start_sluice(&gw, CLIENT_CONFIG, upstream.port, admin, "\"127.0.0.1/32\"", "hash", port),
+        0);
+    CU_ASSERT_EQUAL(raw_exchange(gw.port, request, sizeof request - 1, answer, sizeof answer, 3000),
+                    200);
+    CU_ASSERT_EQUAL(get_with(gw.port, "/memo/4", "X-Forwarded-For: 198.51.100.4"), 200);
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        expected_hash(lines[i].client, expected);
+        access_key(&gw, lines[i].path, "ip", seen, sizeof seen);
+        check_case(strcmp(seen, expected) == 0, lines[i].path, "keys.ip %s, expected %s", seen,
+                   expected);
+    }
+    /* The route's key is the header's: client hashes it, not the address. */
+    expected_hash("header:k", expected);
+    access_field(&gw, "/memo/2", "client", seen, sizeof seen);
+    CU_ASSERT_STRING_EQUAL(seen, expected);
+    CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+}
+
 /* limit: the limit that denied a request, of two on a route, whichever place it has; on a
  * dry_run route the one that would have; "" for a request allowed. */
 static void test_access_log_limit(void)
@@ -735,6 +785,8 @@ void register_logs_tests(void)
     add_test(s, "libmicrohttpd's messages: one clean line each, rate-limited",
              test_libmicrohttpd_messages);
     add_test(s, "access log client: address, hash, none", test_access_log_client);
+    add_test(s, "access log: an address key's digest remembered per connection, never stale",
+             test_access_log_address_memo);
     add_test(s, "access log limit: the one that denied", test_access_log_limit);
     add_test(s, "access log user_agent: escaped, cut at 256 bytes", test_access_log_user_agent);
     add_test(s, "--healthcheck -c FILE asks admin_listen's /healthz", test_healthcheck_from_config);
