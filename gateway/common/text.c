@@ -9,6 +9,8 @@ void gw_text_number(struct gw_text *t, unsigned long long n, int min_digits)
     char digits[24];
     int i = sizeof digits;
 
+    if (min_digits > (int)sizeof digits)
+        min_digits = sizeof digits;
     do {
         digits[--i] = (char)('0' + n % 10);
         n /= 10;

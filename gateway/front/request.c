@@ -174,12 +174,12 @@ static bool limit_field(const struct gw_request *rq, const char *name)
 }
 
 /* The field `name: n`. */
-static void add_number(struct MHD_Response *response, const char *name, long long n)
+static void add_number(struct MHD_Response *response, const char *name, uint64_t n)
 {
     char value[24];
     struct gw_text t = gw_text_on(value, sizeof value - 1);
 
-    gw_text_signed(&t, n);
+    gw_text_number(&t, n, 1);
     gw_text_finish(&t);
     MHD_add_response_header(response, name, value);
 }
@@ -204,9 +204,9 @@ static void add_limit_headers(const struct gw_request *rq, struct MHD_Response *
         MHD_add_response_header(response, "RateLimit", field);
     }
     if (mode == CONFIG_HEADERS_X_RATELIMIT || mode == CONFIG_HEADERS_BOTH) {
-        add_number(response, "X-RateLimit-Limit", (long long)gw_quota(params, &window));
-        add_number(response, "X-RateLimit-Remaining", (long long)decision->remaining);
-        add_number(response, "X-RateLimit-Reset", gw_reset_seconds(params, decision));
+        add_number(response, "X-RateLimit-Limit", gw_quota(params, &window));
+        add_number(response, "X-RateLimit-Remaining", decision->remaining);
+        add_number(response, "X-RateLimit-Reset", (uint64_t)gw_reset_seconds(params, decision));
     }
 }
 
@@ -276,7 +276,7 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
     add_limit_headers(rq, response);
     if (denied)
         add_number(response, "Retry-After",
-                   gw_retry_after_seconds(rq->decisions[rq->binding].retry_after_ms));
+                   (uint64_t)gw_retry_after_seconds(rq->decisions[rq->binding].retry_after_ms));
     rq->bytes = len;
     return queue(rq, c, status, response);
 }

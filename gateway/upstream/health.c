@@ -7,6 +7,7 @@
 
 #include "limiter.h"
 #include "log.h"
+#include "proxy.h"
 
 #define TICK_MS 100
 
@@ -77,7 +78,7 @@ static void start_check(struct gw_health *h, struct target *x, int64_t now_ns)
     curl_easy_setopt(x->easy, CURLOPT_URL, x->url);
     curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
     curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(x->easy, CURLOPT_PROXY, x->proxy != NULL ? x->proxy : "");
+    gw_upstream_set_proxy(x->easy, x->proxy);
     curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)(x->timeout_ns / 1000000));
     curl_easy_setopt(x->easy, CURLOPT_SSL_VERIFYPEER, x->tls_verify ? 1L : 0L);
     curl_easy_setopt(x->easy, CURLOPT_SSL_VERIFYHOST, x->tls_verify ? 2L : 0L);

@@ -113,6 +113,16 @@ struct gw_upstream_loop {
 
 static struct pool_set shared_pools = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+void gw_upstream_set_proxy(void *easy, const char *proxy)
+{
+    /* "" ignores http_proxy, HTTPS_PROXY and ALL_PROXY: upstream requests carry credentials,
+     * and only a route's own `proxy:` may send them elsewhere. NOPROXY "" exempts no host
+     * from it, whatever no_proxy or NO_PROXY say (and libcurl does not read them per
+     * transfer). */
+    curl_easy_setopt(easy, CURLOPT_PROXY, proxy != NULL ? proxy : "");
+    curl_easy_setopt(easy, CURLOPT_NOPROXY, "");
+}
+
 static void set_handle_options(struct gw_upstream *u);
 static atomic_bool aborting;
 static _Atomic int64_t idle_timeout_ns = 60 * (int64_t)1000000000;
@@ -791,9 +801,6 @@ static void set_handle_options(struct gw_upstream *u)
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, u);
     curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, before_send);
     curl_easy_setopt(e, CURLOPT_PREREQDATA, u);
-    /* No host is exempt from a route's `proxy:`, whatever no_proxy or NO_PROXY say; and
-     * libcurl reads neither from the environment at each transfer. */
-    curl_easy_setopt(e, CURLOPT_NOPROXY, "");
     /* A proxy's answer to CONNECT is no part of the upstream's head. */
     curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -824,9 +831,7 @@ static void set_request_options(struct gw_upstream *u, const struct gw_forward *
      * may have acted on it. Idempotent requests may go twice, others once (502 otherwise). */
     u->sends = 0;
     u->max_sends = is_idempotent(fw->method) ? 2 : 1;
-    /* "" ignores http_proxy, HTTPS_PROXY and ALL_PROXY: upstream requests carry credentials,
-     * and only a route's own `proxy:` may send them elsewhere. */
-    curl_easy_setopt(e, CURLOPT_PROXY, fw->proxy != NULL ? fw->proxy : "");
+    gw_upstream_set_proxy(e, fw->proxy);
     /* gw_proxy_prune() closes idle connections; this stops their reuse meanwhile. */
     curl_easy_setopt(e, CURLOPT_MAXAGE_CONN,
                      (long)(atomic_load(&idle_timeout_ns) / 1000000000));

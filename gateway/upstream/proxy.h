@@ -104,6 +104,10 @@ const char *gw_fault_detail(enum gw_fault fault);
 
 /* The fault a libcurl result code (CURLcode) stands for, and the kind of failure a fault is. */
 enum gw_fault gw_fault_of(int code);
+
+/* Sends what the libcurl handle `easy` carries through `proxy` (a route's `proxy:`), or
+ * through no proxy when NULL, whatever the environment's proxy variables say. */
+void gw_upstream_set_proxy(void *easy, const char *proxy);
 enum gw_upstream_error gw_fault_error(enum gw_fault fault);
 
 /* gw_upstream_read() on a loop: no bytes yet; `notify` is called at the next step. */

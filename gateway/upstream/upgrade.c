@@ -340,7 +340,7 @@ static int connect_upstream(const struct gw_forward *fw, struct gw_upgrade *up)
     curl_easy_setopt(up->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)(fw->connect_timeout_ns / 1000000));
     curl_easy_setopt(up->easy, CURLOPT_SSL_VERIFYPEER, fw->tls_verify ? 1L : 0L);
     curl_easy_setopt(up->easy, CURLOPT_SSL_VERIFYHOST, fw->tls_verify ? 2L : 0L);
-    curl_easy_setopt(up->easy, CURLOPT_PROXY, fw->proxy != NULL ? fw->proxy : "");
+    gw_upstream_set_proxy(up->easy, fw->proxy);
     if (fw->proxy != NULL)
         curl_easy_setopt(up->easy, CURLOPT_HTTPPROXYTUNNEL, 1L);
     up->error_text[0] = '\0';

@@ -59,28 +59,36 @@ static void test_bytes_uniform(void)
     free(bytes);
 }
 
-static void *draw_in_thread(void *out)
+enum { THREADS = 4, IDS_PER_THREAD = 5000 };
+
+static void *draw_ids(void *ids)
 {
-    gw_random_bytes(out, 32);
+    unsigned char(*out)[16] = ids;
+
+    for (size_t i = 0; i < IDS_PER_THREAD; i++)
+        gw_random_bytes(out[i], 16);
     return NULL;
 }
 
-/* Each thread keys its own stream: two threads' first bytes differ, and differ from this
- * thread's. */
-static void test_threads_have_own_streams(void)
+/* Threads drawing at once: each has its own stream, so no id repeats across them all (a
+ * stream shared without a lock would hand two threads the same bytes, and the TSan build of
+ * this test would see the race). */
+static void test_threads_draw_at_once(void)
 {
-    unsigned char first[32], second[32], here[32];
-    pthread_t a, b;
+    unsigned char(*ids)[16] = malloc(THREADS * IDS_PER_THREAD * sizeof *ids);
+    pthread_t threads[THREADS];
+    size_t repeats = 0;
 
-    CU_ASSERT_FATAL(sodium_init() >= 0);
-    CU_ASSERT_FATAL(pthread_create(&a, NULL, draw_in_thread, first) == 0);
-    pthread_join(a, NULL);
-    CU_ASSERT_FATAL(pthread_create(&b, NULL, draw_in_thread, second) == 0);
-    pthread_join(b, NULL);
-    gw_random_bytes(here, sizeof here);
-    CU_ASSERT_NOT_EQUAL(memcmp(first, second, 32), 0);
-    CU_ASSERT_NOT_EQUAL(memcmp(first, here, 32), 0);
-    CU_ASSERT_NOT_EQUAL(memcmp(second, here, 32), 0);
+    CU_ASSERT_FATAL(sodium_init() >= 0 && ids != NULL);
+    for (size_t t = 0; t < THREADS; t++)
+        CU_ASSERT_FATAL(pthread_create(&threads[t], NULL, draw_ids, ids + t * IDS_PER_THREAD) == 0);
+    for (size_t t = 0; t < THREADS; t++)
+        pthread_join(threads[t], NULL);
+    qsort(ids, THREADS * IDS_PER_THREAD, sizeof *ids, compare_ids);
+    for (size_t i = 1; i < THREADS * IDS_PER_THREAD; i++)
+        repeats += memcmp(ids[i - 1], ids[i], 16) == 0;
+    CU_ASSERT_EQUAL(repeats, 0);
+    free(ids);
 }
 
 void register_random_tests(void)
@@ -89,5 +97,6 @@ void register_random_tests(void)
 
     add_test(s, "ids drawn across many refills never repeat", test_ids_differ);
     add_test(s, "bytes are uniform across refills and draw sizes", test_bytes_uniform);
-    add_test(s, "each thread has its own stream", test_threads_have_own_streams);
+    add_test(add_suite("gateway_random_concurrency"),
+             "threads drawing at once never get the same bytes", test_threads_draw_at_once);
 }

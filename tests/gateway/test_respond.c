@@ -121,6 +121,34 @@ static void test_json_escape_utf8(void)
     CU_ASSERT_STRING_EQUAL(out, "a");
 }
 
+/* A run of plain characters is cut where the room ends, an escape after it is left out whole,
+ * and nothing is written past `cap` (the guard bytes stay). */
+static void test_json_escape_cuts(void)
+{
+    static const struct {
+        size_t cap;
+        const char *in, *out;
+    } cases[] = {
+        {4, "abcdef", "abc"}, {4, "ab\"c", "ab"},        {5, "ab\"c", "ab\\\""},
+        {3, "abc", "ab"},     {4, "abc", "abc"},         {1, "abc", ""},
+        {7, "a\nbcd", "a"},   {8, "a\nbcd", "a\\u000a"}, {2, "\x01b", ""},
+    };
+    char out[16];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len;
+
+        memset(out, '#', sizeof out);
+        len = gw_json_escape(out, cases[i].cap, cases[i].in, strlen(cases[i].in));
+        CU_ASSERT_STRING_EQUAL(out, cases[i].out);
+        CU_ASSERT_EQUAL(len, strlen(cases[i].out));
+        CU_ASSERT_EQUAL(out[cases[i].cap], '#');
+    }
+    memset(out, '#', sizeof out);
+    CU_ASSERT_EQUAL(gw_json_escape(out, 0, "abc", 3), 0);
+    CU_ASSERT_EQUAL(out[0], '#');
+}
+
 /* gw_text_address() writes what inet_ntop() does, and never past the buffer's end. */
 static void test_text_address(void)
 {
@@ -159,5 +187,6 @@ void register_respond_tests(void)
     add_test(s, "Retry-After rounds up, never 0", test_retry_after_rounds_up);
     add_test(s, "problem+json bodies", test_problem_json);
     add_test(s, "JSON strings: UTF-8 kept, other bytes U+FFFD", test_json_escape_utf8);
+    add_test(s, "JSON strings: cut at the room, never inside an escape", test_json_escape_cuts);
     add_test(s, "an IP address as inet_ntop() writes it", test_text_address);
 }

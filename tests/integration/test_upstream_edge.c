@@ -617,6 +617,32 @@ static void test_proxy_only_from_the_config(void)
     free(bytes);
     exchange_free(&x);
     stop_gateway();
+
+    /* Nor from its health checks: they go through the route's proxy too. */
+    set_proxy_environment(NULL, "*", saved);
+    recorder_reset(&proxy);
+    started = start_sluice(&gw,
+                           "server: {listen: \"127.0.0.1:0\"}\nroutes:\n"
+                           "  - name: all\n    match: {path_prefix: /}\n"
+                           "    proxy: \"%2$s\"\n    upstream:\n"
+                           "      servers: [\"http://127.0.0.1:%1$u\"]\n"
+                           "      health_check: {path: /health, interval: 200ms, timeout: 200ms}\n",
+                           rec.port, proxy_url) == 0;
+    restore_environment(saved);
+    CU_ASSERT_TRUE_FATAL(started);
+    snprintf(expected, sizeof expected, "GET http://127.0.0.1:%u/health HTTP/1.1\r\n", rec.port);
+    for (int i = 0; i < 100 && recorder_received(&proxy) == 0; i++)
+        sleep_ms(20);
+    bytes = recorder_bytes(&proxy, &len);
+    {
+        char shown[512];
+
+        check_case(len > 0 && strncmp(bytes, expected, strlen(expected)) == 0,
+                   "health checks with no_proxy \"*\"", "the proxy got \"%s\"",
+                   visible_bytes(bytes, len, shown, sizeof shown));
+    }
+    free(bytes);
+    stop_gateway();
 }
 
 /* Every Connection field of the response names fields that stop at sluice, not only the
