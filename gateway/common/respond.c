@@ -28,7 +28,7 @@ uint64_t gw_quota(const struct limiter_params *params, int64_t *window)
 
 /* `"name";KEY=value;w=seconds` (policy) or `"name";KEY=value;t=seconds` into `out`. */
 static void format_field(char out[GW_FIELD_LEN], const char *name, const char *first,
-                         unsigned long long value, const char *second, long long seconds)
+                         uint64_t value, const char *second, uint64_t seconds)
 {
     struct gw_text t = gw_text_on(out, GW_FIELD_LEN - 1);
 
@@ -37,7 +37,7 @@ static void format_field(char out[GW_FIELD_LEN], const char *name, const char *f
     gw_text_str(&t, first);
     gw_text_number(&t, value, 1);
     gw_text_str(&t, second);
-    gw_text_signed(&t, seconds);
+    gw_text_number(&t, seconds, 1);
     gw_text_finish(&t);
 }
 
@@ -46,7 +46,7 @@ void gw_format_policy(char out[GW_FIELD_LEN], const char *name, const struct lim
     int64_t window;
     uint64_t quota = gw_quota(params, &window);
 
-    format_field(out, name, "\";q=", quota, ";w=", window);
+    format_field(out, name, "\";q=", quota, ";w=", (uint64_t)window); /* at least 1 */
 }
 
 int64_t gw_reset_seconds(const struct limiter_params *params,

@@ -32,13 +32,3 @@ void gw_text_address(struct gw_text *t, int family, const unsigned char *bytes)
         gw_text_number(t, bytes[i], 1);
     }
 }
-
-void gw_text_signed(struct gw_text *t, long long n)
-{
-    if (n < 0) {
-        gw_text_put(t, "-", 1);
-        gw_text_number(t, 0ULL - (unsigned long long)n, 1);
-    } else {
-        gw_text_number(t, (unsigned long long)n, 1);
-    }
-}

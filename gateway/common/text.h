@@ -54,9 +54,6 @@ static inline void gw_text_str(struct gw_text *t, const char *text)
 /* `n` in decimal, with leading zeros to at least `min_digits` digits. */
 void gw_text_number(struct gw_text *t, unsigned long long n, int min_digits);
 
-/* `n` in decimal, with a '-' when negative. */
-void gw_text_signed(struct gw_text *t, long long n);
-
 /* An IP address as inet_ntop() writes it: `bytes` holds 4 (AF_INET) or 16 (AF_INET6) bytes.
  * IPv4's dotted quad is written here, without inet_ntop()'s sprintf per byte (a tenth of the
  * instructions, and a proxied request writes two or three). */

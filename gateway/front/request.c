@@ -945,9 +945,9 @@ static void append_set_header(struct header_walk *w, const struct gw_request *rq
     static const char *const variables[] = {"${request.client_addr}", "${request.consumer}",
                                             "${request.id}"};
     char value[4096];
-    size_t len = 0;
+    struct gw_text t = gw_text_on(value, sizeof value - 1);
 
-    for (const char *at = template; *at != '\0' && len < sizeof value - 1;) {
+    for (const char *at = template; *at != '\0' && !gw_text_full(&t);) {
         const char *fill = NULL;
         size_t skip = 0;
 
@@ -959,15 +959,13 @@ static void append_set_header(struct header_walk *w, const struct gw_request *rq
                                 : rq->request_id;
             }
         if (fill == NULL) {
-            value[len++] = *at++;
+            gw_text_put(&t, at++, 1);
             continue;
         }
-        len += (size_t)snprintf(value + len, sizeof value - len, "%s", fill);
-        if (len > sizeof value - 1)
-            len = sizeof value - 1;
+        gw_text_str(&t, fill);
         at += skip;
     }
-    value[len] = '\0';
+    gw_text_finish(&t);
     append_field(w, name, value);
 }
 

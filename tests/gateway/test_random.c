@@ -11,20 +11,27 @@ static int compare_ids(const void *a, const void *b)
     return memcmp(a, b, 16);
 }
 
+/* How many of the `n` ids are the same as another (sorts them). */
+static size_t repeats_in(unsigned char (*ids)[16], size_t n)
+{
+    size_t repeats = 0;
+
+    qsort(ids, n, sizeof *ids, compare_ids);
+    for (size_t i = 1; i < n; i++)
+        repeats += memcmp(ids[i - 1], ids[i], 16) == 0;
+    return repeats;
+}
+
 /* 20,000 ids of 16 bytes, drawn across many refills of the buffer: no two alike. */
 static void test_ids_differ(void)
 {
     enum { COUNT = 20000 };
     unsigned char(*ids)[16] = malloc(COUNT * sizeof *ids);
-    size_t repeats = 0;
 
     CU_ASSERT_FATAL(sodium_init() >= 0 && ids != NULL);
     for (size_t i = 0; i < COUNT; i++)
         gw_random_bytes(ids[i], sizeof ids[i]);
-    qsort(ids, COUNT, sizeof *ids, compare_ids);
-    for (size_t i = 1; i < COUNT; i++)
-        repeats += memcmp(ids[i - 1], ids[i], 16) == 0;
-    CU_ASSERT_EQUAL(repeats, 0);
+    CU_ASSERT_EQUAL(repeats_in(ids, COUNT), 0);
     free(ids);
 }
 
@@ -77,17 +84,13 @@ static void test_threads_draw_at_once(void)
 {
     unsigned char(*ids)[16] = malloc(THREADS * IDS_PER_THREAD * sizeof *ids);
     pthread_t threads[THREADS];
-    size_t repeats = 0;
 
     CU_ASSERT_FATAL(sodium_init() >= 0 && ids != NULL);
     for (size_t t = 0; t < THREADS; t++)
         CU_ASSERT_FATAL(pthread_create(&threads[t], NULL, draw_ids, ids + t * IDS_PER_THREAD) == 0);
     for (size_t t = 0; t < THREADS; t++)
         pthread_join(threads[t], NULL);
-    qsort(ids, THREADS * IDS_PER_THREAD, sizeof *ids, compare_ids);
-    for (size_t i = 1; i < THREADS * IDS_PER_THREAD; i++)
-        repeats += memcmp(ids[i - 1], ids[i], 16) == 0;
-    CU_ASSERT_EQUAL(repeats, 0);
+    CU_ASSERT_EQUAL(repeats_in(ids, THREADS * IDS_PER_THREAD), 0);
     free(ids);
 }
 
