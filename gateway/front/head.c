@@ -7,7 +7,8 @@
 
 #define CHUNK_LINE_MAX 4096 /* a chunk extension or trailer line longer than this is refused */
 #define TOO_LARGE                                                                                  \
-    "the request head is larger than this gateway accepts (its bytes, and 64 for each field)"
+    "the request head is larger than this gateway accepts (its bytes, 64 for each field, "         \
+    "query argument and cookie, and a Cookie field's bytes again)"
 
 enum stage {
     AT_HEAD,          /* the next byte starts a head, or an empty line before one */
@@ -60,11 +61,27 @@ static bool is_named(const char *line, size_t name_len, const char *name)
     return strlen(name) == name_len && strncasecmp(line, name, name_len) == 0;
 }
 
+/* How many of `len` bytes at `p` are `a` or `b`. */
+static uint32_t count_chars(const char *p, size_t len, char a, char b)
+{
+    uint32_t n = 0;
+
+    for (size_t i = 0; i < len; i++)
+        n += p[i] == a || p[i] == b;
+    return n;
+}
+
+/* What libmicrohttpd spends on the head read so far, beyond its bytes. */
+static size_t stored(const struct gw_head *h)
+{
+    return (size_t)h->records * GW_HEAD_FIELD_COST + h->copied;
+}
+
 /* METHOD SP TARGET SP HTTP/1.x, `len` bytes without the CRLF. */
 static int read_request_line(struct gw_head *h, const char *line, size_t len)
 {
     size_t i = 0, target;
-    const char *version;
+    const char *version, *query;
 
     while (i < len && gw_is_tchar((unsigned char)line[i]))
         i++;
@@ -82,6 +99,10 @@ static int read_request_line(struct gw_head *h, const char *line, size_t len)
     if (version[5] != '1' || version[7] > '1')
         return fault(h, 505, "only HTTP/1.0 and HTTP/1.1 are spoken here");
     h->http10 = version[7] == '0';
+    /* libmicrohttpd keeps a record of each query argument (at most one per '&', plus one). */
+    query = memchr(line + target, '?', i - target);
+    if (query != NULL)
+        h->records += 1 + count_chars(query, (size_t)(line + i - query), '&', '&');
     return 0;
 }
 
@@ -126,7 +147,12 @@ static int read_field(struct gw_head *h, const char *line, size_t len)
         h->chunked = end - value == 7 && strncasecmp(line + value, "chunked", 7) == 0;
     } else if (is_named(line, name_len, "Host")) {
         count(&h->hosts);
+    } else if (is_named(line, name_len, "Cookie")) {
+        /* libmicrohttpd parses a copy (aligned to 16 bytes) into a record per cookie. */
+        h->copied += (uint32_t)(end - value) + 16;
+        h->records += 1 + count_chars(line + value, end - value, ';', ',');
     }
+    h->records++;
     return 0;
 }
 
@@ -162,9 +188,7 @@ static int read_head(struct gw_head *h, const char *p, size_t n, size_t *head_le
 
         if (lf == NULL) {
             h->checked = (uint32_t)pos;
-            return n + (size_t)h->fields * GW_HEAD_FIELD_COST >= h->max_head
-                       ? fault(h, 431, TOO_LARGE)
-                       : 0;
+            return n + stored(h) >= h->max_head ? fault(h, 431, TOO_LARGE) : 0;
         }
         len = (size_t)(lf - (p + pos));
         if (len == 0 || p[pos + len - 1] != '\r')
@@ -180,13 +204,11 @@ static int read_head(struct gw_head *h, const char *p, size_t n, size_t *head_le
             h->request_line_read = true;
         } else if (len == 0) {
             *head_len = pos + 2;
-            if (*head_len + (size_t)h->fields * GW_HEAD_FIELD_COST > h->max_head)
+            if (*head_len + stored(h) > h->max_head)
                 return fault(h, 431, TOO_LARGE);
             return check_framing(h) == 0 ? 1 : -1;
         } else if (read_field(h, p + pos, len) != 0) {
             return -1;
-        } else {
-            h->fields++;
         }
         pos += len + 2;
     }
@@ -235,7 +257,8 @@ static void start_body(struct gw_head *h)
     h->checked = 0;
     h->request_line_read = h->http10 = h->chunked = false;
     h->content_lengths = h->transfer_encodings = h->hosts = 0;
-    h->fields = 0;
+    h->records = 0;
+    h->copied = 0;
     h->length = 0;
 }
 

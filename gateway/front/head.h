@@ -27,10 +27,13 @@
  *                 would find it
  *
  * A head is held back until it is whole (at most `max_head` bytes, server.max_header_size,
- * else 431); lines already read whole are not read again when more of it comes. Each field
- * counts GW_HEAD_FIELD_COST bytes more than its length: what libmicrohttpd spends on storing
- * it in the same per-connection memory, so that 700 tiny fields cannot leave it without room
- * for the answer. The first fault
+ * else 431); lines already read whole are not read again when more of it comes. A head counts
+ * what libmicrohttpd spends on it in the same per-connection memory, so that no head within
+ * the limit can leave that memory without room for the answer: its bytes, GW_HEAD_FIELD_COST
+ * for each record libmicrohttpd keeps (one per field, one per query argument, split at '&',
+ * and one per cookie of a Cookie field, split at ';' and ','), and a Cookie field's value
+ * once more (libmicrohttpd parses a copy). So neither 700 tiny fields, nor a 5 KB Cookie of
+ * 1,000 cookies, nor 1,000 query arguments pass. The first fault
  * ends the reading for good: `fault` holds the status to answer with and `fault_at` the
  * message it concerns (0 for the first on the connection); nothing from the faulty message on
  * is passed on. Each message is counted twice, when its head is found sound (`heads`) and
@@ -52,7 +55,7 @@
 #include <stdint.h>
 
 #define GW_HEAD_MAX        (16 * 1024) /* server.max_header_size's default */
-#define GW_HEAD_FIELD_COST 64          /* libmicrohttpd's record of one field, rounded up */
+#define GW_HEAD_FIELD_COST 64          /* libmicrohttpd's record of a field, rounded up */
 
 struct gw_head {
     uint8_t stage;      /* where in a message the next byte falls (head.c) */
@@ -73,8 +76,9 @@ struct gw_head {
     uint32_t checked; /* bytes from the head's start read as whole lines */
     bool request_line_read, http10, chunked;
     uint8_t content_lengths, transfer_encodings, hosts; /* counted up to 2 */
-    uint32_t fields;
-    uint64_t length;                                    /* the Content-Length */
+    uint32_t records; /* libmicrohttpd's records of fields, query arguments and cookies */
+    uint32_t copied;  /* bytes of Cookie fields, which libmicrohttpd copies */
+    uint64_t length;  /* the Content-Length */
 };
 
 /* What one call of gw_head_feed() found. */

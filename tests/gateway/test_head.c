@@ -228,6 +228,59 @@ static void test_head_size_bound(void)
     free(stream);
 }
 
+/* A head "GET `target` HTTP/1.1" with a Host field and the field `name`: `n` times `unit`,
+ * read whole; the status it was refused with, 0 if none. */
+static unsigned head_with(const char *target, const char *name, const char *unit, unsigned n)
+{
+    static char head[GW_HEAD_MAX * 2];
+    size_t len =
+        (size_t)snprintf(head, sizeof head, "GET %s HTTP/1.1\r\nHost: h\r\n%s: ", target, name);
+    struct reading r;
+
+    for (unsigned i = 0; i < n; i++)
+        len += (size_t)snprintf(head + len, sizeof head - len, "%s", unit);
+    len += (size_t)snprintf(head + len, sizeof head - len, "\r\n\r\n");
+    CU_ASSERT_FATAL(len < sizeof head - 1);
+    read_stream(head, len, 0, &r);
+    return r.head.fault;
+}
+
+/* libmicrohttpd stores a record per cookie and per query argument, and copies a Cookie field:
+ * each counts, so that a small head cannot fill its memory. */
+static void test_cookies_and_query_arguments_count(void)
+{
+    static char target[8192];
+    struct {
+        const char *name, *unit;
+        unsigned n, fault;
+    } cookies[] = {
+        {"Cookie", "a=b; ", 100, 0},    /* 500 bytes, 100 records */
+        {"Cookie", "a=b; ", 1000, 431}, /* 5 KB, 1,000 records */
+        {"cookie", "a=b; ", 1000, 431}, /* the name in any case */
+        {"COOKIE", "a=b,", 1000, 431},  /* split at commas too */
+        {"Cookie", "a;", 1000, 431},    /* cookies without a value */
+        {"Cookie", "a", 7000, 0},       /* one 7 KB cookie, copied: 14 KB */
+        {"Cookie", "a", 9000, 431},     /* one 9 KB cookie, copied: 18 KB */
+        {"X-Cookie", "a=b; ", 1000, 0}, /* not a Cookie field: 5 KB and one record */
+        {"X-Big", "a", 9000, 0},
+    };
+
+    for (size_t i = 0; i < sizeof cookies / sizeof cookies[0]; i++)
+        CU_ASSERT_EQUAL(head_with("/", cookies[i].name, cookies[i].unit, cookies[i].n),
+                        cookies[i].fault);
+
+    /* 1,000 query arguments in 2 KB; 100 pass; '&' before any '?' is part of the path. */
+    for (unsigned n = 100; n <= 1000; n += 900) {
+        size_t len = (size_t)snprintf(target, sizeof target, "/x?");
+
+        for (unsigned i = 0; i < n; i++)
+            len += (size_t)snprintf(target + len, sizeof target - len, "a&");
+        CU_ASSERT_EQUAL(head_with(target, "X", "y", 1), n == 100 ? 0 : 431);
+        target[2] = '&';
+        CU_ASSERT_EQUAL(head_with(target, "X", "y", 1), 0);
+    }
+}
+
 void register_head_tests(void)
 {
     CU_pSuite suite = add_suite("head");
@@ -238,4 +291,5 @@ void register_head_tests(void)
     add_test(suite, "a fault after a sound message", test_fault_after_a_sound_message);
     add_test(suite, "malformed chunked bodies are refused", test_chunked_faults);
     add_test(suite, "heads are bounded", test_head_size_bound);
+    add_test(suite, "cookies and query arguments count", test_cookies_and_query_arguments_count);
 }

@@ -422,22 +422,60 @@ static void request_head(const char *label, const char *target, size_t size, uns
     free(head);
 }
 
-/* A head of `n` fields "A<i>: b": 431 and closed, none of it forwarded. */
-static void tiny_fields(const char *label, unsigned n)
+/* A head of "GET `target` HTTP/1.1", a Host field, the lines `fields` (each ending in CRLF)
+ * and an empty line, small in bytes but costly to store: 431 when `refused`, and closed, none
+ * of it forwarded; else 200, and the upstream gets it byte for byte. */
+static void costly_head(const char *label, const char *target, const char *fields, bool refused)
 {
-    static char head[16 * 1024];
-    size_t len = (size_t)snprintf(head, sizeof head, "GET /tiny HTTP/1.1\r\nHost: h\r\n");
+    static char head[24 * 1024];
+    size_t len =
+        (size_t)snprintf(head, sizeof head, "GET %s HTTP/1.1\r\nHost: h\r\n%s\r\n", target, fields);
+    char *up = big_head_up(head, len);
     struct exchange x;
 
-    for (unsigned i = 0; i < n && len + 32 < sizeof head; i++)
-        len += (size_t)snprintf(head + len, sizeof head - len, "A%u: b\r\n", i);
-    len += (size_t)snprintf(head + len, sizeof head - len, "\r\n");
     recorder_set_mode(&rec, RECORDER_NORMAL);
     exchange(&x, label, head, len);
-    expect_answer(&x, 431);
-    expect_upstream(&x, "", 0);
-    expect_closed(&x, true);
+    expect_answer(&x, refused ? 431 : 200);
+    expect_upstream(&x, refused ? "" : up, refused ? 0 : 1);
+    expect_closed(&x, refused);
     exchange_free(&x);
+    free(up);
+}
+
+/* `n` fields "A<i>: b" */
+static void tiny_fields(const char *label, unsigned n, bool refused)
+{
+    static char fields[16 * 1024];
+    size_t len = 0;
+
+    for (unsigned i = 0; i < n && len + 32 < sizeof fields; i++)
+        len += (size_t)snprintf(fields + len, sizeof fields - len, "A%u: b\r\n", i);
+    costly_head(label, "/tiny", fields, refused);
+}
+
+/* a Cookie field of `n` times `cookie` */
+static void cookies(const char *label, const char *cookie, unsigned n, bool refused)
+{
+    static char field[16 * 1024];
+    size_t len = (size_t)snprintf(field, sizeof field, "Cookie: ");
+
+    for (unsigned i = 0; i < n && len + 16 < sizeof field; i++)
+        len += (size_t)snprintf(field + len, sizeof field - len, "%s", cookie);
+    while (field[len - 1] == ' ') /* trailing spaces are not passed on */
+        len--;
+    snprintf(field + len, sizeof field - len, "\r\n");
+    costly_head(label, "/cookies", field, refused);
+}
+
+/* a target of `n` query arguments */
+static void query_arguments(const char *label, unsigned n, bool refused)
+{
+    static char target[4 * 1024];
+    size_t len = (size_t)snprintf(target, sizeof target, "/args?");
+
+    for (unsigned i = 0; i < n && len + 16 < sizeof target; i++)
+        len += (size_t)snprintf(target + len, sizeof target - len, "a&");
+    costly_head(label, target, "", refused);
 }
 
 static void test_client_always_gets_a_status_line(void)
@@ -446,10 +484,20 @@ static void test_client_always_gets_a_status_line(void)
         return;
     response_head("a 12 KiB response head, a 4 KiB Cookie", 12 * 1024, 4096, 200);
     response_head("a 20 KiB response head, over the default 16 KiB", 20 * 1024, 16, 502);
-    /* libmicrohttpd keeps a copy of the Cookie field in the same memory. */
-    response_head("a 15 KiB response head, a 15 KB Cookie", 15 * 1024, 15000, 200);
+    /* libmicrohttpd keeps a copy of the Cookie field in the same memory: it counts twice. */
+    response_head("a 15 KiB response head, a 7 KB Cookie", 15 * 1024, 7000, 200);
+    cookies("a 7 KB Cookie", "a", 7000, false);
+    cookies("a 9 KB Cookie, counted twice", "a", 9000, true);
     request_head("a 20 KiB request head, max_header_size by default", "/big", 20 * 1024, 431);
-    tiny_fields("700 tiny request fields (6 KB), each stored at a cost", 700);
+    /* What libmicrohttpd stores for each field, cookie and query argument counts. */
+    tiny_fields("700 tiny request fields (6 KB)", 700, true);
+    tiny_fields("100 tiny request fields", 100, false);
+    cookies("1,000 cookies in 5 KB", "a=b; ", 1000, true);
+    cookies("1,000 cookies split at commas", "a=b,", 1000, true);
+    cookies("1,000 cookies without values", "a;", 1000, true);
+    cookies("100 cookies", "a=b; ", 100, false);
+    query_arguments("1,000 query arguments in 2 KB", 1000, true);
+    query_arguments("100 query arguments", 100, false);
     stop_gateway();
 
     if (!start_gateway(RECORDER_NORMAL, ", max_header_size: 32KiB, max_response_header_size: 64KiB",
@@ -457,6 +505,10 @@ static void test_client_always_gets_a_status_line(void)
         return;
     request_head("a 20 KiB request head, max_header_size: 32KiB", "/big", 20 * 1024, 200);
     request_head("a 40 KiB request head, max_header_size: 32KiB", "/bigger", 40 * 1024, 431);
+    response_head("a 15 KiB response head, a 15 KB Cookie, max_header_size: 32KiB", 15 * 1024,
+                  15000, 200);
+    cookies("1,000 cookies in 5 KB, max_header_size: 32KiB", "a=b; ", 1000, true);
+    cookies("400 cookies, max_header_size: 32KiB", "a=b; ", 400, false);
     response_head("a 60 KiB response head, a 4 KiB Cookie, 64 KiB allowed", 60 * 1024, 4096, 200);
     response_head("a 70 KiB response head, 64 KiB allowed", 70 * 1024, 16, 502);
     stop_gateway();
