@@ -478,6 +478,35 @@ static void query_arguments(const char *label, unsigned n, bool refused)
     costly_head(label, target, "", refused);
 }
 
+/* A GET of `fields` tiny fields with a POST of `body` bytes pipelined behind it, each answered
+ * with a 15 KiB head: both answers come, and the upstream reads both requests. */
+static void pipelined_behind(const char *label, unsigned fields, size_t body)
+{
+    static char request[64 * 1024];
+    size_t len = (size_t)snprintf(request, sizeof request, "GET /a HTTP/1.1\r\nHost: h\r\n");
+    struct exchange x;
+    int answers = 0;
+
+    for (unsigned i = 0; i < fields; i++)
+        len += (size_t)snprintf(request + len, sizeof request - len, "A%u: b\r\n", i);
+    len += (size_t)snprintf(request + len, sizeof request - len,
+                            "\r\nPOST /b HTTP/1.1\r\nHost: h\r\nContent-Length: %zu\r\n\r\n", body);
+    CU_ASSERT_FATAL(len + body < sizeof request);
+    memset(request + len, 'x', body);
+    recorder_set_mode(&rec, RECORDER_HUGE_HEAD);
+    recorder_set_head_size(&rec, 15 * 1024);
+    exchange(&x, label, request, len + body);
+    /* The answers follow each other directly: the first ends in its body, "ok". */
+    for (const char *at = x.answer; (at = strstr(at, "HTTP/1.1 200 OK\r\n")) != NULL; at++)
+        answers++;
+    check_case(answers == 2 && strstr(x.answer, "\r\n\r\nokHTTP/1.1 200 OK\r\n") != NULL &&
+                   strcmp(x.body + strlen(x.body) - 2, "ok") == 0,
+               x.label, "%d answers of 200, expected two after each other", answers);
+    check_case(x.received == 2, x.label, "the upstream read %lu requests, expected two",
+               x.received);
+    exchange_free(&x);
+}
+
 static void test_client_always_gets_a_status_line(void)
 {
     if (!start_gateway(RECORDER_NORMAL, "", ""))
@@ -498,6 +527,7 @@ static void test_client_always_gets_a_status_line(void)
     cookies("100 cookies", "a=b; ", 100, false);
     query_arguments("1,000 query arguments in 2 KB", 1000, true);
     query_arguments("100 query arguments", 100, false);
+    pipelined_behind("150 fields, 20 KB pipelined behind, 15 KiB answer heads", 150, 20000);
     stop_gateway();
 
     if (!start_gateway(RECORDER_NORMAL, ", max_header_size: 32KiB, max_response_header_size: 64KiB",
