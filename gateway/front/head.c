@@ -6,6 +6,8 @@
 #include "head.h"
 
 #define CHUNK_LINE_MAX 4096 /* a chunk extension or trailer line longer than this is refused */
+#define TRAILERS_TOO_LARGE                                                                         \
+    "the request's head and trailer fields are larger than this gateway accepts"
 #define TOO_LARGE                                                                                  \
     "the request head is larger than this gateway accepts (its bytes, 64 for each field, "         \
     "query argument and cookie, and a Cookie field's bytes again)"
@@ -241,10 +243,12 @@ static void end_message(struct gw_head *h)
     h->stage = AT_HEAD;
 }
 
-/* After a whole, sound head: its body, if any, and a clean slate for the next head. */
-static void start_body(struct gw_head *h)
+/* After a whole, sound head of `head_len` bytes: its body, if any, and a clean slate for the
+ * next head. */
+static void start_body(struct gw_head *h, size_t head_len)
 {
     h->heads++;
+    h->spent = (uint32_t)(head_len + stored(h));
     h->remaining = 0;
     h->digits = 0;
     if (h->chunked)
@@ -322,10 +326,15 @@ static int read_chunk_byte(struct gw_head *h, unsigned char c)
     default: /* AT_TRAILER_LF or AT_END_LF */
         if (c != '\n')
             return fault(h, 400, "a trailer line does not end in CRLF");
-        if (h->stage == AT_END_LF)
+        if (h->stage == AT_END_LF) {
             end_message(h);
-        else
-            h->stage = AT_TRAILER;
+            return 0;
+        }
+        /* libmicrohttpd keeps the line, and a record of it, beside the head's. */
+        h->spent += h->line_len + 1 + GW_HEAD_FIELD_COST;
+        if (h->spent > h->max_head)
+            return fault(h, 431, TRAILERS_TOO_LARGE);
+        h->stage = AT_TRAILER;
         return 0;
     }
 }
@@ -345,7 +354,7 @@ struct gw_head_step gw_head_feed(struct gw_head *h, char *buf, size_t len)
                 break;
             w += rewrite_head(buf + w, buf + r, head_len);
             r += head_len;
-            start_body(h);
+            start_body(h, head_len);
         } else if (h->stage == IN_LENGTH_BODY || h->stage == IN_CHUNK_DATA) {
             size_t n = len - r < h->remaining ? len - r : (size_t)h->remaining;
 

@@ -33,7 +33,8 @@
  * for each record libmicrohttpd keeps (one per field, one per query argument, split at '&',
  * and one per cookie of a Cookie field, split at ';' and ','), and a Cookie field's value
  * once more (libmicrohttpd parses a copy). So neither 700 tiny fields, nor a 5 KB Cookie of
- * 1,000 cookies, nor 1,000 query arguments pass. The first fault
+ * 1,000 cookies, nor 1,000 query arguments pass. A chunked body's trailer fields count
+ * toward the same limit, after the head (431 too). The first fault
  * ends the reading for good: `fault` holds the status to answer with and `fault_at` the
  * message it concerns (0 for the first on the connection); nothing from the faulty message on
  * is passed on. Each message is counted twice, when its head is found sound (`heads`) and
@@ -61,6 +62,7 @@ struct gw_head {
     uint8_t stage;      /* where in a message the next byte falls (head.c) */
     uint8_t digits;     /* hex digits of the chunk size read so far */
     uint16_t line_len;  /* length of the trailer line being read */
+    uint32_t spent;     /* what libmicrohttpd holds of the message: head, records, trailers */
     uint64_t remaining; /* body or chunk bytes still to pass */
     uint32_t heads;     /* heads read whole and found sound */
     uint32_t messages;  /* messages read whole, body included */

@@ -281,6 +281,43 @@ static void test_cookies_and_query_arguments_count(void)
     }
 }
 
+/* A chunked POST with `big` bytes of an X-Big field and `n` trailer fields, read whole. */
+static void read_trailers(size_t big, unsigned n, struct reading *r)
+{
+    static char stream[GW_HEAD_MAX * 2];
+    size_t len = (size_t)snprintf(stream, sizeof stream,
+                                  "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+                                  "X-Big: ");
+
+    memset(stream + len, 'a', big);
+    len += big;
+    len += (size_t)snprintf(stream + len, sizeof stream - len, "\r\n\r\n3\r\nabc\r\n0\r\n");
+    for (unsigned i = 0; i < n; i++)
+        len += (size_t)snprintf(stream + len, sizeof stream - len, "T%u: b\r\n", i);
+    len += (size_t)snprintf(stream + len, sizeof stream - len, "\r\n");
+    CU_ASSERT_FATAL(len < sizeof stream - 1);
+    read_stream(stream, len, 0, r);
+}
+
+/* libmicrohttpd keeps trailer fields beside the head: they count toward the same limit. */
+static void test_trailer_fields_count(void)
+{
+    struct reading r;
+
+    read_trailers(1, 100, &r); /* 100 x (8 + 64) bytes */
+    CU_ASSERT_EQUAL(r.head.fault, 0);
+    CU_ASSERT_EQUAL(r.head.messages, 1);
+    read_trailers(1, 300, &r); /* 300 x (8 + 64) bytes */
+    CU_ASSERT_EQUAL(r.head.fault, 431);
+    CU_ASSERT_TRUE(r.head.fault_in_body);
+    CU_ASSERT_EQUAL(r.head.messages, 0);
+    read_trailers(14000, 0, &r);
+    CU_ASSERT_EQUAL(r.head.fault, 0);
+    read_trailers(14000, 40, &r); /* a head near the limit leaves little for trailers */
+    CU_ASSERT_EQUAL(r.head.fault, 431);
+    CU_ASSERT_TRUE(r.head.fault_in_body);
+}
+
 void register_head_tests(void)
 {
     CU_pSuite suite = add_suite("head");
@@ -292,4 +329,5 @@ void register_head_tests(void)
     add_test(suite, "malformed chunked bodies are refused", test_chunked_faults);
     add_test(suite, "heads are bounded", test_head_size_bound);
     add_test(suite, "cookies and query arguments count", test_cookies_and_query_arguments_count);
+    add_test(suite, "trailer fields count", test_trailer_fields_count);
 }

@@ -478,6 +478,28 @@ static void query_arguments(const char *label, unsigned n, bool refused)
     costly_head(label, target, "", refused);
 }
 
+/* A chunked POST of 3 bytes with `n` trailer fields, which count toward max_header_size beside
+ * the head: 200 within it, else 431, closed, and the upstream never gets a whole request. */
+static void trailer_fields(const char *label, unsigned n, bool refused)
+{
+    static char request[16 * 1024];
+    size_t len = (size_t)snprintf(request, sizeof request,
+                                  "POST /trailers HTTP/1.1\r\nHost: h\r\n"
+                                  "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n");
+    struct exchange x;
+
+    for (unsigned i = 0; i < n; i++)
+        len += (size_t)snprintf(request + len, sizeof request - len, "T%u: b\r\n", i);
+    len += (size_t)snprintf(request + len, sizeof request - len, "\r\n");
+    recorder_set_mode(&rec, RECORDER_NORMAL);
+    exchange(&x, label, request, len);
+    expect_answer(&x, refused ? 431 : 200);
+    expect_closed(&x, refused);
+    check_case(x.received == (refused ? 0 : 1), x.label, "the upstream read %lu requests",
+               x.received);
+    exchange_free(&x);
+}
+
 /* A GET of `fields` tiny fields with a POST of `body` bytes pipelined behind it, each answered
  * with a 15 KiB head: both answers come, and the upstream reads both requests. */
 static void pipelined_behind(const char *label, unsigned fields, size_t body)
@@ -528,6 +550,9 @@ static void test_client_always_gets_a_status_line(void)
     query_arguments("1,000 query arguments in 2 KB", 1000, true);
     query_arguments("100 query arguments", 100, false);
     pipelined_behind("150 fields, 20 KB pipelined behind, 15 KiB answer heads", 150, 20000);
+    trailer_fields("100 trailer fields", 100, false);
+    trailer_fields("300 trailer fields (2.6 KB)", 300, true);
+    trailer_fields("1,000 trailer fields (9 KB)", 1000, true);
     stop_gateway();
 
     if (!start_gateway(RECORDER_NORMAL, ", max_header_size: 32KiB, max_response_header_size: 64KiB",
