@@ -9,8 +9,8 @@
 #define TRAILERS_TOO_LARGE                                                                         \
     "the request's head and trailer fields are larger than this gateway accepts"
 #define TOO_LARGE                                                                                  \
-    "the request head is larger than this gateway accepts (its bytes, 64 for each field, "         \
-    "query argument and cookie, and a Cookie field's bytes again)"
+    "the request head is larger than this gateway accepts (its bytes, and 64 for each field, "     \
+    "query argument and cookie)"
 
 enum stage {
     AT_HEAD,          /* the next byte starts a head, or an empty line before one */
@@ -63,20 +63,20 @@ static bool is_named(const char *line, size_t name_len, const char *name)
     return strlen(name) == name_len && strncasecmp(line, name, name_len) == 0;
 }
 
-/* How many of `len` bytes at `p` are `a` or `b`. */
-static uint32_t count_chars(const char *p, size_t len, char a, char b)
+/* How many of `len` bytes at `p` are `c`. */
+static uint32_t count_char(const char *p, size_t len, char c)
 {
     uint32_t n = 0;
 
     for (size_t i = 0; i < len; i++)
-        n += p[i] == a || p[i] == b;
+        n += p[i] == c;
     return n;
 }
 
-/* What libmicrohttpd spends on the head read so far, beyond its bytes. */
+/* What libmicrohttpd keeps of the head read so far, beyond its bytes. */
 static size_t stored(const struct gw_head *h)
 {
-    return (size_t)h->records * GW_HEAD_FIELD_COST + h->copied;
+    return (size_t)h->records * GW_HEAD_FIELD_COST;
 }
 
 /* METHOD SP TARGET SP HTTP/1.x, `len` bytes without the CRLF. */
@@ -104,7 +104,7 @@ static int read_request_line(struct gw_head *h, const char *line, size_t len)
     /* libmicrohttpd keeps a record of each query argument (at most one per '&', plus one). */
     query = memchr(line + target, '?', i - target);
     if (query != NULL)
-        h->records += 1 + count_chars(query, (size_t)(line + i - query), '&', '&');
+        h->records += 1 + count_char(query, (size_t)(line + i - query), '&');
     return 0;
 }
 
@@ -150,9 +150,9 @@ static int read_field(struct gw_head *h, const char *line, size_t len)
     } else if (is_named(line, name_len, "Host")) {
         count(&h->hosts);
     } else if (is_named(line, name_len, "Cookie")) {
-        /* libmicrohttpd parses a copy (aligned to 16 bytes) into a record per cookie. */
-        h->copied += (uint32_t)(end - value) + 16;
-        h->records += 1 + count_chars(line + value, end - value, ';', ',');
+        /* libmicrohttpd parses the field into a record per cookie. */
+        h->records += 1 + count_char(line + value, end - value, ';') +
+                      count_char(line + value, end - value, ',');
     }
     h->records++;
     return 0;
@@ -262,7 +262,6 @@ static void start_body(struct gw_head *h, size_t head_len)
     h->request_line_read = h->http10 = h->chunked = false;
     h->content_lengths = h->transfer_encodings = h->hosts = 0;
     h->records = 0;
-    h->copied = 0;
     h->length = 0;
 }
 
@@ -326,15 +325,14 @@ static int read_chunk_byte(struct gw_head *h, unsigned char c)
     default: /* AT_TRAILER_LF or AT_END_LF */
         if (c != '\n')
             return fault(h, 400, "a trailer line does not end in CRLF");
-        if (h->stage == AT_END_LF) {
-            end_message(h);
-            return 0;
-        }
-        /* libmicrohttpd keeps the line, and a record of it, beside the head's. */
-        h->spent += h->line_len + 1 + GW_HEAD_FIELD_COST;
+        /* libmicrohttpd keeps each line, and a record of each field, beside the head. */
+        h->spent += h->line_len + 1 + (h->stage == AT_END_LF ? 0 : GW_HEAD_FIELD_COST);
         if (h->spent > h->max_head)
             return fault(h, 431, TRAILERS_TOO_LARGE);
-        h->stage = AT_TRAILER;
+        if (h->stage == AT_END_LF)
+            end_message(h);
+        else
+            h->stage = AT_TRAILER;
         return 0;
     }
 }

@@ -28,18 +28,19 @@
  *
  * A head is held back until it is whole (at most `max_head` bytes, server.max_header_size,
  * else 431); lines already read whole are not read again when more of it comes. A head counts
- * what libmicrohttpd spends on it in the same per-connection memory, so that no head within
- * the limit can leave that memory without room for the answer: its bytes, GW_HEAD_FIELD_COST
- * for each record libmicrohttpd keeps (one per field, one per query argument, split at '&',
- * and one per cookie of a Cookie field, split at ';' and ','), and a Cookie field's value
- * once more (libmicrohttpd parses a copy). So neither 700 tiny fields, nor a 5 KB Cookie of
- * 1,000 cookies, nor 1,000 query arguments pass. A chunked body's trailer fields count
- * toward the same limit, after the head (431 too). The first fault
- * ends the reading for good: `fault` holds the status to answer with and `fault_at` the
- * message it concerns (0 for the first on the connection); nothing from the faulty message on
- * is passed on. Each message is counted twice, when its head is found sound (`heads`) and
- * when its body has ended (`messages`), so the request handler can check that libmicrohttpd
- * saw the same messages (request.c).
+ * what libmicrohttpd keeps of it in the same per-connection memory: its bytes, and
+ * GW_HEAD_FIELD_COST for each record (one per field, one per query argument, split at '&',
+ * and one per cookie of a Cookie field, split at ';' and ','), so that neither 700 tiny
+ * fields, nor a 5 KB Cookie of 1,000 cookies, nor 1,000 query arguments can leave it without
+ * room for the answer (its copy of the Cookie field, and what a client pipelines, are
+ * server.c's to size for). A chunked body's trailer fields, kept beside the head, count
+ * toward the same limit (431 too).
+ *
+ * The first fault ends the reading for good: `fault` holds the status to answer with and
+ * `fault_at` the message it concerns (0 for the first on the connection); nothing from the
+ * faulty message on is passed on. Each message is counted twice, when its head is found sound
+ * (`heads`) and when its body has ended (`messages`), so the request handler can check that
+ * libmicrohttpd saw the same messages (request.c).
  *
  * Worked example: fed "GET /a HTTP/1.1\r\nHost: h \r\n\r\nGET /b HT" in one piece, the step
  * has `ready` = 28 (the first head, its value now "h"), `keep_from` = 29 (the second head's
@@ -56,7 +57,8 @@
 #include <stdint.h>
 
 #define GW_HEAD_MAX        (16 * 1024) /* server.max_header_size's default */
-#define GW_HEAD_FIELD_COST 64          /* libmicrohttpd's record of a field, rounded up */
+/* libmicrohttpd's record of a field, cookie, query argument or trailer field, rounded up */
+#define GW_HEAD_FIELD_COST 64
 
 struct gw_head {
     uint8_t stage;      /* where in a message the next byte falls (head.c) */
@@ -79,7 +81,6 @@ struct gw_head {
     bool request_line_read, http10, chunked;
     uint8_t content_lengths, transfer_encodings, hosts; /* counted up to 2 */
     uint32_t records; /* libmicrohttpd's records of fields, query arguments and cookies */
-    uint32_t copied;  /* bytes of Cookie fields, which libmicrohttpd copies */
     uint64_t length;  /* the Content-Length */
 };
 

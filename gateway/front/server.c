@@ -786,12 +786,13 @@ static void loop_tick(void *cls, int64_t now)
 /* --- life cycle ------------------------------------------------------------------------ */
 
 /* libmicrohttpd's memory per connection: one pool holds the request head (read into its
- * first half, with whatever the client sent behind it), its records of the head's fields,
- * cookies and query arguments and its copy of the Cookie field (all counted in
- * max_header_size: head.h), and the response head it builds, plus bookkeeping. Room for the
- * largest of each, so that a client always gets a status line (but for one that pipelines
- * enough to fill the first half: README, "Head sizes"). libmicrohttpd zeroes the pool after
- * every request, so it is no larger than that. Over TLS the read buffer also has room
+ * first half, with whatever the client sent behind it) and its records of the head's fields,
+ * cookies and query arguments (counted in max_header_size: head.h), a copy of the Cookie field
+ * (it parses cookies into the pool; the field can be nearly the whole head), and the response
+ * head it builds, plus bookkeeping. Room for the largest of each, so that a client always gets
+ * a status line (but for one that pipelines enough to fill what libmicrohttpd reads into:
+ * README, "Head sizes"). libmicrohttpd zeroes the pool after every request, so it is no
+ * larger than that. Over TLS the read buffer also has room
  * for a whole record's plaintext beside the largest head, so that the reader never has to
  * leave plaintext inside GnuTLS when it answers less than asked (wire.h). */
 static size_t connection_memory(uint32_t max_header_size, uint32_t max_response_header_size,

@@ -228,28 +228,41 @@ static void test_head_size_bound(void)
     free(stream);
 }
 
-/* A head "GET `target` HTTP/1.1" with a Host field and the field `name`: `n` times `unit`,
- * read whole; the status it was refused with, 0 if none. */
+/* The status `stream` (`len` bytes) is refused with, 0 if none, the same whether it is read
+ * whole or 7 bytes at a time; the reading read whole in `r`. */
+static unsigned refusal(const char *stream, size_t len, struct reading *r)
+{
+    struct reading pieces;
+
+    CU_ASSERT_FATAL(len <= GW_HEAD_MAX * 2);
+    read_stream(stream, len, 7, &pieces);
+    read_stream(stream, len, 0, r);
+    CU_ASSERT_EQUAL(pieces.head.fault, r->head.fault);
+    CU_ASSERT_EQUAL(pieces.head.messages, r->head.messages);
+    return r->head.fault;
+}
+
+/* A head "GET `target` HTTP/1.1" with a Host field and the field `name`: `n` times `unit`;
+ * the status it is refused with, 0 if none. */
 static unsigned head_with(const char *target, const char *name, const char *unit, unsigned n)
 {
     static char head[GW_HEAD_MAX * 2];
-    size_t len =
-        (size_t)snprintf(head, sizeof head, "GET %s HTTP/1.1\r\nHost: h\r\n%s: ", target, name);
     struct reading r;
+    size_t len;
 
+    CU_ASSERT_FATAL(strlen(target) + strlen(name) + n * strlen(unit) + 64 < sizeof head);
+    len = (size_t)snprintf(head, sizeof head, "GET %s HTTP/1.1\r\nHost: h\r\n%s: ", target, name);
     for (unsigned i = 0; i < n; i++)
         len += (size_t)snprintf(head + len, sizeof head - len, "%s", unit);
     len += (size_t)snprintf(head + len, sizeof head - len, "\r\n\r\n");
-    CU_ASSERT_FATAL(len < sizeof head - 1);
-    read_stream(head, len, 0, &r);
-    return r.head.fault;
+    return refusal(head, len, &r);
 }
 
-/* libmicrohttpd stores a record per cookie and per query argument, and copies a Cookie field:
- * each counts, so that a small head cannot fill its memory. */
+/* libmicrohttpd stores a record per cookie and per query argument: each counts, so that a
+ * small head cannot fill its memory. */
 static void test_cookies_and_query_arguments_count(void)
 {
-    static char target[8192];
+    static char many[4096], few[512];
     struct {
         const char *name, *unit;
         unsigned n, fault;
@@ -259,44 +272,50 @@ static void test_cookies_and_query_arguments_count(void)
         {"cookie", "a=b; ", 1000, 431}, /* the name in any case */
         {"COOKIE", "a=b,", 1000, 431},  /* split at commas too */
         {"Cookie", "a;", 1000, 431},    /* cookies without a value */
-        {"Cookie", "a", 7000, 0},       /* one 7 KB cookie, copied: 14 KB */
-        {"Cookie", "a", 9000, 431},     /* one 9 KB cookie, copied: 18 KB */
+        {"Cookie", "a", 15000, 0},      /* one 15 KB cookie: its bytes and two records */
+        {"Cookie", "a", 16400, 431},    /* its bytes alone over the limit */
         {"X-Cookie", "a=b; ", 1000, 0}, /* not a Cookie field: 5 KB and one record */
-        {"X-Big", "a", 9000, 0},
     };
+    struct {
+        const char *target;
+        unsigned fault;
+    } targets[] = {
+        {many, 431},   /* 1,000 query arguments in 2 KB */
+        {few, 0},      /* 100 */
+        {many + 3, 0}, /* '&' with no '?' before it: part of the path */
+    };
+    size_t len = 0;
 
     for (size_t i = 0; i < sizeof cookies / sizeof cookies[0]; i++)
         CU_ASSERT_EQUAL(head_with("/", cookies[i].name, cookies[i].unit, cookies[i].n),
                         cookies[i].fault);
-
-    /* 1,000 query arguments in 2 KB; 100 pass; '&' before any '?' is part of the path. */
-    for (unsigned n = 100; n <= 1000; n += 900) {
-        size_t len = (size_t)snprintf(target, sizeof target, "/x?");
-
-        for (unsigned i = 0; i < n; i++)
-            len += (size_t)snprintf(target + len, sizeof target - len, "a&");
-        CU_ASSERT_EQUAL(head_with(target, "X", "y", 1), n == 100 ? 0 : 431);
-        target[2] = '&';
-        CU_ASSERT_EQUAL(head_with(target, "X", "y", 1), 0);
-    }
+    len = (size_t)snprintf(many, sizeof many, "/x?/");
+    for (unsigned i = 0; i < 1000; i++)
+        len += (size_t)snprintf(many + len, sizeof many - len, "a&");
+    len = (size_t)snprintf(few, sizeof few, "/x?");
+    for (unsigned i = 0; i < 100; i++)
+        len += (size_t)snprintf(few + len, sizeof few - len, "a&");
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++)
+        CU_ASSERT_EQUAL(head_with(targets[i].target, "X", "y", 1), targets[i].fault);
 }
 
-/* A chunked POST with `big` bytes of an X-Big field and `n` trailer fields, read whole. */
-static void read_trailers(size_t big, unsigned n, struct reading *r)
+/* A chunked POST with `big` bytes of an X-Big field and `n` trailer fields; the status it is
+ * refused with, 0 if none. */
+static unsigned trailers(size_t big, unsigned n, struct reading *r)
 {
     static char stream[GW_HEAD_MAX * 2];
-    size_t len = (size_t)snprintf(stream, sizeof stream,
-                                  "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
-                                  "X-Big: ");
+    size_t len;
 
+    CU_ASSERT_FATAL(big + n * 16 + 128 < sizeof stream);
+    len = (size_t)snprintf(stream, sizeof stream,
+                           "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nX-Big: ");
     memset(stream + len, 'a', big);
     len += big;
     len += (size_t)snprintf(stream + len, sizeof stream - len, "\r\n\r\n3\r\nabc\r\n0\r\n");
     for (unsigned i = 0; i < n; i++)
         len += (size_t)snprintf(stream + len, sizeof stream - len, "T%u: b\r\n", i);
     len += (size_t)snprintf(stream + len, sizeof stream - len, "\r\n");
-    CU_ASSERT_FATAL(len < sizeof stream - 1);
-    read_stream(stream, len, 0, r);
+    return refusal(stream, len, r);
 }
 
 /* libmicrohttpd keeps trailer fields beside the head: they count toward the same limit. */
@@ -304,17 +323,14 @@ static void test_trailer_fields_count(void)
 {
     struct reading r;
 
-    read_trailers(1, 100, &r); /* 100 x (8 + 64) bytes */
-    CU_ASSERT_EQUAL(r.head.fault, 0);
+    CU_ASSERT_EQUAL(trailers(1, 100, &r), 0); /* 100 x (8 + 64) bytes */
     CU_ASSERT_EQUAL(r.head.messages, 1);
-    read_trailers(1, 300, &r); /* 300 x (8 + 64) bytes */
-    CU_ASSERT_EQUAL(r.head.fault, 431);
+    CU_ASSERT_EQUAL(trailers(1, 300, &r), 431); /* 300 x (8 + 64) bytes */
     CU_ASSERT_TRUE(r.head.fault_in_body);
     CU_ASSERT_EQUAL(r.head.messages, 0);
-    read_trailers(14000, 0, &r);
-    CU_ASSERT_EQUAL(r.head.fault, 0);
-    read_trailers(14000, 40, &r); /* a head near the limit leaves little for trailers */
-    CU_ASSERT_EQUAL(r.head.fault, 431);
+    CU_ASSERT_EQUAL(trailers(14000, 0, &r), 0);
+    /* a head near the limit leaves little for trailers */
+    CU_ASSERT_EQUAL(trailers(14000, 40, &r), 431);
     CU_ASSERT_TRUE(r.head.fault_in_body);
 }
 

@@ -4,10 +4,13 @@
  * a second Connection field. Each case checks what the client got, what reached the upstream
  * (the recorder, byte for byte or by count) and whether a connection was closed, the way
  * test_edge.c does. */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "recorder.h"
@@ -488,7 +491,7 @@ static void trailer_fields(const char *label, unsigned n, bool refused)
                                   "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n");
     struct exchange x;
 
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = 0; i < n && len + 32 < sizeof request; i++)
         len += (size_t)snprintf(request + len, sizeof request - len, "T%u: b\r\n", i);
     len += (size_t)snprintf(request + len, sizeof request - len, "\r\n");
     recorder_set_mode(&rec, RECORDER_NORMAL);
@@ -504,10 +507,10 @@ static void trailer_fields(const char *label, unsigned n, bool refused)
  * with a 15 KiB head: both answers come, and the upstream reads both requests. */
 static void pipelined_behind(const char *label, unsigned fields, size_t body)
 {
-    static char request[64 * 1024];
-    size_t len = (size_t)snprintf(request, sizeof request, "GET /a HTTP/1.1\r\nHost: h\r\n");
-    struct exchange x;
-    int answers = 0;
+    static char request[64 * 1024], answer[64 * 1024];
+    size_t len = (size_t)snprintf(request, sizeof request, "GET /a HTTP/1.1\r\nHost: h\r\n"),
+           got = 0, sent = 0;
+    int fd, answers = 0;
 
     for (unsigned i = 0; i < fields; i++)
         len += (size_t)snprintf(request + len, sizeof request - len, "A%u: b\r\n", i);
@@ -515,18 +518,38 @@ static void pipelined_behind(const char *label, unsigned fields, size_t body)
                             "\r\nPOST /b HTTP/1.1\r\nHost: h\r\nContent-Length: %zu\r\n\r\n", body);
     CU_ASSERT_FATAL(len + body < sizeof request);
     memset(request + len, 'x', body);
+    len += body;
     recorder_set_mode(&rec, RECORDER_HUGE_HEAD);
     recorder_set_head_size(&rec, 15 * 1024);
-    exchange(&x, label, request, len + body);
-    /* The answers follow each other directly: the first ends in its body, "ok". */
-    for (const char *at = x.answer; (at = strstr(at, "HTTP/1.1 200 OK\r\n")) != NULL; at++)
-        answers++;
-    check_case(answers == 2 && strstr(x.answer, "\r\n\r\nokHTTP/1.1 200 OK\r\n") != NULL &&
-                   strcmp(x.body + strlen(x.body) - 2, "ok") == 0,
-               x.label, "%d answers of 200, expected two after each other", answers);
-    check_case(x.received == 2, x.label, "the upstream read %lu requests, expected two",
-               x.received);
-    exchange_free(&x);
+    recorder_reset(&rec);
+    fd = raw_connect(gw.port);
+    CU_ASSERT_FATAL(fd >= 0);
+    for (ssize_t n = 0; sent < len && n >= 0; sent += (size_t)(n > 0 ? n : 0))
+        n = send(fd, request + sent, len - sent, MSG_NOSIGNAL);
+    /* Both answers, each ending in its body "ok", or the end of the connection. */
+    for (int waited = 0; answers < 2 && waited < TIMEOUT_MS && got < sizeof answer - 1;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t n;
+
+        if (poll(&p, 1, 100) <= 0) {
+            waited += 100;
+            continue;
+        }
+        n = recv(fd, answer + got, sizeof answer - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        answer[got] = '\0';
+        answers = 0;
+        for (const char *at = answer; (at = strstr(at, "\r\nContent-Length: 2\r\n\r\nok")); at++)
+            answers++;
+    }
+    close(fd);
+    check_case(answers == 2 && strncmp(answer, "HTTP/1.1 200 OK\r\n", 17) == 0 &&
+                   strstr(answer, "\r\n\r\nokHTTP/1.1 200 OK\r\n") != NULL,
+               label, "%d whole answers, expected two of 200 after each other", answers);
+    check_case(recorder_received(&rec) == 2, label, "the upstream read %lu requests, expected two",
+               recorder_received(&rec));
 }
 
 static void test_client_always_gets_a_status_line(void)
@@ -535,10 +558,8 @@ static void test_client_always_gets_a_status_line(void)
         return;
     response_head("a 12 KiB response head, a 4 KiB Cookie", 12 * 1024, 4096, 200);
     response_head("a 20 KiB response head, over the default 16 KiB", 20 * 1024, 16, 502);
-    /* libmicrohttpd keeps a copy of the Cookie field in the same memory: it counts twice. */
-    response_head("a 15 KiB response head, a 7 KB Cookie", 15 * 1024, 7000, 200);
-    cookies("a 7 KB Cookie", "a", 7000, false);
-    cookies("a 9 KB Cookie, counted twice", "a", 9000, true);
+    /* libmicrohttpd keeps a copy of the Cookie field in the same memory. */
+    response_head("a 15 KiB response head, a 15 KB Cookie", 15 * 1024, 15000, 200);
     request_head("a 20 KiB request head, max_header_size by default", "/big", 20 * 1024, 431);
     /* What libmicrohttpd stores for each field, cookie and query argument counts. */
     tiny_fields("700 tiny request fields (6 KB)", 700, true);
@@ -560,8 +581,6 @@ static void test_client_always_gets_a_status_line(void)
         return;
     request_head("a 20 KiB request head, max_header_size: 32KiB", "/big", 20 * 1024, 200);
     request_head("a 40 KiB request head, max_header_size: 32KiB", "/bigger", 40 * 1024, 431);
-    response_head("a 15 KiB response head, a 15 KB Cookie, max_header_size: 32KiB", 15 * 1024,
-                  15000, 200);
     cookies("1,000 cookies in 5 KB, max_header_size: 32KiB", "a=b; ", 1000, true);
     cookies("400 cookies, max_header_size: 32KiB", "a=b; ", 400, false);
     response_head("a 60 KiB response head, a 4 KiB Cookie, 64 KiB allowed", 60 * 1024, 4096, 200);
