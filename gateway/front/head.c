@@ -8,6 +8,9 @@
 #define CHUNK_LINE_MAX 4096 /* a chunk extension or trailer line longer than this is refused */
 #define TRAILERS_TOO_LARGE                                                                         \
     "the request's head and trailer fields are larger than this gateway accepts"
+#define PIPELINED_TOO_MUCH                                                                         \
+    "more was pipelined behind an unanswered request than this connection holds; send it "         \
+    "again"
 #define TOO_LARGE                                                                                  \
     "the request head is larger than this gateway accepts (its bytes, and 64 for each field, "     \
     "query argument and cookie)"
@@ -29,11 +32,18 @@ enum stage {
     FAULTED,          /* refused: nothing more is read */
 };
 
-void gw_head_init(struct gw_head *h, uint32_t max_head)
+void gw_head_init(struct gw_head *h, uint32_t max_head, uint32_t hold)
 {
     memset(h, 0, sizeof *h);
     h->max_head = max_head;
+    h->hold = hold;
     h->stage = AT_HEAD;
+    h->room = UINT32_MAX;
+}
+
+void gw_head_read(struct gw_head *h)
+{
+    h->room = UINT32_MAX;
 }
 
 static int fault(struct gw_head *h, uint16_t status, const char *reason)
@@ -150,9 +160,10 @@ static int read_field(struct gw_head *h, const char *line, size_t len)
     } else if (is_named(line, name_len, "Host")) {
         count(&h->hosts);
     } else if (is_named(line, name_len, "Cookie")) {
-        /* libmicrohttpd parses the field into a record per cookie. */
+        /* libmicrohttpd parses a copy of the field into a record per cookie. */
         h->records += 1 + count_char(line + value, end - value, ';') +
                       count_char(line + value, end - value, ',');
+        h->cookies += (uint32_t)(end - value) + 16;
     }
     h->records++;
     return 0;
@@ -249,6 +260,7 @@ static void start_body(struct gw_head *h, size_t head_len)
 {
     h->heads++;
     h->spent = (uint32_t)(head_len + stored(h));
+    h->copy = h->cookies;
     h->remaining = 0;
     h->digits = 0;
     if (h->chunked)
@@ -262,6 +274,7 @@ static void start_body(struct gw_head *h, size_t head_len)
     h->request_line_read = h->http10 = h->chunked = false;
     h->content_lengths = h->transfer_encodings = h->hosts = 0;
     h->records = 0;
+    h->cookies = 0;
     h->length = 0;
 }
 
@@ -337,24 +350,48 @@ static int read_chunk_byte(struct gw_head *h, unsigned char c)
     }
 }
 
+/* How much may wait behind the message just ended (head.h). */
+static size_t room_behind(const struct gw_head *h)
+{
+    size_t held = (size_t)h->spent + h->copy;
+
+    return held < h->hold ? h->hold - held : 0;
+}
+
 struct gw_head_step gw_head_feed(struct gw_head *h, char *buf, size_t len)
 {
-    size_t r = 0, w = 0;
+    /* The output may not pass `limit` (head.h). */
+    size_t r = 0, w = 0, limit = h->room == UINT32_MAX ? SIZE_MAX : h->room;
+    struct gw_head_step step = {0, len};
 
     while (r < len && h->stage != FAULTED) {
+        uint32_t ended = h->messages;
+
         if (h->stage == AT_HEAD) {
             size_t head_len = 0;
             int got = read_head(h, buf + r, len - r, &head_len);
 
-            if (got == 0)
-                return (struct gw_head_step){w, r};
+            if (got == 0) {
+                step.keep_from = r; /* a head not yet whole */
+                break;
+            }
             if (got < 0)
                 break;
+            if (w + head_len + (h->chunked ? 0 : h->length) > limit) {
+                fault(h, 503, PIPELINED_TOO_MUCH);
+                break;
+            }
             w += rewrite_head(buf + w, buf + r, head_len);
             r += head_len;
             start_body(h, head_len);
+        } else if (w >= limit) {
+            fault(h, 503, PIPELINED_TOO_MUCH); /* in a chunked body */
+            break;
         } else if (h->stage == IN_LENGTH_BODY || h->stage == IN_CHUNK_DATA) {
             size_t n = len - r < h->remaining ? len - r : (size_t)h->remaining;
+
+            if (n > limit - w)
+                n = limit - w;
 
             memmove(buf + w, buf + r, n);
             w += n;
@@ -367,6 +404,11 @@ struct gw_head_step gw_head_feed(struct gw_head *h, char *buf, size_t len)
         } else if (read_chunk_byte(h, (unsigned char)buf[r]) == 0) {
             buf[w++] = buf[r++];
         }
+        if (h->messages != ended && w + room_behind(h) < limit)
+            limit = w + room_behind(h);
     }
-    return (struct gw_head_step){w, len};
+    if (limit != SIZE_MAX)
+        h->room = (uint32_t)(limit - w);
+    step.ready = w;
+    return step;
 }

@@ -36,6 +36,15 @@
  * server.c's to size for). A chunked body's trailer fields, kept beside the head, count
  * toward the same limit (431 too).
  *
+ * What a client pipelines behind a request waits in the same memory while that request is
+ * answered, so it must leave room for the answer's head. libmicrohttpd reads again only once
+ * the request is answered, so what one feed passes on behind the end of a message is all
+ * that waits behind it: at most `hold` (gw_head_init()) less the message's head, records and
+ * Cookie copy. The first message that would pass that is refused
+ * with 503 (whole, if its head comes after that end; else where its chunked body passes it),
+ * and the connection ends after the answers before it. One read of libmicrohttpd's may be
+ * fed in several pieces (over TLS, a record at a time): gw_head_read() starts each read.
+ *
  * The first fault ends the reading for good: `fault` holds the status to answer with and
  * `fault_at` the message it concerns (0 for the first on the connection); nothing from the
  * faulty message on is passed on. Each message is counted twice, when its head is found sound
@@ -65,6 +74,8 @@ struct gw_head {
     uint8_t digits;     /* hex digits of the chunk size read so far */
     uint16_t line_len;  /* length of the trailer line being read */
     uint32_t spent;     /* what libmicrohttpd holds of the message: head, records, trailers */
+    uint32_t copy;      /* and its copy of the message's Cookie fields */
+    uint32_t room;      /* what may still pass in this read of libmicrohttpd's; UINT32_MAX: any */
     uint64_t remaining; /* body or chunk bytes still to pass */
     uint32_t heads;     /* heads read whole and found sound */
     uint32_t messages;  /* messages read whole, body included */
@@ -75,12 +86,14 @@ struct gw_head {
     uint32_t held;      /* wire.c's: bytes of a head not yet whole, read and kept back */
 
     uint32_t max_head; /* the longest head accepted */
+    uint32_t hold;     /* gw_head_init()'s */
 
     /* The head being read, as far as its lines are whole, and what they said. */
     uint32_t checked; /* bytes from the head's start read as whole lines */
     bool request_line_read, http10, chunked;
     uint8_t content_lengths, transfer_encodings, hosts; /* counted up to 2 */
     uint32_t records; /* libmicrohttpd's records of fields, query arguments and cookies */
+    uint32_t cookies; /* bytes of Cookie field values */
     uint64_t length;  /* the Content-Length */
 };
 
@@ -91,8 +104,13 @@ struct gw_head_step {
                          what follows; equal to the length fed when there are none */
 };
 
-/* A reader for a new connection, taking heads of up to `max_head` bytes. */
-void gw_head_init(struct gw_head *h, uint32_t max_head);
+/* A reader for a new connection, taking heads of up to `max_head` bytes, whose
+ * libmicrohttpd memory holds `hold` bytes of what the client sent besides the answer's head
+ * (server.c): its head, records and Cookie copy, and what is pipelined behind it. */
+void gw_head_init(struct gw_head *h, uint32_t max_head, uint32_t hold);
+
+/* A read of libmicrohttpd's starts: what its feeds pass behind a message is counted afresh. */
+void gw_head_read(struct gw_head *h);
 
 /* Refuses the message being read, for a reason found outside (a head too large for the
  * buffer it must fit). */

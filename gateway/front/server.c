@@ -317,6 +317,8 @@ static bool park(struct front *f, struct watched *w)
     return true;
 }
 
+static size_t request_memory(uint32_t max_header_size, bool tls);
+
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -352,6 +354,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     }
     if (w != NULL && info != NULL)
         w->wire = gw_wire_attach(info->connect_fd, s->fixed.max_header_size,
+                                 (uint32_t)request_memory(s->fixed.max_header_size, s->fixed.tls),
                                  tls != NULL ? tls->tls_session : NULL);
     if (w == NULL || w->wire == NULL) {
         /* A connection that cannot be read strictly is not read at all; its NOTIFY_CLOSED
@@ -786,20 +789,24 @@ static void loop_tick(void *cls, int64_t now)
 /* --- life cycle ------------------------------------------------------------------------ */
 
 /* libmicrohttpd's memory per connection: one pool holds the request head (read into its
- * first half, with whatever the client sent behind it) and its records of the head's fields,
- * cookies and query arguments (counted in max_header_size: head.h), a copy of the Cookie field
- * (it parses cookies into the pool; the field can be nearly the whole head), and the response
- * head it builds, plus bookkeeping. Room for the largest of each, so that a client always gets
- * a status line (but for one that pipelines enough to fill what libmicrohttpd reads into:
- * README, "Head sizes"). libmicrohttpd zeroes the pool after every request, so it is no
- * larger than that. Over TLS the read buffer also has room
- * for a whole record's plaintext beside the largest head, so that the reader never has to
- * leave plaintext inside GnuTLS when it answers less than asked (wire.h). */
+ * first half) and its records of the head's fields, cookies and query arguments (counted in
+ * max_header_size: head.h), a copy of the Cookie field (it parses cookies into the pool; the
+ * field can be nearly the whole head) and what the client pipelined behind the request: all
+ * these, what it holds of the client's, within twice max_header_size (head.h bounds what is
+ * pipelined so). Then the response head it builds, plus bookkeeping. Room for the largest of
+ * each, so that a client always gets a status line. libmicrohttpd zeroes the pool after every
+ * request, so it is no larger than that. Over TLS the read buffer also has room for a whole
+ * record's plaintext beside the largest head, so that the reader never has to leave plaintext
+ * inside GnuTLS when it answers less than asked (wire.h). */
+static size_t request_memory(uint32_t max_header_size, bool tls)
+{
+    return 2 * (size_t)max_header_size + (tls ? 2 * (size_t)GW_WIRE_TLS_RECORD : 0);
+}
+
 static size_t connection_memory(uint32_t max_header_size, uint32_t max_response_header_size,
                                 bool tls)
 {
-    return 2 * (size_t)max_header_size + max_response_header_size + 4096 +
-           (tls ? 2 * (size_t)GW_WIRE_TLS_RECORD : 0);
+    return request_memory(max_header_size, tls) + max_response_header_size + 4096;
 }
 
 /* Starts a daemon on the listening socket `fd` (handed over), or on none (-1: connections

@@ -70,7 +70,7 @@ void gw_wire_cleanup(void)
     table = NULL;
 }
 
-struct gw_wire *gw_wire_attach(int fd, uint32_t max_head, gnutls_session_t tls)
+struct gw_wire *gw_wire_attach(int fd, uint32_t max_head, uint32_t hold, gnutls_session_t tls)
 {
     struct gw_wire *w;
 
@@ -81,7 +81,7 @@ struct gw_wire *gw_wire_attach(int fd, uint32_t max_head, gnutls_session_t tls)
         return NULL;
     w->fd = fd;
     w->tls = tls;
-    gw_head_init(&w->head, max_head);
+    gw_head_init(&w->head, max_head, hold);
     atomic_store_explicit(&table[fd], w, memory_order_release);
     return w;
 }
@@ -300,6 +300,7 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
      * comes through gnutls_record_recv() below. */
     if (w == NULL || w->tls != NULL || w->upgraded || len == 0)
         return recvfrom(fd, buf, len, flags, NULL, NULL);
+    gw_head_read(&w->head);
     return read_checked(w, buf, len, flags);
 }
 
@@ -314,6 +315,7 @@ ssize_t gnutls_record_recv(gnutls_session_t session, void *buf, size_t len)
 
     if (w == NULL || w->upgraded || len == 0)
         return real_record_recv(session, buf, len);
+    gw_head_read(&w->head);
     w->tls_error = 0;
     n = read_checked_tls(w, buf, len);
     if (n >= 0)

@@ -80,10 +80,10 @@ int gw_wire_init(void);
 void gw_wire_cleanup(void);
 
 /* Starts reading `fd` (a new client connection) strictly: its bytes, or with `tls` (its
- * GnuTLS session, else NULL) its plaintext. NULL when memory is short or the fd is beyond
- * the table (the caller then drops the connection). Freed by gw_wire_detach(), which must
- * come before the fd is closed. */
-struct gw_wire *gw_wire_attach(int fd, uint32_t max_head, gnutls_session_t tls);
+ * GnuTLS session, else NULL) its plaintext; `max_head` and `hold` as for gw_head_init(). NULL when
+ * memory is short or the fd is beyond the table (the caller then drops the connection). Freed by
+ * gw_wire_detach(), which must come before the fd is closed. */
+struct gw_wire *gw_wire_attach(int fd, uint32_t max_head, uint32_t hold, gnutls_session_t tls);
 void gw_wire_detach(struct gw_wire *wire);
 
 /* The connection attached with the TLS session `tls`, or NULL. */

@@ -23,7 +23,7 @@ static void read_stream(const uint8_t *stream, size_t len, size_t piece, struct 
 
     r->out = malloc(len + 1);
     r->out_len = 0;
-    gw_head_init(&r->head, GW_HEAD_MAX);
+    gw_head_init(&r->head, GW_HEAD_MAX, 2 * GW_HEAD_MAX);
     while (pos < len && r->head.fault == 0) {
         size_t n = len - pos < piece ? len - pos : piece;
         struct gw_head_step step;

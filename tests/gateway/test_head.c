@@ -1,3 +1,5 @@
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,7 +9,7 @@
 /* What a reader makes of a whole stream fed in pieces of `piece` bytes (0: at once), the way
  * wire.c feeds it: kept bytes go in again, in front of the next piece. */
 struct reading {
-    char out[GW_HEAD_MAX + 256];
+    char out[GW_HEAD_MAX * 4];
     size_t out_len;
     struct gw_head head;
 };
@@ -18,7 +20,7 @@ static void read_stream(const char *stream, size_t len, size_t piece, struct rea
     size_t kept = 0, pos = 0;
 
     memset(r, 0, sizeof *r);
-    gw_head_init(&r->head, GW_HEAD_MAX);
+    gw_head_init(&r->head, GW_HEAD_MAX, 2 * GW_HEAD_MAX);
     while (pos < len && r->head.fault == 0) {
         size_t n = piece == 0 || len - pos < piece ? len - pos : piece;
         struct gw_head_step step;
@@ -27,6 +29,7 @@ static void read_stream(const char *stream, size_t len, size_t piece, struct rea
         pos += n;
         step = gw_head_feed(&r->head, buf, kept + n);
         CU_ASSERT_TRUE(step.ready <= step.keep_from && step.keep_from <= kept + n);
+        CU_ASSERT_FATAL(r->out_len + step.ready < sizeof r->out);
         memcpy(r->out + r->out_len, buf, step.ready);
         r->out_len += step.ready;
         kept = kept + n - step.keep_from;
@@ -58,7 +61,7 @@ static void test_sound_heads_pass_trimmed(void)
         struct gw_head h;
         struct gw_head_step step;
 
-        gw_head_init(&h, GW_HEAD_MAX);
+        gw_head_init(&h, GW_HEAD_MAX, 2 * GW_HEAD_MAX);
         step = gw_head_feed(&h, buf, strlen(buf));
         CU_ASSERT_EQUAL(step.ready, 28);
         CU_ASSERT_EQUAL(step.keep_from, 29);
@@ -334,6 +337,87 @@ static void test_trailer_fields_count(void)
     CU_ASSERT_TRUE(r.head.fault_in_body);
 }
 
+/* A GET with `fields` tiny fields and `cookie` bytes of Cookie, then `behind` pipelined
+ * behind it in the same read of libmicrohttpd's; the reading (whole) in `r`, the GET's length
+ * returned. */
+static size_t pipelined(unsigned fields, size_t cookie, const char *behind, struct reading *r)
+{
+    static char stream[GW_HEAD_MAX * 4];
+    size_t len = (size_t)snprintf(stream, sizeof stream, "GET /a HTTP/1.1\r\nHost: h\r\n");
+
+    CU_ASSERT_FATAL(fields * 16 + cookie + strlen(behind) + 64 < sizeof stream);
+    for (unsigned i = 0; i < fields; i++)
+        len += (size_t)snprintf(stream + len, sizeof stream - len, "A%u: b\r\n", i);
+    if (cookie > 0) {
+        len += (size_t)snprintf(stream + len, sizeof stream - len, "Cookie: ");
+        memset(stream + len, 'c', cookie);
+        len += cookie;
+        len += (size_t)snprintf(stream + len, sizeof stream - len, "\r\n");
+    }
+    len += (size_t)snprintf(stream + len, sizeof stream - len, "\r\n");
+    snprintf(stream + len, sizeof stream - len, "%s", behind);
+    refusal(stream, len + strlen(behind), r); /* one read, whole or in pieces */
+    return len;
+}
+
+/* A POST with a Content-Length body of `size` bytes, or a chunked one; into `out`. */
+static const char *post(size_t size, bool chunked)
+{
+    static char out[GW_HEAD_MAX * 3];
+    size_t len = (size_t)snprintf(out, sizeof out, "POST /b HTTP/1.1\r\nHost: h\r\n");
+
+    CU_ASSERT_FATAL(size + 128 < sizeof out);
+    if (chunked)
+        len += (size_t)snprintf(out + len, sizeof out - len,
+                                "Transfer-Encoding: chunked\r\n\r\n%zx\r\n", size);
+    else
+        len += (size_t)snprintf(out + len, sizeof out - len, "Content-Length: %zu\r\n\r\n", size);
+    memset(out + len, 'x', size);
+    len += size;
+    snprintf(out + len, sizeof out - len, "%s", chunked ? "\r\n0\r\n\r\n" : "");
+    return out;
+}
+
+/* What waits behind a request in libmicrohttpd's memory leaves room for its answer: twice the
+ * head limit, less the request's head, records and Cookie copy (head.h). */
+static void test_pipelined_requests_leave_room(void)
+{
+    struct reading r;
+    size_t first;
+
+    pipelined(150, 0, post(20000, false), &r); /* 10.9 KB held: 21.8 KB of room */
+    CU_ASSERT_EQUAL(r.head.fault, 0);
+    CU_ASSERT_EQUAL(r.head.messages, 2);
+    first = pipelined(150, 0, post(22000, false), &r);
+    CU_ASSERT_EQUAL(r.head.fault, 503);
+    CU_ASSERT_FALSE(r.head.fault_in_body);
+    CU_ASSERT_EQUAL(r.head.fault_at, 1);
+    CU_ASSERT_EQUAL(r.out_len, first);        /* the GET alone passed */
+    pipelined(150, 0, post(22000, true), &r); /* chunked: cut where it passes the room */
+    CU_ASSERT_EQUAL(r.head.fault, 503);
+    CU_ASSERT_TRUE(r.head.fault_in_body);
+    CU_ASSERT_EQUAL(r.head.fault_at, 1);
+    CU_ASSERT_EQUAL(r.head.heads, 2);
+    CU_ASSERT_TRUE(r.out_len < 32 * 1024 - 10000 + first);
+    /* A Cookie is held twice: with 4 KB of it, 13.7 KB of room. */
+    pipelined(150, 4000, post(12000, false), &r);
+    CU_ASSERT_EQUAL(r.head.fault, 0);
+    pipelined(150, 4000, post(14000, false), &r);
+    CU_ASSERT_EQUAL(r.head.fault, 503);
+    /* Many small requests pipelined at once pass. */
+    {
+        static char many[300 * 40 + 1];
+        size_t len = 0;
+
+        for (int i = 0; i < 300; i++)
+            len += (size_t)snprintf(many + len, sizeof many - len,
+                                    "GET /%03d HTTP/1.1\r\nHost: h\r\n\r\n", i);
+        pipelined(0, 0, many, &r);
+        CU_ASSERT_EQUAL(r.head.fault, 0);
+        CU_ASSERT_EQUAL(r.head.messages, 301);
+    }
+}
+
 void register_head_tests(void)
 {
     CU_pSuite suite = add_suite("head");
@@ -346,4 +430,6 @@ void register_head_tests(void)
     add_test(suite, "heads are bounded", test_head_size_bound);
     add_test(suite, "cookies and query arguments count", test_cookies_and_query_arguments_count);
     add_test(suite, "trailer fields count", test_trailer_fields_count);
+    add_test(suite, "pipelined requests leave room for the answer",
+             test_pipelined_requests_leave_room);
 }

@@ -27,7 +27,7 @@ static void open_connection(void)
 {
     CU_ASSERT_EQUAL_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
     fcntl(ends[0], F_SETFL, O_NONBLOCK);
-    wire = gw_wire_attach(ends[0], 8 * 1024, NULL);
+    wire = gw_wire_attach(ends[0], 8 * 1024, 16 * 1024, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(wire);
 }
 

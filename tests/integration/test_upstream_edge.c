@@ -504,13 +504,18 @@ static void trailer_fields(const char *label, unsigned n, bool refused)
 }
 
 /* A GET of `fields` tiny fields with a POST of `body` bytes pipelined behind it, each answered
- * with a 15 KiB head: both answers come, and the upstream reads both requests. */
-static void pipelined_behind(const char *label, unsigned fields, size_t body)
+ * with a 15 KiB head. Within the room left behind the GET (head.h) both are answered, and
+ * the upstream reads both; past it the GET is answered whole, the POST gets 503 and the
+ * connection closes, and the upstream reads the GET alone. */
+static void pipelined_behind(const char *label, unsigned fields, size_t body, bool refused)
 {
     static char request[64 * 1024], answer[64 * 1024];
     size_t len = (size_t)snprintf(request, sizeof request, "GET /a HTTP/1.1\r\nHost: h\r\n"),
-           got = 0, sent = 0;
+           got = 0, sent = 0, logged = access_lines();
     int fd, answers = 0;
+    bool closed = false;
+    const char *second;
+    long statuses[2];
 
     for (unsigned i = 0; i < fields; i++)
         len += (size_t)snprintf(request + len, sizeof request - len, "A%u: b\r\n", i);
@@ -526,7 +531,7 @@ static void pipelined_behind(const char *label, unsigned fields, size_t body)
     CU_ASSERT_FATAL(fd >= 0);
     for (ssize_t n = 0; sent < len && n >= 0; sent += (size_t)(n > 0 ? n : 0))
         n = send(fd, request + sent, len - sent, MSG_NOSIGNAL);
-    /* Both answers, each ending in its body "ok", or the end of the connection. */
+    /* Both answers (each 200 ending in its body "ok"), or the end of the connection. */
     for (int waited = 0; answers < 2 && waited < TIMEOUT_MS && got < sizeof answer - 1;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         ssize_t n;
@@ -536,7 +541,8 @@ static void pipelined_behind(const char *label, unsigned fields, size_t body)
             continue;
         }
         n = recv(fd, answer + got, sizeof answer - 1 - got, 0);
-        if (n <= 0)
+        closed = n <= 0;
+        if (closed)
             break;
         got += (size_t)n;
         answer[got] = '\0';
@@ -545,11 +551,25 @@ static void pipelined_behind(const char *label, unsigned fields, size_t body)
             answers++;
     }
     close(fd);
-    check_case(answers == 2 && strncmp(answer, "HTTP/1.1 200 OK\r\n", 17) == 0 &&
-                   strstr(answer, "\r\n\r\nokHTTP/1.1 200 OK\r\n") != NULL,
-               label, "%d whole answers, expected two of 200 after each other", answers);
-    check_case(recorder_received(&rec) == 2, label, "the upstream read %lu requests, expected two",
-               recorder_received(&rec));
+    second = strstr(answer, "\r\n\r\nokHTTP/1.1 ");
+    check_case(strncmp(answer, "HTTP/1.1 200 OK\r\n", 17) == 0 && second != NULL, label,
+               "the GET's answer is not whole, or nothing follows it");
+    if (refused) {
+        check_case(second != NULL && strncmp(second + 6, "HTTP/1.1 503 ", 13) == 0 &&
+                       strstr(second, "\r\nConnection: close\r\n") != NULL &&
+                       strstr(second, "application/problem+json") != NULL && closed,
+                   label, "the POST was not refused with 503, Connection: close, then closed");
+    } else {
+        check_case(answers == 2 && second != NULL && strncmp(second + 6, "HTTP/1.1 200 ", 13) == 0,
+                   label, "%d whole answers, expected two of 200 after each other", answers);
+    }
+    check_case(recorder_received(&rec) == (refused ? 1u : 2u), label,
+               "the upstream read %lu requests, expected %d", recorder_received(&rec),
+               refused ? 1 : 2);
+    statuses[0] = access_status(logged);
+    statuses[1] = access_status(logged + 1);
+    check_case(statuses[0] == 200 && statuses[1] == (refused ? 503 : 200), label,
+               "the access log says %ld and %ld", statuses[0], statuses[1]);
 }
 
 static void test_client_always_gets_a_status_line(void)
@@ -570,7 +590,8 @@ static void test_client_always_gets_a_status_line(void)
     cookies("100 cookies", "a=b; ", 100, false);
     query_arguments("1,000 query arguments in 2 KB", 1000, true);
     query_arguments("100 query arguments", 100, false);
-    pipelined_behind("150 fields, 20 KB pipelined behind, 15 KiB answer heads", 150, 20000);
+    pipelined_behind("150 fields, 20 KB pipelined behind, 15 KiB answer heads", 150, 20000, false);
+    pipelined_behind("200 fields, 30 KB pipelined behind, 15 KiB answer heads", 200, 30000, true);
     trailer_fields("100 trailer fields", 100, false);
     trailer_fields("300 trailer fields (2.6 KB)", 300, true);
     trailer_fields("1,000 trailer fields (9 KB)", 1000, true);
