@@ -368,7 +368,7 @@ struct gw_head_step gw_head_feed(struct gw_head *h, char *buf, size_t len)
         uint32_t ended = h->messages;
 
         if (h->stage == AT_HEAD) {
-            size_t head_len = 0;
+            size_t head_len = 0, body;
             int got = read_head(h, buf + r, len - r, &head_len);
 
             if (got == 0) {
@@ -377,7 +377,9 @@ struct gw_head_step gw_head_feed(struct gw_head *h, char *buf, size_t len)
             }
             if (got < 0)
                 break;
-            if (w + head_len + (h->chunked ? 0 : h->length) > limit) {
+            /* the head, and as much of a Content-Length body as this feed holds */
+            body = h->chunked ? 0 : len - r - head_len;
+            if (w + head_len + (body < h->length ? body : h->length) > limit) {
                 fault(h, 503, PIPELINED_TOO_MUCH);
                 break;
             }

@@ -32,18 +32,21 @@
  * GW_HEAD_FIELD_COST for each record (one per field, one per query argument, split at '&',
  * and one per cookie of a Cookie field, split at ';' and ','), so that neither 700 tiny
  * fields, nor a 5 KB Cookie of 1,000 cookies, nor 1,000 query arguments can leave it without
- * room for the answer (its copy of the Cookie field, and what a client pipelines, are
- * server.c's to size for). A chunked body's trailer fields, kept beside the head, count
+ * room for the answer (server.c sizes that memory for its copy of the Cookie field too).
+ * A chunked body's trailer fields, kept beside the head, count
  * toward the same limit (431 too).
  *
  * What a client pipelines behind a request waits in the same memory while that request is
- * answered, so it must leave room for the answer's head. libmicrohttpd reads again only once
- * the request is answered, so what one feed passes on behind the end of a message is all
- * that waits behind it: at most `hold` (gw_head_init()) less the message's head, records and
- * Cookie copy. The first message that would pass that is refused
- * with 503 (whole, if its head comes after that end; else where its chunked body passes it),
- * and the connection ends after the answers before it. One read of libmicrohttpd's may be
- * fed in several pieces (over TLS, a record at a time): gw_head_read() starts each read.
+ * answered, so it must leave room for the answer's head. libmicrohttpd does not read the
+ * connection again before it has answered the request (seen with strace in both serving
+ * modes, with and without bodies, the request waiting on its upstream), so what one of its
+ * reads passes behind the end of a message is all that waits behind it: at most `hold`
+ * (gw_head_init()) less the message's head, records and Cookie copy. The first message that
+ * would pass that is refused with 503: whole, if its head and the part of its Content-Length
+ * body in the read would; else where its body passes it (a Content-Length body is then
+ * refused halfway, as a chunked one may be). The connection ends after the answers before
+ * it. One read of libmicrohttpd's may be fed in several pieces (over TLS, a record at a
+ * time): gw_head_read() starts each read.
  *
  * The first fault ends the reading for good: `fault` holds the status to answer with and
  * `fault_at` the message it concerns (0 for the first on the connection); nothing from the

@@ -404,6 +404,53 @@ static void test_pipelined_requests_leave_room(void)
     CU_ASSERT_EQUAL(r.head.fault, 0);
     pipelined(150, 4000, post(14000, false), &r);
     CU_ASSERT_EQUAL(r.head.fault, 503);
+    /* Behind a second request holding more (100 cookies in 6 KB), less room is left. */
+    {
+        static char behind[24 * 1024];
+        size_t len =
+            (size_t)snprintf(behind, sizeof behind, "GET /c HTTP/1.1\r\nHost: h\r\nCookie: ");
+
+        for (int i = 0; i < 100; i++)
+            len += (size_t)snprintf(behind + len, sizeof behind - len, "c%02d=%054d; ", i, i);
+        len +=
+            (size_t)snprintf(behind + len, sizeof behind - len, "\r\n\r\n%s", post(15000, false));
+        CU_ASSERT_FATAL(len < sizeof behind - 1);
+        pipelined(0, 0, behind, &r);
+        CU_ASSERT_EQUAL(r.head.fault, 503);
+        CU_ASSERT_EQUAL(r.head.fault_at, 2);
+        CU_ASSERT_EQUAL(r.head.heads, 2);
+    }
+    /* Only the part of a Content-Length body within the read counts. */
+    {
+        static char part[24 * 1024];
+
+        snprintf(part, sizeof part,
+                 "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n");
+        memset(part + strlen(part), 'x', 20000);
+        part[strlen(part) + 20000] = '\0';
+        pipelined(150, 0, part, &r);
+        CU_ASSERT_EQUAL(r.head.fault, 0);
+        CU_ASSERT_EQUAL(r.head.heads, 2);
+    }
+    /* A new read of libmicrohttpd's (its request answered) counts afresh. */
+    {
+        char *stream = malloc(64 * 1024);
+        size_t first, len;
+        struct gw_head h;
+
+        gw_head_init(&h, GW_HEAD_MAX, 2 * GW_HEAD_MAX);
+        first = (size_t)snprintf(stream, 64 * 1024, "GET /a HTTP/1.1\r\nHost: h\r\n");
+        for (int i = 0; i < 200; i++)
+            first += (size_t)snprintf(stream + first, 64 * 1024 - first, "A%d: b\r\n", i);
+        first += (size_t)snprintf(stream + first, 64 * 1024 - first, "\r\n");
+        CU_ASSERT_EQUAL(gw_head_feed(&h, stream, first).ready, first);
+        len = (size_t)snprintf(stream, 64 * 1024, "%s", post(30000, false));
+        gw_head_read(&h);
+        CU_ASSERT_EQUAL(gw_head_feed(&h, stream, len).ready, len);
+        CU_ASSERT_EQUAL(h.fault, 0);
+        CU_ASSERT_EQUAL(h.messages, 2);
+        free(stream);
+    }
     /* Many small requests pipelined at once pass. */
     {
         static char many[300 * 40 + 1];
