@@ -423,11 +423,11 @@ static void test_pipelined_requests_leave_room(void)
     /* Only the part of a Content-Length body within the read counts. */
     {
         static char part[24 * 1024];
+        size_t len = (size_t)snprintf(
+            part, sizeof part, "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n");
 
-        snprintf(part, sizeof part,
-                 "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n");
-        memset(part + strlen(part), 'x', 20000);
-        part[strlen(part) + 20000] = '\0';
+        memset(part + len, 'x', 20000);
+        part[len + 20000] = '\0';
         pipelined(150, 0, part, &r);
         CU_ASSERT_EQUAL(r.head.fault, 0);
         CU_ASSERT_EQUAL(r.head.heads, 2);
