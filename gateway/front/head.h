@@ -32,9 +32,9 @@
  * GW_HEAD_FIELD_COST for each record (one per field, one per query argument, split at '&',
  * and one per cookie of a Cookie field, split at ';' and ','), so that neither 700 tiny
  * fields, nor a 5 KB Cookie of 1,000 cookies, nor 1,000 query arguments can leave it without
- * room for the answer (server.c sizes that memory for its copy of the Cookie field too).
- * A chunked body's trailer fields, kept beside the head, count
- * toward the same limit (431 too).
+ * room for the answer (server.c sizes that memory for its copy of the Cookie field too). A
+ * chunked body's trailer fields, kept beside the head, count toward the same limit (431
+ * too).
  *
  * What a client pipelines behind a request waits in the same memory while that request is
  * answered, so it must leave room for the answer's head. libmicrohttpd does not read the

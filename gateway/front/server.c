@@ -791,10 +791,10 @@ static void loop_tick(void *cls, int64_t now)
 /* libmicrohttpd's memory per connection: one pool holds the request head (read into its
  * first half) and its records of the head's fields, cookies and query arguments (counted in
  * max_header_size: head.h), a copy of the Cookie field (it parses cookies into the pool; the
- * field can be nearly the whole head) and what the client pipelined behind the request: all
- * these, what it holds of the client's, within twice max_header_size (head.h bounds what is
- * pipelined so). Then the response head it builds, plus bookkeeping. Room for the largest of
- * each, so that a client always gets a status line. libmicrohttpd zeroes the pool after every
+ * field can be nearly the whole head) and what the client pipelined behind the request:
+ * together within twice max_header_size (request_memory(); head.h bounds what is pipelined
+ * so). Then the response head it builds, plus bookkeeping. Room for the largest of each, so
+ * that a client always gets a status line. libmicrohttpd zeroes the pool after every
  * request, so it is no larger than that. Over TLS the read buffer also has room for a whole
  * record's plaintext beside the largest head, so that the reader never has to leave plaintext
  * inside GnuTLS when it answers less than asked (wire.h). */
