@@ -1,6 +1,8 @@
 /* libFuzzer: the strict reading of client bytes (head.c) and of request targets (target.c).
- * The first byte picks a piece size; the stream is read whole and in pieces the way wire.c
- * feeds it, and both readings must agree byte for byte. The same bytes as a target must
+ * The first byte picks a piece size and how much libmicrohttpd's memory holds (as server.c
+ * sizes it, or 2 KiB, so that what is pipelined behind a request soon meets its bound); the
+ * stream is read whole and in pieces the way wire.c feeds one read of libmicrohttpd's, and
+ * both readings must agree byte for byte. The same bytes as a target must
  * route to a path no longer than themselves, free of control characters and dot segments. */
 #include <stddef.h>
 #include <stdint.h>
@@ -16,14 +18,15 @@ struct reading {
     struct gw_head head;
 };
 
-static void read_stream(const uint8_t *stream, size_t len, size_t piece, struct reading *r)
+static void read_stream(const uint8_t *stream, size_t len, size_t piece, uint32_t hold,
+                        struct reading *r)
 {
     char *buf = malloc(len + 1);
     size_t kept = 0, pos = 0;
 
     r->out = malloc(len + 1);
     r->out_len = 0;
-    gw_head_init(&r->head, GW_HEAD_MAX, 2 * GW_HEAD_MAX);
+    gw_head_init(&r->head, GW_HEAD_MAX, hold);
     while (pos < len && r->head.fault == 0) {
         size_t n = len - pos < piece ? len - pos : piece;
         struct gw_head_step step;
@@ -68,12 +71,14 @@ static void check_target(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct reading whole, pieces;
+    uint32_t hold;
 
     if (size == 0)
         return 0;
+    hold = data[0] & 0x40 ? 2048 : 2 * GW_HEAD_MAX;
     check_target(data + 1, size - 1);
-    read_stream(data + 1, size - 1, size, &whole);
-    read_stream(data + 1, size - 1, 1 + data[0] % 64, &pieces);
+    read_stream(data + 1, size - 1, size, hold, &whole);
+    read_stream(data + 1, size - 1, 1 + data[0] % 64, hold, &pieces);
     /* A head fault found at the last byte of a piece can be found earlier whole: compare
      * what both passed on up to the shorter reading, and the counts when neither faulted. */
     if (memcmp(whole.out, pieces.out,
