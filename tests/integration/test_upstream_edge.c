@@ -503,11 +503,12 @@ static void trailer_fields(const char *label, unsigned n, bool refused)
     exchange_free(&x);
 }
 
-/* A GET of `fields` tiny fields with a POST of `body` bytes pipelined behind it, each answered
- * with a 15 KiB head. Within the room left behind the GET (head.h) both are answered, and
- * the upstream reads both; past it the GET is answered whole, the POST gets 503 and the
- * connection closes, and the upstream reads the GET alone. */
-static void pipelined_behind(const char *label, unsigned fields, size_t body, bool refused)
+/* A GET of `fields` tiny fields with a POST of `body` bytes (Content-Length, or `chunked`)
+ * pipelined behind it, each answered with a 15 KiB head. Within the room left behind the GET
+ * (head.h) both are answered, and the upstream reads both; past it the GET is answered whole,
+ * the POST gets 503 and the connection closes, and none of the POST reaches the upstream. */
+static void pipelined_behind(const char *label, unsigned fields, size_t body, bool chunked,
+                             bool refused)
 {
     static char request[64 * 1024], answer[64 * 1024];
     size_t len = (size_t)snprintf(request, sizeof request, "GET /a HTTP/1.1\r\nHost: h\r\n"),
@@ -519,11 +520,20 @@ static void pipelined_behind(const char *label, unsigned fields, size_t body, bo
 
     for (unsigned i = 0; i < fields; i++)
         len += (size_t)snprintf(request + len, sizeof request - len, "A%u: b\r\n", i);
-    len += (size_t)snprintf(request + len, sizeof request - len,
-                            "\r\nPOST /b HTTP/1.1\r\nHost: h\r\nContent-Length: %zu\r\n\r\n", body);
-    CU_ASSERT_FATAL(len + body < sizeof request);
+    if (chunked)
+        len += (size_t)snprintf(request + len, sizeof request - len,
+                                "\r\nPOST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+                                "\r\n%zx\r\n",
+                                body);
+    else
+        len += (size_t)snprintf(request + len, sizeof request - len,
+                                "\r\nPOST /b HTTP/1.1\r\nHost: h\r\nContent-Length: %zu\r\n\r\n",
+                                body);
+    CU_ASSERT_FATAL(len + body + 16 < sizeof request);
     memset(request + len, 'x', body);
     len += body;
+    if (chunked)
+        len += (size_t)snprintf(request + len, sizeof request - len, "\r\n0\r\n\r\n");
     recorder_set_mode(&rec, RECORDER_HUGE_HEAD);
     recorder_set_head_size(&rec, 15 * 1024);
     recorder_reset(&rec);
@@ -566,6 +576,14 @@ static void pipelined_behind(const char *label, unsigned fields, size_t body, bo
     check_case(recorder_received(&rec) == (refused ? 1u : 2u), label,
                "the upstream read %lu requests, expected %d", recorder_received(&rec),
                refused ? 1 : 2);
+    if (refused) {
+        size_t up_len = 0;
+        char *up = recorder_bytes(&rec, &up_len);
+
+        check_case(up != NULL && memmem(up, up_len, "POST /b", 7) == NULL, label,
+                   "the refused POST reached the upstream");
+        free(up);
+    }
     statuses[0] = access_status(logged);
     statuses[1] = access_status(logged + 1);
     check_case(statuses[0] == 200 && statuses[1] == (refused ? 503 : 200), label,
@@ -590,8 +608,13 @@ static void test_client_always_gets_a_status_line(void)
     cookies("100 cookies", "a=b; ", 100, false);
     query_arguments("1,000 query arguments in 2 KB", 1000, true);
     query_arguments("100 query arguments", 100, false);
-    pipelined_behind("150 fields, 20 KB pipelined behind, 15 KiB answer heads", 150, 20000, false);
-    pipelined_behind("200 fields, 30 KB pipelined behind, 15 KiB answer heads", 200, 30000, true);
+    pipelined_behind("150 fields, 20 KB pipelined behind, 15 KiB answer heads", 150, 20000, false,
+                     false);
+    pipelined_behind("150 fields, 20 KB chunked behind", 150, 20000, true, false);
+    pipelined_behind("200 fields, 30 KB pipelined behind, 15 KiB answer heads", 200, 30000, false,
+                     true);
+    pipelined_behind("200 fields, 30 KB chunked behind, cut where it passes the bound", 200, 30000,
+                     true, true);
     trailer_fields("100 trailer fields", 100, false);
     trailer_fields("300 trailer fields (2.6 KB)", 300, true);
     trailer_fields("1,000 trailer fields (9 KB)", 1000, true);
