@@ -364,6 +364,12 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         release(s, w);
         return;
     }
+    if (f->loop != NULL) {
+        const union MHD_DaemonInfo *set = MHD_get_daemon_info(f->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+
+        if (set != NULL)
+            gw_wire_edge(w->wire, set->epoll_fd, c);
+    }
     w->fd = info->connect_fd;
     w->connection = c;
     watch(f, w);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -28,6 +29,9 @@ struct gw_wire {
     bool ended;           /* a read found the end of the stream, or an error */
     bool parking;         /* gw_wire_park() */
     bool shut_parking;    /* libmicrohttpd shut the socket while parking: it is closing it */
+    int epoll_fd;         /* gw_wire_edge()'s, or -1 */
+    void *connection;
+    bool more;            /* the last read from the socket or GnuTLS may have left bytes */
     void *kept;           /* gw_wire_keep() */
     void (*release_kept)(void *kept);
     struct gw_head head;
@@ -80,6 +84,7 @@ struct gw_wire *gw_wire_attach(int fd, uint32_t max_head, uint32_t hold, gnutls_
     if (w == NULL)
         return NULL;
     w->fd = fd;
+    w->epoll_fd = -1;
     w->tls = tls;
     gw_head_init(&w->head, max_head, hold);
     atomic_store_explicit(&table[fd], w, memory_order_release);
@@ -95,6 +100,12 @@ void gw_wire_detach(struct gw_wire *w)
         w->release_kept(w->kept);
     free(w->held);
     free(w);
+}
+
+void gw_wire_edge(struct gw_wire *w, int epoll_fd, void *connection)
+{
+    w->epoll_fd = epoll_fd;
+    w->connection = connection;
 }
 
 const struct gw_head *gw_wire_head(const struct gw_wire *w)
@@ -179,6 +190,7 @@ static ssize_t raw_read(struct gw_wire *w, char *buf, size_t len, int flags)
         n = recvfrom(w->fd, buf, len, flags, NULL, NULL);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
             w->ended = true;
+        w->more = n > 0 && (size_t)n == len;
         return n;
     }
     do {
@@ -186,6 +198,7 @@ static ssize_t raw_read(struct gw_wire *w, char *buf, size_t len, int flags)
         if (n > 0)
             got += (size_t)n;
     } while (n > 0 && got < len && gnutls_record_check_pending(w->tls) > 0);
+    w->more = n > 0; /* GnuTLS reads a record at a time: the socket may hold the next */
     if (got > 0 || n == 0 || (n == GNUTLS_E_PREMATURE_TERMINATION && w->read_shut))
         return (ssize_t)got;
     if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) {
@@ -290,18 +303,40 @@ static ssize_t read_checked_tls(struct gw_wire *w, char *buf, size_t len)
     return given > 0 ? (ssize_t)given : n;
 }
 
+/* After a read that libmicrohttpd takes as draining the socket (event mode; wire.h): if the
+ * socket or GnuTLS may hold more, the connection's event comes again at once if it is readable.
+ * errno is kept for the caller. */
+static void rearm(struct gw_wire *w)
+{
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLET,
+                             .data.ptr = w->connection};
+    int saved = errno;
+
+    if (w->epoll_fd < 0 || !w->more)
+        return;
+    w->more = false;
+    /* libmicrohttpd 0.9.75 registers every connection so (daemon.c, internal_add_connection);
+     * a suspended one is out of the set, ENOENT, and resuming it marks it readable anyway. */
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_MOD, w->fd, &ev);
+    errno = saved;
+}
+
 /* libmicrohttpd's reads of client sockets land here (wire.h); all others pass straight to
  * the C library. */
 ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
     struct gw_wire *w = wire_of_fd(fd);
+    ssize_t n;
 
     /* A TLS connection's socket carries records: GnuTLS reads them here, and its plaintext
      * comes through gnutls_record_recv() below. */
     if (w == NULL || w->tls != NULL || w->upgraded || len == 0)
         return recvfrom(fd, buf, len, flags, NULL, NULL);
     gw_head_read(&w->head);
-    return read_checked(w, buf, len, flags);
+    n = read_checked(w, buf, len, flags);
+    if (n < 0 ? errno == EAGAIN : (size_t)n < len)
+        rearm(w);
+    return n;
 }
 
 /* libmicrohttpd's reads of a TLS client's plaintext land here: the same reader as recv(),
@@ -320,8 +355,10 @@ ssize_t gnutls_record_recv(gnutls_session_t session, void *buf, size_t len)
     n = read_checked_tls(w, buf, len);
     if (n >= 0)
         return n;
-    if (errno == EAGAIN)
+    if (errno == EAGAIN) {
+        rearm(w); /* over TLS only this tells libmicrohttpd that the socket is drained */
         return GNUTLS_E_AGAIN;
+    }
     if (errno == EINTR)
         return GNUTLS_E_INTERRUPTED;
     if (errno == ENOMEM)

@@ -40,8 +40,19 @@
  * room left and a read never ends short with plaintext left in GnuTLS, which no poll would
  * announce. (When the buffer is partly full, holding body bytes the request has not taken
  * yet, a pipelined head behind that body can still find too little room: its request waits
- * for the client's next bytes, or client_timeout. Event mode keeps reading until GnuTLS says
- * EAGAIN, and never waits there.)
+ * for the client's next bytes, or client_timeout. In event mode libmicrohttpd reads again
+ * as soon as its buffer has room, and never waits there.)
+ *
+ * Event mode: libmicrohttpd watches a connection in its epoll set edge-triggered, and takes a
+ * read that returns less than it asked for (over TLS: GNUTLS_E_AGAIN) as the sign that the
+ * socket is drained: it reads again only after the next edge, which comes when more bytes
+ * arrive. This file's reads can be short for reasons of its own while the client's next bytes
+ * already wait: a head rewritten shorter, the start of a head kept back at the end of a full
+ * read, a read capped at max_header_size while a head is kept back, a head split over TLS
+ * records. A client that then waits for its answer would wait until client_timeout. So when
+ * a read ends so and the socket (or GnuTLS) may hold more, the connection is modified in
+ * libmicrohttpd's epoll set with the very event libmicrohttpd registered it with
+ * (gw_wire_edge()): the kernel reports it again at once if it is readable.
  *
  * After an upgrade (gw_wire_upgraded()) what follows is not HTTP: plain connections' tunnels
  * read the socket with read(), past this file; a TLS connection's plaintext, which
@@ -85,6 +96,10 @@ void gw_wire_cleanup(void);
  * gw_wire_detach(), which must come before the fd is closed. */
 struct gw_wire *gw_wire_attach(int fd, uint32_t max_head, uint32_t hold, gnutls_session_t tls);
 void gw_wire_detach(struct gw_wire *wire);
+
+/* Event mode: libmicrohttpd watches the connection in the epoll set `epoll_fd`, registered
+ * edge-triggered with `connection` (its MHD_Connection) as the event's data; see above. */
+void gw_wire_edge(struct gw_wire *wire, int epoll_fd, void *connection);
 
 /* The connection attached with the TLS session `tls`, or NULL. */
 struct gw_wire *gw_wire_of_tls(gnutls_session_t tls);

@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -134,6 +135,40 @@ static void test_a_head_too_long(void)
 }
 
 /* Sockets not attached (libcurl's, hiredis's) are read as they are. */
+/* Event mode: a read that hands libmicrohttpd less than it asked for, while the client's next
+ * bytes already wait, makes libmicrohttpd's edge-triggered event come again, with its data; a
+ * read that drained the socket does not. */
+static void test_a_short_read_rearms_the_event(void)
+{
+    int libmicrohttpd, epoll_fd = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLET,
+                             .data.ptr = &libmicrohttpd},
+                       got;
+
+    open_connection();
+    CU_ASSERT_EQUAL_FATAL(epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ends[0], &ev), 0);
+    gw_wire_edge(wire, epoll_fd, &libmicrohttpd);
+    client_sends("POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n0123456789");
+    CU_ASSERT_EQUAL(epoll_wait(epoll_fd, &got, 1, 0), 1); /* the bytes' arrival */
+    /* The head's start, kept back: nothing yet, though more waits. */
+    CU_ASSERT_STRING_EQUAL(gateway_reads(20), "<again>");
+    CU_ASSERT_EQUAL(epoll_wait(epoll_fd, &got, 1, 0), 1);
+    CU_ASSERT_PTR_EQUAL(got.data.ptr, &libmicrohttpd);
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096),
+                           "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n0123456789");
+    CU_ASSERT_EQUAL(epoll_wait(epoll_fd, &got, 1, 0), 0); /* drained */
+
+    /* A full read whose head is rewritten shorter. */
+    client_sends("GET /b HTTP/1.1\r\nHost: h \r\n\r\nGET /c HTTP/1.1\r\nHost: h\r\n\r\n");
+    CU_ASSERT_EQUAL(epoll_wait(epoll_fd, &got, 1, 0), 1);
+    CU_ASSERT_STRING_EQUAL(gateway_reads(30), "GET /b HTTP/1.1\r\nHost: h\r\n\r\n");
+    CU_ASSERT_EQUAL(epoll_wait(epoll_fd, &got, 1, 0), 1);
+    CU_ASSERT_STRING_EQUAL(gateway_reads(4096), "GET /c HTTP/1.1\r\nHost: h\r\n\r\n");
+    CU_ASSERT_EQUAL(epoll_wait(epoll_fd, &got, 1, 0), 0);
+    close_connection();
+    close(epoll_fd);
+}
+
 static void test_other_sockets_pass_untouched(void)
 {
     int other[2];
@@ -157,5 +192,6 @@ void register_wire_tests(void)
     add_test(suite, "the stand-in over two reads", test_the_stand_in_in_two_reads);
     add_test(suite, "a broken chunked body ends the stream", test_a_broken_body_ends_the_stream);
     add_test(suite, "a head too long for the buffer", test_a_head_too_long);
+    add_test(suite, "a short read rearms the event", test_a_short_read_rearms_the_event);
     add_test(suite, "other sockets pass untouched", test_other_sockets_pass_untouched);
 }

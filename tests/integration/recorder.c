@@ -716,6 +716,12 @@ static bool first_response_whole(const char *answer, size_t len, bool head_reque
 int raw_session(unsigned port, const char *bytes, size_t len, char *answer, size_t cap,
                 int timeout_ms, bool *closed)
 {
+    return raw_session_paused(port, bytes, len, len, 0, answer, cap, timeout_ms, closed);
+}
+
+int raw_session_paused(unsigned port, const char *bytes, size_t len, size_t pause_at, int pause_ms,
+                       char *answer, size_t cap, int timeout_ms, bool *closed)
+{
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -728,9 +734,13 @@ int raw_session(unsigned port, const char *bytes, size_t len, char *answer, size
     answer[0] = '\0';
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
         goto out;
-    if (send(fd, bytes, len, MSG_NOSIGNAL) != (ssize_t)len) {
-        *closed = true; /* it closed while we were still writing */
-        goto out;
+    for (size_t at = 0, end = pause_at; at < len; at = end, end = len) {
+        if (at > 0)
+            poll(NULL, 0, pause_ms);
+        if (send(fd, bytes + at, end - at, MSG_NOSIGNAL) != (ssize_t)(end - at)) {
+            *closed = true; /* it closed while we were still writing */
+            goto out;
+        }
     }
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};

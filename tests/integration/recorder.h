@@ -183,6 +183,11 @@ void stop_canned(struct canned *c);
 int raw_session(unsigned port, const char *bytes, size_t len, char *answer, size_t cap,
                 int timeout_ms, bool *closed);
 
+/* raw_session() with the bytes sent in two writes: the first `pause_at` of them, then the rest
+ * `pause_ms` later. */
+int raw_session_paused(unsigned port, const char *bytes, size_t len, size_t pause_at, int pause_ms,
+                       char *answer, size_t cap, int timeout_ms, bool *closed);
+
 /* How many responses `answer` holds: "HTTP/1.1 " at the start of a line. */
 int count_responses(const char *answer);
 

@@ -355,6 +355,79 @@ static void test_refusal_closes_before_smuggled_bytes(void)
     stop_gateway();
 }
 
+/* Bytes of the client's that already wait in the socket are read, though the reader handed
+ * libmicrohttpd less than a full read (a head rewritten shorter, or kept back until whole):
+ * in event mode libmicrohttpd takes such a read as the end of what there is (wire.h), and the
+ * body behind would wait for client_timeout. Each body is larger than libmicrohttpd's read
+ * buffer (26 KiB by default). */
+#define WAITING_BODY (100 * 1000)
+
+static void test_bytes_already_waiting(void)
+{
+    static const char config[] =
+        "server: {listen: \"127.0.0.1:0\"}\nroutes:\n"
+        "  - name: all\n    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:%1$u\"\n";
+    static const char trailing_space[] =
+        "POST /b HTTP/1.1\r\nHost: h \r\nContent-Length: 100000\r\n\r\n",
+                      plain_head[] =
+                          "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n",
+                      // clang-format off
+                      upstream_head[] = "POST /b HTTP/1.1\r\nHost: h\r\n" FORWARDED_BY("h")
+                                        "Content-Length: 100000\r\n\r\n";
+    // clang-format on
+    static const struct {
+        const char *label, *before, *head; /* sent: `before`, then `head` and the body */
+        int pause_ms;                      /* between `before`'s first 10 bytes and the rest */
+        const char *upstream_before;       /* what `before` brings upstream */
+    } cases[] = {
+        {"a head rewritten, its body in the same write", "", trailing_space, 0, ""},
+        {"a head in two writes, its body in the second", "", plain_head, 200, ""},
+        {"a request rewritten, then one with a body", "GET /a HTTP/1.1\r\nHost: h \r\n\r\n",
+         plain_head, 0, GET_UP("/a")},
+    };
+    static char request[WAITING_BODY + 256], expected[WAITING_BODY + 512], answer[16384];
+
+    if (!start_gateway(config))
+        return;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len = (size_t)snprintf(request, sizeof request, "%s%s", cases[i].before,
+                                      cases[i].head),
+               expected_len = (size_t)snprintf(expected, sizeof expected, "%s%s",
+                                               cases[i].upstream_before, upstream_head),
+               upstream_len;
+        char *upstream, shown[256];
+        bool closed;
+        int status, answers = 0, expected_answers = *cases[i].before != '\0' ? 2 : 1;
+
+        for (size_t at = 0; at < WAITING_BODY; at++) {
+            request[len + at] = (char)('a' + at % 26);
+            expected[expected_len + at] = (char)('a' + at % 26);
+        }
+        len += WAITING_BODY;
+        expected_len += WAITING_BODY;
+        recorder_reset(&rec);
+        status = raw_session_paused(gw.port, request, len, cases[i].pause_ms > 0 ? 10 : len,
+                                    cases[i].pause_ms, answer, sizeof answer, TIMEOUT_MS, &closed);
+        upstream = recorder_bytes(&rec, &upstream_len);
+        recorder_strip_request_ids(upstream, &upstream_len);
+        /* The recorder's "ok" bodies end without a line break: count_responses() sees one. */
+        for (const char *at = answer; (at = strstr(at, "HTTP/1.1 200 OK\r\n")) != NULL; at++)
+            answers++;
+        check_case(status == 200 && answers == expected_answers, cases[i].label,
+                   "status %d, %d answers of 200 (expected %d): %s", status, answers,
+                   expected_answers, visible_bytes(answer, strlen(answer), shown, sizeof shown));
+        check_case(
+            upstream != NULL && upstream_len == expected_len &&
+                memcmp(upstream, expected, expected_len) == 0,
+            cases[i].label, "the upstream got %zu bytes, expected %zu: %s", upstream_len,
+            expected_len,
+            visible_bytes(upstream, upstream_len < 200 ? upstream_len : 200, shown, sizeof shown));
+        check_case(!closed, cases[i].label, "the connection was closed");
+        free(upstream);
+    }
+    stop_gateway();
+}
+
 /* Obsolete line folding, with or without what looks like a field on the continuation. */
 static void test_obs_fold(void)
 {
@@ -603,6 +676,7 @@ void register_edge_tests(void)
     add_test(s, "the key header twice; names with '_'", test_key_header_twice_and_underscores);
     add_test(s, "a refusal closes before smuggled bytes",
              test_refusal_closes_before_smuggled_bytes);
+    add_test(s, "bytes already waiting behind a short read are read", test_bytes_already_waiting);
     add_test(s, "obs-fold is refused", test_obs_fold);
     add_test(s, "encoded controls in the path are refused", test_encoded_controls_in_path);
     add_test(s, "spellings of a path and a method", test_path_and_method_spellings);
