@@ -358,6 +358,22 @@ static size_t room_behind(const struct gw_head *h)
     return held < h->hold ? h->hold - held : 0;
 }
 
+size_t gw_head_take(const struct gw_head *h, size_t len)
+{
+    size_t behind = h->hold > h->max_head ? h->hold - h->max_head : 0, body = 0, take;
+
+    if (h->stage == FAULTED)
+        return len;
+    if (h->stage != AT_HEAD) {
+        if (room_behind(h) < behind)
+            behind = room_behind(h);
+        if (h->stage == IN_LENGTH_BODY || h->stage == IN_CHUNK_DATA)
+            body = h->remaining < len ? (size_t)h->remaining : len;
+    }
+    take = body + behind < len ? body + behind : len;
+    return take > 0 ? take : 1;
+}
+
 struct gw_head_step gw_head_feed(struct gw_head *h, char *buf, size_t len)
 {
     /* The output may not pass `limit` (head.h). */

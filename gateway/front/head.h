@@ -45,8 +45,10 @@
  * would pass that is refused with 503: whole, if its head and the part of its Content-Length
  * body in the read would; else where its body passes it (a Content-Length body is then
  * refused halfway, as a chunked one may be). The connection ends after the answers before
- * it. One read of libmicrohttpd's may be fed in several pieces (over TLS, a record at a
- * time): gw_head_read() starts each read.
+ * it. Over plain HTTP no read takes that much (gw_head_take()); over TLS, where GnuTLS holds a
+ * record's plaintext whole, the memory holds two records more instead (server.c), which is
+ * enough unless max_response_header_size is over 28 KiB. One read of libmicrohttpd's may be fed in
+ * several pieces (over TLS, a record at a time): gw_head_read() starts each read.
  *
  * The first fault ends the reading for good: `fault` holds the status to answer with and
  * `fault_at` the message it concerns (0 for the first on the connection); nothing from the
@@ -114,6 +116,15 @@ void gw_head_init(struct gw_head *h, uint32_t max_head, uint32_t hold);
 
 /* A read of libmicrohttpd's starts: what its feeds pass behind a message is counted afresh. */
 void gw_head_read(struct gw_head *h);
+
+/* How much of the client's bytes a read of up to `len` may take from the socket, at least 1,
+ * so that what it passes behind any message stays within the bound above: the rest of a body
+ * (as far as it is known), then no more than may wait behind the message being read, nor than
+ * `hold` less `max_head`, what may wait behind any message that starts in the read (its head,
+ * records and Cookie copy take at most `max_head` together). Over plain HTTP wire.c reads no
+ * more, and what is left stays in the socket until libmicrohttpd asks again, after its answer;
+ * so the bound is never passed there. */
+size_t gw_head_take(const struct gw_head *h, size_t len);
 
 /* Refuses the message being read, for a reason found outside (a head too large for the
  * buffer it must fit). */

@@ -272,7 +272,8 @@ static ssize_t read_checked(struct gw_wire *w, char *buf, size_t len, int flags)
     if (w->head.fault != 0)
         return after_fault(w, buf, 0, len, flags);
     if (kept == 0) {
-        n = raw_read(w, buf, len, flags);
+        /* Over TLS GnuTLS holds a record's plaintext whole: it cannot be left in the socket. */
+        n = raw_read(w, buf, w->tls == NULL ? gw_head_take(&w->head, len) : len, flags);
         return n > 0 ? feed(w, buf, (size_t)n, buf, len, flags) : n;
     }
     /* A head kept back: what follows is read in behind it, as much as libmicrohttpd could

@@ -465,6 +465,39 @@ static void test_pipelined_requests_leave_room(void)
     }
 }
 
+/* How much one read may take (gw_head_take()): at a request's start the bound less max_head;
+ * in a body, the rest of it, then no more than may wait behind its message; never 0. */
+static void test_reads_take_what_the_bound_allows(void)
+{
+    static char stream[GW_HEAD_MAX];
+    struct gw_head h;
+    size_t len;
+
+    gw_head_init(&h, GW_HEAD_MAX, 2 * GW_HEAD_MAX);
+    CU_ASSERT_EQUAL(gw_head_take(&h, 1 << 20), GW_HEAD_MAX);
+    CU_ASSERT_EQUAL(gw_head_take(&h, 100), 100);
+    len = (size_t)snprintf(stream, sizeof stream,
+                           "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 1000\r\n\r\n");
+    CU_ASSERT_EQUAL(gw_head_feed(&h, stream, len).ready, len);
+    CU_ASSERT_EQUAL(gw_head_take(&h, 1 << 20), 1000 + GW_HEAD_MAX);
+    CU_ASSERT_EQUAL(gw_head_take(&h, 500), 500);
+    /* A head whose records and Cookie copy leave less than max_head behind it. */
+    gw_head_init(&h, GW_HEAD_MAX, 2 * GW_HEAD_MAX);
+    len = (size_t)snprintf(stream, sizeof stream, "POST /b HTTP/1.1\r\nHost: h\r\n");
+    for (int i = 0; i < 50; i++)
+        len += (size_t)snprintf(stream + len, sizeof stream - len, "A%d: b\r\n", i);
+    len += (size_t)snprintf(stream + len, sizeof stream - len, "Cookie: ");
+    memset(stream + len, 'c', 8000);
+    len += 8000;
+    len += (size_t)snprintf(stream + len, sizeof stream - len, "\r\nContent-Length: 10\r\n\r\n");
+    CU_ASSERT_EQUAL(gw_head_feed(&h, stream, len).ready, len);
+    CU_ASSERT_FATAL(h.spent + h.copy > GW_HEAD_MAX);
+    CU_ASSERT_EQUAL(gw_head_take(&h, 1 << 20), 10 + 2 * GW_HEAD_MAX - h.spent - h.copy);
+    /* No room behind at all: a byte at a time, refused past the bound as before. */
+    gw_head_init(&h, 100, 100);
+    CU_ASSERT_EQUAL(gw_head_take(&h, 4096), 1);
+}
+
 void register_head_tests(void)
 {
     CU_pSuite suite = add_suite("head");
@@ -477,6 +510,7 @@ void register_head_tests(void)
     add_test(suite, "heads are bounded", test_head_size_bound);
     add_test(suite, "cookies and query arguments count", test_cookies_and_query_arguments_count);
     add_test(suite, "trailer fields count", test_trailer_fields_count);
+    add_test(suite, "reads take what the bound allows", test_reads_take_what_the_bound_allows);
     add_test(suite, "pipelined requests leave room for the answer",
              test_pipelined_requests_leave_room);
 }

@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -169,6 +170,39 @@ static void test_a_short_read_rearms_the_event(void)
     close(epoll_fd);
 }
 
+/* What a client pipelines is taken from the socket only as far as the bound behind each
+ * request allows (head.h), so none of it is refused: a request whose 100 fields leave less
+ * room behind it than libmicrohttpd's buffer, a body, then small requests, all in one write.
+ * Each read asks for 13 KiB, as libmicrohttpd does with 8 KiB heads. */
+static void test_pipelined_bytes_wait_in_the_socket(void)
+{
+    static char sent[64 * 1024], passed[64 * 1024];
+    size_t len = (size_t)snprintf(sent, sizeof sent, "GET /a HTTP/1.1\r\nHost: h\r\n"), got = 0;
+
+    for (int i = 0; i < 100; i++)
+        len += (size_t)snprintf(sent + len, sizeof sent - len, "F%d: v\r\n", i);
+    len += (size_t)snprintf(sent + len, sizeof sent - len,
+                            "\r\nPOST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 20000\r\n\r\n");
+    memset(sent + len, 'x', 20000);
+    len += 20000;
+    for (int i = 0; i < 50; i++)
+        len += (size_t)snprintf(sent + len, sizeof sent - len,
+                                "GET /c%d HTTP/1.1\r\nHost: h\r\n\r\n", i);
+    open_connection();
+    CU_ASSERT_EQUAL_FATAL(write(ends[1], sent, len), (ssize_t)len);
+    for (;;) {
+        ssize_t n = recv(ends[0], passed + got, 13 * 1024, 0);
+
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    CU_ASSERT_EQUAL(gw_wire_head(wire)->fault, 0);
+    CU_ASSERT_EQUAL(gw_wire_head(wire)->messages, 52);
+    CU_ASSERT_TRUE(got == len && memcmp(passed, sent, len) == 0);
+    close_connection();
+}
+
 static void test_other_sockets_pass_untouched(void)
 {
     int other[2];
@@ -193,5 +227,6 @@ void register_wire_tests(void)
     add_test(suite, "a broken chunked body ends the stream", test_a_broken_body_ends_the_stream);
     add_test(suite, "a head too long for the buffer", test_a_head_too_long);
     add_test(suite, "a short read rearms the event", test_a_short_read_rearms_the_event);
+    add_test(suite, "pipelined bytes wait in the socket", test_pipelined_bytes_wait_in_the_socket);
     add_test(suite, "other sockets pass untouched", test_other_sockets_pass_untouched);
 }

@@ -504,11 +504,10 @@ static void trailer_fields(const char *label, unsigned n, bool refused)
 }
 
 /* A GET of `fields` tiny fields with a POST of `body` bytes (Content-Length, or `chunked`)
- * pipelined behind it, each answered with a 15 KiB head. Within the room left behind the GET
- * (head.h) both are answered, and the upstream reads both; past it the GET is answered whole,
- * the POST gets 503 and the connection closes, and none of the POST reaches the upstream. */
-static void pipelined_behind(const char *label, unsigned fields, size_t body, bool chunked,
-                             bool refused)
+ * pipelined behind it, each answered with a 15 KiB head. What waits behind the GET while it is
+ * answered is bounded (head.h): sluice reads no more of the POST than leaves room for the
+ * answer's head, and the rest after it. Both are answered, and the upstream reads both. */
+static void pipelined_behind(const char *label, unsigned fields, size_t body, bool chunked)
 {
     static char request[64 * 1024], answer[64 * 1024];
     size_t len = (size_t)snprintf(request, sizeof request, "GET /a HTTP/1.1\r\nHost: h\r\n"),
@@ -564,30 +563,63 @@ static void pipelined_behind(const char *label, unsigned fields, size_t body, bo
     second = strstr(answer, "\r\n\r\nokHTTP/1.1 ");
     check_case(strncmp(answer, "HTTP/1.1 200 OK\r\n", 17) == 0 && second != NULL, label,
                "the GET's answer is not whole, or nothing follows it");
-    if (refused) {
-        check_case(second != NULL && strncmp(second + 6, "HTTP/1.1 503 ", 13) == 0 &&
-                       strstr(second, "\r\nConnection: close\r\n") != NULL &&
-                       strstr(second, "application/problem+json") != NULL && closed,
-                   label, "the POST was not refused with 503, Connection: close, then closed");
-    } else {
-        check_case(answers == 2 && second != NULL && strncmp(second + 6, "HTTP/1.1 200 ", 13) == 0,
-                   label, "%d whole answers, expected two of 200 after each other", answers);
-    }
-    check_case(recorder_received(&rec) == (refused ? 1u : 2u), label,
-               "the upstream read %lu requests, expected %d", recorder_received(&rec),
-               refused ? 1 : 2);
-    if (refused) {
-        size_t up_len = 0;
-        char *up = recorder_bytes(&rec, &up_len);
-
-        check_case(up != NULL && memmem(up, up_len, "POST /b", 7) == NULL, label,
-                   "the refused POST reached the upstream");
-        free(up);
-    }
+    check_case(answers == 2 && second != NULL && strncmp(second + 6, "HTTP/1.1 200 ", 13) == 0 &&
+                   !closed,
+               label, "%d whole answers, expected two of 200 after each other%s", answers,
+               closed ? ", then the connection closed" : "");
+    check_case(recorder_received(&rec) == 2u, label, "the upstream read %lu requests, expected 2",
+               recorder_received(&rec));
     statuses[0] = access_status(logged);
     statuses[1] = access_status(logged + 1);
-    check_case(statuses[0] == 200 && statuses[1] == (refused ? 503 : 200), label,
-               "the access log says %ld and %ld", statuses[0], statuses[1]);
+    check_case(statuses[0] == 200 && statuses[1] == 200, label, "the access log says %ld and %ld",
+               statuses[0], statuses[1]);
+}
+
+/* `n` small GETs pipelined in one write, with heads and answers as small as the limits allow:
+ * every one is answered 200, in order, and reaches the upstream. */
+static void deep_pipelining(const char *label, int n)
+{
+    static char request[64 * 1024], answer[256 * 1024];
+    size_t len = 0, got = 0, sent = 0;
+    int fd, answers = 0, refusals = 0;
+
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(request + len, sizeof request - len,
+                                "GET /deep/%d HTTP/1.1\r\nHost: h\r\nAccept: */*\r\n\r\n", i);
+    CU_ASSERT_FATAL(len < sizeof request);
+    recorder_set_mode(&rec, RECORDER_NORMAL);
+    recorder_reset(&rec);
+    fd = raw_connect(gw.port);
+    CU_ASSERT_FATAL(fd >= 0);
+    for (ssize_t w = 0; sent < len && w >= 0; sent += (size_t)(w > 0 ? w : 0))
+        w = send(fd, request + sent, len - sent, MSG_NOSIGNAL);
+    for (int waited = 0;
+         answers + refusals < n && waited < TIMEOUT_MS && got < sizeof answer - 1;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t r;
+
+        if (poll(&p, 1, 100) <= 0) {
+            waited += 100;
+            continue;
+        }
+        r = recv(fd, answer + got, sizeof answer - 1 - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        answer[got] = '\0';
+        answers = refusals = 0;
+        for (const char *at = answer; (at = strstr(at, "HTTP/1.1 ")) != NULL; at++) {
+            if (strncmp(at + 9, "200 ", 4) == 0)
+                answers++;
+            else
+                refusals++;
+        }
+    }
+    close(fd);
+    check_case(answers == n && refusals == 0, label, "%d answers of 200 and %d others, of %d",
+               answers, refusals, n);
+    check_case(recorder_received(&rec) == (unsigned long)n, label,
+               "the upstream read %lu requests, expected %d", recorder_received(&rec), n);
 }
 
 static void test_client_always_gets_a_status_line(void)
@@ -608,13 +640,11 @@ static void test_client_always_gets_a_status_line(void)
     cookies("100 cookies", "a=b; ", 100, false);
     query_arguments("1,000 query arguments in 2 KB", 1000, true);
     query_arguments("100 query arguments", 100, false);
-    pipelined_behind("150 fields, 20 KB pipelined behind, 15 KiB answer heads", 150, 20000, false,
-                     false);
-    pipelined_behind("150 fields, 20 KB chunked behind", 150, 20000, true, false);
-    pipelined_behind("200 fields, 30 KB pipelined behind, 15 KiB answer heads", 200, 30000, false,
-                     true);
-    pipelined_behind("200 fields, 30 KB chunked behind, cut where it passes the bound", 200, 30000,
-                     true, true);
+    pipelined_behind("150 fields, 20 KB pipelined behind, 15 KiB answer heads", 150, 20000, false);
+    pipelined_behind("150 fields, 20 KB chunked behind", 150, 20000, true);
+    pipelined_behind("200 fields, 30 KB pipelined behind, 15 KiB answer heads", 200, 30000, false);
+    pipelined_behind("200 fields, 30 KB chunked behind", 200, 30000, true);
+    deep_pipelining("1,000 small requests pipelined", 1000);
     trailer_fields("100 trailer fields", 100, false);
     trailer_fields("300 trailer fields (2.6 KB)", 300, true);
     trailer_fields("1,000 trailer fields (9 KB)", 1000, true);
@@ -629,6 +659,13 @@ static void test_client_always_gets_a_status_line(void)
     cookies("400 cookies, max_header_size: 32KiB", "a=b; ", 400, false);
     response_head("a 60 KiB response head, a 4 KiB Cookie, 64 KiB allowed", 60 * 1024, 4096, 200);
     response_head("a 70 KiB response head, 64 KiB allowed", 70 * 1024, 16, 502);
+    stop_gateway();
+
+    /* The smallest memory: libmicrohttpd reads as much at once as may wait behind a request. */
+    if (!start_gateway(RECORDER_NORMAL, ", max_header_size: 4KiB, max_response_header_size: 4KiB",
+                       ""))
+        return;
+    deep_pipelining("1,000 small requests pipelined, 4 KiB heads", 1000);
     stop_gateway();
 }
 
