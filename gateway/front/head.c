@@ -86,7 +86,9 @@ static uint32_t count_char(const char *p, size_t len, char c)
 /* What libmicrohttpd keeps of the head read so far, beyond its bytes. */
 static size_t stored(const struct gw_head *h)
 {
-    return (size_t)h->records * GW_HEAD_FIELD_COST;
+    /* libmicrohttpd aligns its copy of a Cookie field to 16 bytes: counted here, with the
+     * records, so that `copy` is never more than the values' own bytes (gw_head_take()). */
+    return (size_t)h->records * GW_HEAD_FIELD_COST + (size_t)h->cookie_fields * 16;
 }
 
 /* METHOD SP TARGET SP HTTP/1.x, `len` bytes without the CRLF. */
@@ -163,7 +165,8 @@ static int read_field(struct gw_head *h, const char *line, size_t len)
         /* libmicrohttpd parses a copy of the field into a record per cookie. */
         h->records += 1 + count_char(line + value, end - value, ';') +
                       count_char(line + value, end - value, ',');
-        h->cookies += (uint32_t)(end - value) + 16;
+        h->cookies += (uint32_t)(end - value);
+        h->cookie_fields++;
     }
     h->records++;
     return 0;
@@ -274,7 +277,7 @@ static void start_body(struct gw_head *h, size_t head_len)
     h->request_line_read = h->http10 = h->chunked = false;
     h->content_lengths = h->transfer_encodings = h->hosts = 0;
     h->records = 0;
-    h->cookies = 0;
+    h->cookies = h->cookie_fields = 0;
     h->length = 0;
 }
 
@@ -364,10 +367,16 @@ size_t gw_head_take(const struct gw_head *h, size_t len)
 
     if (h->stage == FAULTED)
         return len;
-    if (h->stage != AT_HEAD) {
+    if (h->stage == IN_LENGTH_BODY) {
         if (room_behind(h) < behind)
             behind = room_behind(h);
-        if (h->stage == IN_LENGTH_BODY || h->stage == IN_CHUNK_DATA)
+        body = h->remaining < len ? (size_t)h->remaining : len;
+    } else if (h->stage != AT_HEAD) {
+        /* chunked: its trailer fields may yet take the rest of max_head */
+        size_t held = (size_t)h->max_head + h->copy;
+
+        behind = held < h->hold ? h->hold - held : 0;
+        if (h->stage == IN_CHUNK_DATA)
             body = h->remaining < len ? (size_t)h->remaining : len;
     }
     take = body + behind < len ? body + behind : len;

@@ -99,6 +99,7 @@ struct gw_head {
     uint8_t content_lengths, transfer_encodings, hosts; /* counted up to 2 */
     uint32_t records; /* libmicrohttpd's records of fields, query arguments and cookies */
     uint32_t cookies; /* bytes of Cookie field values */
+    uint32_t cookie_fields;
     uint64_t length;  /* the Content-Length */
 };
 
@@ -119,11 +120,14 @@ void gw_head_read(struct gw_head *h);
 
 /* How much of the client's bytes a read of up to `len` may take from the socket, at least 1,
  * so that what it passes behind any message stays within the bound above: the rest of a body
- * (as far as it is known), then no more than may wait behind the message being read, nor than
- * `hold` less `max_head`, what may wait behind any message that starts in the read (its head,
- * records and Cookie copy take at most `max_head` together). Over plain HTTP wire.c reads no
- * more, and what is left stays in the socket until libmicrohttpd asks again, after its answer;
- * so the bound is never passed there. */
+ * (as far as it is known), then no more than may wait behind the message being read (behind a
+ * chunked one, as if its trailer fields were to take all of max_head), nor than `hold` less
+ * `max_head`, what may wait behind a message that starts in the read: its head's bytes are in
+ * the read, and its records, trailer fields and Cookie copy (no larger than the Cookie fields'
+ * values, which are part of the head; the copy's alignment is counted as records are) take at
+ * most `max_head` with them. Over plain HTTP wire.c reads no more, and what is left stays in
+ * the socket until libmicrohttpd asks again, after its answer; so the bound is not passed
+ * there. */
 size_t gw_head_take(const struct gw_head *h, size_t len);
 
 /* Refuses the message being read, for a reason found outside (a head too large for the

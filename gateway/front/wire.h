@@ -40,8 +40,8 @@
  * room left and a read never ends short with plaintext left in GnuTLS, which no poll would
  * announce. (When the buffer is partly full, holding body bytes the request has not taken
  * yet, a pipelined head behind that body can still find too little room: its request waits
- * for the client's next bytes, or client_timeout. In event mode libmicrohttpd reads again
- * as soon as its buffer has room, and never waits there.)
+ * for the client's next bytes, or client_timeout, in either mode: the plaintext waits in
+ * GnuTLS, where neither a poll nor the epoll event below sees it.)
  *
  * Event mode: libmicrohttpd watches a connection in its epoll set edge-triggered, and takes a
  * read that returns less than it asked for (over TLS: GNUTLS_E_AGAIN) as the sign that the

@@ -203,6 +203,84 @@ static void test_pipelined_bytes_wait_in_the_socket(void)
     close_connection();
 }
 
+/* Reads of 26 KiB, as libmicrohttpd's with the default 16 KiB heads, until the socket is
+ * drained; what they passed, into `passed`. */
+static size_t drain(char *passed, size_t cap)
+{
+    size_t got = 0;
+    ssize_t n;
+
+    while (got + 26 * 1024 <= cap && (n = recv(ends[0], passed + got, 26 * 1024, 0)) > 0)
+        got += (size_t)n;
+    return got;
+}
+
+/* Behind messages whose records and copies weigh more than their bytes, reads still take no
+ * more than may wait: a chunked POST with a 9 KB Cookie whose 90 trailer fields come in a later
+ * read, with 14 GETs of 1 KB behind them; a head of ten Cookie fields counted at max_head, with
+ * a GET behind it. */
+static void test_heavy_heads_leave_room(void)
+{
+    static char sent[64 * 1024], passed[128 * 1024];
+    size_t len, first, got, records = 1 + 2 * 10, values;
+
+    CU_ASSERT_EQUAL_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
+    fcntl(ends[0], F_SETFL, O_NONBLOCK);
+    wire = gw_wire_attach(ends[0], 16 * 1024, 32 * 1024, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wire);
+    len = (size_t)snprintf(sent, sizeof sent,
+                           "POST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nCookie: ");
+    memset(sent + len, 'a', 9000);
+    len += 9000;
+    len += (size_t)snprintf(sent + len, sizeof sent - len, "\r\n\r\n5\r\nhello\r\n");
+    CU_ASSERT_EQUAL_FATAL(write(ends[1], sent, len), (ssize_t)len);
+    first = drain(passed, sizeof passed);
+    len = (size_t)snprintf(sent, sizeof sent, "0\r\n");
+    for (int i = 0; i < 90; i++)
+        len += (size_t)snprintf(sent + len, sizeof sent - len, "T%02d:v\r\n", i);
+    len += (size_t)snprintf(sent + len, sizeof sent - len, "\r\n");
+    for (int i = 0; i < 14; i++) {
+        len += (size_t)snprintf(sent + len, sizeof sent - len,
+                                "GET /%d HTTP/1.1\r\nHost: h\r\nX: ", i);
+        memset(sent + len, 'p', 950);
+        len += 950;
+        len += (size_t)snprintf(sent + len, sizeof sent - len, "\r\n\r\n");
+    }
+    CU_ASSERT_EQUAL_FATAL(write(ends[1], sent, len), (ssize_t)len);
+    got = drain(passed + first, sizeof passed - first);
+    CU_ASSERT_EQUAL(gw_wire_head(wire)->fault, 0);
+    CU_ASSERT_EQUAL(gw_wire_head(wire)->messages, 15);
+    CU_ASSERT_TRUE(got == len && memcmp(passed + first, sent, len) == 0);
+    close_connection();
+
+    /* Ten Cookie fields, the head as large as max_head allows: its bytes, 64 per record and
+     * 16 per Cookie field. */
+    CU_ASSERT_EQUAL_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
+    fcntl(ends[0], F_SETFL, O_NONBLOCK);
+    wire = gw_wire_attach(ends[0], 16 * 1024, 32 * 1024, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wire);
+    len = (size_t)snprintf(sent, sizeof sent, "GET / HTTP/1.1\r\nHost:h\r\n");
+    values = 16 * 1024 - records * 64 - 10 * 16 - len - 2 - 10 * 9;
+    for (int i = 0; i < 10; i++) {
+        size_t value = values / 10 + (i == 0 ? values % 10 : 0);
+
+        len += (size_t)snprintf(sent + len, sizeof sent - len, "Cookie:");
+        memset(sent + len, 'c', value);
+        len += value;
+        len += (size_t)snprintf(sent + len, sizeof sent - len, "\r\n");
+    }
+    len += (size_t)snprintf(sent + len, sizeof sent - len, "\r\nGET /2 HTTP/1.1\r\nHost: h\r\nX: ");
+    memset(sent + len, 'p', 1300);
+    len += 1300;
+    len += (size_t)snprintf(sent + len, sizeof sent - len, "\r\n\r\n");
+    CU_ASSERT_EQUAL_FATAL(write(ends[1], sent, len), (ssize_t)len);
+    got = drain(passed, sizeof passed);
+    CU_ASSERT_EQUAL(gw_wire_head(wire)->fault, 0);
+    CU_ASSERT_EQUAL(gw_wire_head(wire)->messages, 2);
+    CU_ASSERT_TRUE(got == len && memcmp(passed, sent, len) == 0);
+    close_connection();
+}
+
 static void test_other_sockets_pass_untouched(void)
 {
     int other[2];
@@ -228,5 +306,6 @@ void register_wire_tests(void)
     add_test(suite, "a head too long for the buffer", test_a_head_too_long);
     add_test(suite, "a short read rearms the event", test_a_short_read_rearms_the_event);
     add_test(suite, "pipelined bytes wait in the socket", test_pipelined_bytes_wait_in_the_socket);
+    add_test(suite, "heavy heads leave room behind them", test_heavy_heads_leave_room);
     add_test(suite, "other sockets pass untouched", test_other_sockets_pass_untouched);
 }

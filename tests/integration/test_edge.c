@@ -367,37 +367,30 @@ static void test_bytes_already_waiting(void)
     static const char config[] =
         "server: {listen: \"127.0.0.1:0\"}\nroutes:\n"
         "  - name: all\n    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:%1$u\"\n";
-    static const char trailing_space[] =
-        "POST /b HTTP/1.1\r\nHost: h \r\nContent-Length: 100000\r\n\r\n",
-                      plain_head[] =
-                          "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n",
-                      // clang-format off
-                      upstream_head[] = "POST /b HTTP/1.1\r\nHost: h\r\n" FORWARDED_BY("h")
+    // clang-format off
+    static const char upstream_head[] = "POST /b HTTP/1.1\r\nHost: h\r\n" FORWARDED_BY("h")
                                         "Content-Length: 100000\r\n\r\n";
     // clang-format on
     static const struct {
-        const char *label, *before, *head; /* sent: `before`, then `head` and the body */
-        int pause_ms;                      /* between `before`'s first 10 bytes and the rest */
-        const char *upstream_before;       /* what `before` brings upstream */
+        const char *label, *head; /* sent with the body behind it */
+        int pause_ms;             /* between the head's first 10 bytes and the rest */
     } cases[] = {
-        {"a head rewritten, its body in the same write", "", trailing_space, 0, ""},
-        {"a head in two writes, its body in the second", "", plain_head, 200, ""},
-        {"a request rewritten, then one with a body", "GET /a HTTP/1.1\r\nHost: h \r\n\r\n",
-         plain_head, 0, GET_UP("/a")},
+        {"a head rewritten, its body in the same write",
+         "POST /b HTTP/1.1\r\nHost: h \r\nContent-Length: 100000\r\n\r\n", 0},
+        {"a head in two writes, its body in the second",
+         "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n", 200},
     };
     static char request[WAITING_BODY + 256], expected[WAITING_BODY + 512], answer[16384];
 
     if (!start_gateway(config))
         return;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        size_t len = (size_t)snprintf(request, sizeof request, "%s%s", cases[i].before,
-                                      cases[i].head),
-               expected_len = (size_t)snprintf(expected, sizeof expected, "%s%s",
-                                               cases[i].upstream_before, upstream_head),
+        size_t len = (size_t)snprintf(request, sizeof request, "%s", cases[i].head),
+               expected_len = (size_t)snprintf(expected, sizeof expected, "%s", upstream_head),
                upstream_len;
         char *upstream, shown[256];
         bool closed;
-        int status, answers = 0, expected_answers = *cases[i].before != '\0' ? 2 : 1;
+        int status;
 
         for (size_t at = 0; at < WAITING_BODY; at++) {
             request[len + at] = (char)('a' + at % 26);
@@ -410,12 +403,9 @@ static void test_bytes_already_waiting(void)
                                     cases[i].pause_ms, answer, sizeof answer, TIMEOUT_MS, &closed);
         upstream = recorder_bytes(&rec, &upstream_len);
         recorder_strip_request_ids(upstream, &upstream_len);
-        /* The recorder's "ok" bodies end without a line break: count_responses() sees one. */
-        for (const char *at = answer; (at = strstr(at, "HTTP/1.1 200 OK\r\n")) != NULL; at++)
-            answers++;
-        check_case(status == 200 && answers == expected_answers, cases[i].label,
-                   "status %d, %d answers of 200 (expected %d): %s", status, answers,
-                   expected_answers, visible_bytes(answer, strlen(answer), shown, sizeof shown));
+        check_case(status == 200 && count_responses(answer) == 1, cases[i].label,
+                   "status %d, %d answers: %s", status, count_responses(answer),
+                   visible_bytes(answer, strlen(answer), shown, sizeof shown));
         check_case(
             upstream != NULL && upstream_len == expected_len &&
                 memcmp(upstream, expected, expected_len) == 0,
