@@ -40,15 +40,20 @@
  * answered, so it must leave room for the answer's head. libmicrohttpd does not read the
  * connection again before it has answered the request (seen with strace in both serving
  * modes, with and without bodies, the request waiting on its upstream), so what one of its
- * reads passes behind the end of a message is all that waits behind it: at most `hold`
+ * reads passes behind the end of a message is all that waits behind it. (One exception, read
+ * in its source: in event mode a request whose body waits for the upstream, suspended with
+ * part of it not yet taken, is read again when it resumes, and each read counts afresh. With
+ * 300 requests pipelined behind a 200 KB POST to an upstream that reads slowly and answers with
+ * a 15 KiB head, every request was still answered.) The bound behind a message is `hold`
  * (gw_head_init()) less the message's head, records and Cookie copy. The first message that
  * would pass that is refused with 503: whole, if its head and the part of its Content-Length
  * body in the read would; else where its body passes it (a Content-Length body is then
  * refused halfway, as a chunked one may be). The connection ends after the answers before
  * it. Over plain HTTP no read takes that much (gw_head_take()); over TLS, where GnuTLS holds a
- * record's plaintext whole, the memory holds two records more instead (server.c), which is
- * enough unless max_response_header_size is over 28 KiB. One read of libmicrohttpd's may be fed in
- * several pieces (over TLS, a record at a time): gw_head_read() starts each read.
+ * record's plaintext whole, the memory holds two records more instead (server.c), so that a
+ * read of libmicrohttpd's whole buffer (half that memory, until it grows it) fits behind any
+ * message unless max_response_header_size is over 28 KiB. One read of libmicrohttpd's may be
+ * fed in several pieces (over TLS, a record at a time): gw_head_read() starts each read.
  *
  * The first fault ends the reading for good: `fault` holds the status to answer with and
  * `fault_at` the message it concerns (0 for the first on the connection); nothing from the
