@@ -503,6 +503,49 @@ static void trailer_fields(const char *label, unsigned n, bool refused)
     exchange_free(&x);
 }
 
+/* How many times `marker` occurs in `text`. */
+static int occurrences(const char *text, const char *marker)
+{
+    int n = 0;
+
+    for (const char *at = text; (at = strstr(at, marker)) != NULL; at++)
+        n++;
+    return n;
+}
+
+/* Sends `len` bytes of `request` on a new connection in one go and reads what comes back into
+ * `answer` (`cap` bytes, NUL-terminated) until `marker` has come `want` times, TIMEOUT_MS
+ * pass with nothing new, or the connection ends (*closed). */
+static void pipeline(const char *request, size_t len, char *answer, size_t cap, const char *marker,
+                     int want, bool *closed)
+{
+    size_t got = 0, sent = 0;
+    int fd = raw_connect(gw.port);
+
+    *closed = false;
+    answer[0] = '\0';
+    CU_ASSERT_FATAL(fd >= 0);
+    for (ssize_t n = 0; sent < len && n >= 0; sent += (size_t)(n > 0 ? n : 0))
+        n = send(fd, request + sent, len - sent, MSG_NOSIGNAL);
+    for (int waited = 0;
+         occurrences(answer, marker) < want && waited < TIMEOUT_MS && got < cap - 1;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t n;
+
+        if (poll(&p, 1, 100) <= 0) {
+            waited += 100;
+            continue;
+        }
+        n = recv(fd, answer + got, cap - 1 - got, 0);
+        *closed = n <= 0;
+        if (*closed)
+            break;
+        got += (size_t)n;
+        answer[got] = '\0';
+    }
+    close(fd);
+}
+
 /* A GET of `fields` tiny fields with a POST of `body` bytes (Content-Length, or `chunked`)
  * pipelined behind it, each answered with a 15 KiB head. What waits behind the GET while it is
  * answered is bounded (head.h): sluice reads no more of the POST than leaves room for the
@@ -511,9 +554,9 @@ static void pipelined_behind(const char *label, unsigned fields, size_t body, bo
 {
     static char request[64 * 1024], answer[64 * 1024];
     size_t len = (size_t)snprintf(request, sizeof request, "GET /a HTTP/1.1\r\nHost: h\r\n"),
-           got = 0, sent = 0, logged = access_lines();
-    int fd, answers = 0;
-    bool closed = false;
+           logged = access_lines();
+    int answers;
+    bool closed;
     const char *second;
     long statuses[2];
 
@@ -536,30 +579,9 @@ static void pipelined_behind(const char *label, unsigned fields, size_t body, bo
     recorder_set_mode(&rec, RECORDER_HUGE_HEAD);
     recorder_set_head_size(&rec, 15 * 1024);
     recorder_reset(&rec);
-    fd = raw_connect(gw.port);
-    CU_ASSERT_FATAL(fd >= 0);
-    for (ssize_t n = 0; sent < len && n >= 0; sent += (size_t)(n > 0 ? n : 0))
-        n = send(fd, request + sent, len - sent, MSG_NOSIGNAL);
-    /* Both answers (each 200 ending in its body "ok"), or the end of the connection. */
-    for (int waited = 0; answers < 2 && waited < TIMEOUT_MS && got < sizeof answer - 1;) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        ssize_t n;
-
-        if (poll(&p, 1, 100) <= 0) {
-            waited += 100;
-            continue;
-        }
-        n = recv(fd, answer + got, sizeof answer - 1 - got, 0);
-        closed = n <= 0;
-        if (closed)
-            break;
-        got += (size_t)n;
-        answer[got] = '\0';
-        answers = 0;
-        for (const char *at = answer; (at = strstr(at, "\r\nContent-Length: 2\r\n\r\nok")); at++)
-            answers++;
-    }
-    close(fd);
+    /* Both answers, each 200 ending in its body "ok". */
+    pipeline(request, len, answer, sizeof answer, "\r\nContent-Length: 2\r\n\r\nok", 2, &closed);
+    answers = occurrences(answer, "\r\nContent-Length: 2\r\n\r\nok");
     second = strstr(answer, "\r\n\r\nokHTTP/1.1 ");
     check_case(strncmp(answer, "HTTP/1.1 200 OK\r\n", 17) == 0 && second != NULL, label,
                "the GET's answer is not whole, or nothing follows it");
@@ -580,8 +602,9 @@ static void pipelined_behind(const char *label, unsigned fields, size_t body, bo
 static void deep_pipelining(const char *label, int n)
 {
     static char request[64 * 1024], answer[256 * 1024];
-    size_t len = 0, got = 0, sent = 0;
-    int fd, answers = 0, refusals = 0;
+    size_t len = 0;
+    int answers, others;
+    bool closed;
 
     for (int i = 0; i < n; i++)
         len += (size_t)snprintf(request + len, sizeof request - len,
@@ -589,35 +612,12 @@ static void deep_pipelining(const char *label, int n)
     CU_ASSERT_FATAL(len < sizeof request);
     recorder_set_mode(&rec, RECORDER_NORMAL);
     recorder_reset(&rec);
-    fd = raw_connect(gw.port);
-    CU_ASSERT_FATAL(fd >= 0);
-    for (ssize_t w = 0; sent < len && w >= 0; sent += (size_t)(w > 0 ? w : 0))
-        w = send(fd, request + sent, len - sent, MSG_NOSIGNAL);
-    for (int waited = 0;
-         answers + refusals < n && waited < TIMEOUT_MS && got < sizeof answer - 1;) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        ssize_t r;
-
-        if (poll(&p, 1, 100) <= 0) {
-            waited += 100;
-            continue;
-        }
-        r = recv(fd, answer + got, sizeof answer - 1 - got, 0);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-        answer[got] = '\0';
-        answers = refusals = 0;
-        for (const char *at = answer; (at = strstr(at, "HTTP/1.1 ")) != NULL; at++) {
-            if (strncmp(at + 9, "200 ", 4) == 0)
-                answers++;
-            else
-                refusals++;
-        }
-    }
-    close(fd);
-    check_case(answers == n && refusals == 0, label, "%d answers of 200 and %d others, of %d",
-               answers, refusals, n);
+    pipeline(request, len, answer, sizeof answer, "HTTP/1.1 ", n, &closed);
+    answers = occurrences(answer, "HTTP/1.1 200 ");
+    others = occurrences(answer, "HTTP/1.1 ") - answers;
+    check_case(answers == n && others == 0 && !closed, label,
+               "%d answers of 200 and %d others, of %d%s", answers, others, n,
+               closed ? "; the connection closed" : "");
     check_case(recorder_received(&rec) == (unsigned long)n, label,
                "the upstream read %lu requests, expected %d", recorder_received(&rec), n);
 }
