@@ -104,7 +104,7 @@ struct gw_head {
     uint8_t content_lengths, transfer_encodings, hosts; /* counted up to 2 */
     uint32_t records; /* libmicrohttpd's records of fields, query arguments and cookies */
     uint32_t cookies; /* bytes of Cookie field values */
-    uint32_t cookie_fields;
+    uint32_t cookie_fields; /* Cookie fields: libmicrohttpd aligns its copy to 16 bytes */
     uint64_t length;  /* the Content-Length */
 };
 

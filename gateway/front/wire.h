@@ -48,8 +48,9 @@
  * socket is drained: it reads again only after the next edge, which comes when more bytes
  * arrive. This file's reads can be short for reasons of its own while the client's next bytes
  * already wait: a head rewritten shorter, the start of a head kept back at the end of a full
- * read, a read capped at max_header_size while a head is kept back, a head split over TLS
- * records. A client that then waits for its answer would wait until client_timeout. So when
+ * read, a read capped at max_header_size while a head is kept back, a read capped so that
+ * what waits behind a request leaves room for its answer (gw_head_take()), a head split over
+ * TLS records. A client that then waits for its answer would wait until client_timeout. So when
  * a read ends so and the socket (or GnuTLS) may hold more, the connection is modified in
  * libmicrohttpd's epoll set with the very event libmicrohttpd registered it with
  * (gw_wire_edge()): the kernel reports it again at once if it is readable.
