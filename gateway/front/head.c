@@ -363,22 +363,21 @@ static size_t room_behind(const struct gw_head *h)
 
 size_t gw_head_take(const struct gw_head *h, size_t len)
 {
-    size_t behind = h->hold > h->max_head ? h->hold - h->max_head : 0, body = 0, take;
+    /* What a message that starts in the read may hold, or more: the one being read. */
+    size_t held = h->max_head, body = 0, behind, take;
 
     if (h->stage == FAULTED)
         return len;
-    if (h->stage == IN_LENGTH_BODY) {
-        if (room_behind(h) < behind)
-            behind = room_behind(h);
-        body = h->remaining < len ? (size_t)h->remaining : len;
-    } else if (h->stage != AT_HEAD) {
-        /* chunked: its trailer fields may yet take the rest of max_head */
-        size_t held = (size_t)h->max_head + h->copy;
+    if (h->stage != AT_HEAD) {
+        /* a chunked message's trailer fields may yet take the rest of max_head */
+        size_t own = (h->stage == IN_LENGTH_BODY ? h->spent : h->max_head) + (size_t)h->copy;
 
-        behind = held < h->hold ? h->hold - held : 0;
-        if (h->stage == IN_CHUNK_DATA)
+        if (own > held)
+            held = own;
+        if (h->stage == IN_LENGTH_BODY || h->stage == IN_CHUNK_DATA)
             body = h->remaining < len ? (size_t)h->remaining : len;
     }
+    behind = held < h->hold ? h->hold - held : 0;
     take = body + behind < len ? body + behind : len;
     return take > 0 ? take : 1;
 }

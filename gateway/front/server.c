@@ -317,7 +317,26 @@ static bool park(struct front *f, struct watched *w)
     return true;
 }
 
-static size_t request_memory(uint32_t max_header_size, bool tls);
+/* libmicrohttpd's memory per connection: one pool holds the request head (read into its
+ * first half) and its records of the head's fields, cookies and query arguments (counted in
+ * max_header_size: head.h), a copy of the Cookie field (it parses cookies into the pool; the
+ * field can be nearly the whole head) and what the client pipelined behind the request:
+ * together within twice max_header_size (request_memory(); head.h bounds what is pipelined
+ * so). Then the response head it builds, plus bookkeeping. Room for the largest of each, so
+ * that a client always gets a status line. libmicrohttpd zeroes the pool after every
+ * request, so it is no larger than that. Over TLS the read buffer also has room for a whole
+ * record's plaintext beside the largest head, so that the reader never has to leave plaintext
+ * inside GnuTLS when it answers less than asked (wire.h). */
+static size_t request_memory(uint32_t max_header_size, bool tls)
+{
+    return 2 * (size_t)max_header_size + (tls ? 2 * (size_t)GW_WIRE_TLS_RECORD : 0);
+}
+
+static size_t connection_memory(uint32_t max_header_size, uint32_t max_response_header_size,
+                                bool tls)
+{
+    return request_memory(max_header_size, tls) + max_response_header_size + 4096;
+}
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
@@ -793,27 +812,6 @@ static void loop_tick(void *cls, int64_t now)
 }
 
 /* --- life cycle ------------------------------------------------------------------------ */
-
-/* libmicrohttpd's memory per connection: one pool holds the request head (read into its
- * first half) and its records of the head's fields, cookies and query arguments (counted in
- * max_header_size: head.h), a copy of the Cookie field (it parses cookies into the pool; the
- * field can be nearly the whole head) and what the client pipelined behind the request:
- * together within twice max_header_size (request_memory(); head.h bounds what is pipelined
- * so). Then the response head it builds, plus bookkeeping. Room for the largest of each, so
- * that a client always gets a status line. libmicrohttpd zeroes the pool after every
- * request, so it is no larger than that. Over TLS the read buffer also has room for a whole
- * record's plaintext beside the largest head, so that the reader never has to leave plaintext
- * inside GnuTLS when it answers less than asked (wire.h). */
-static size_t request_memory(uint32_t max_header_size, bool tls)
-{
-    return 2 * (size_t)max_header_size + (tls ? 2 * (size_t)GW_WIRE_TLS_RECORD : 0);
-}
-
-static size_t connection_memory(uint32_t max_header_size, uint32_t max_response_header_size,
-                                bool tls)
-{
-    return request_memory(max_header_size, tls) + max_response_header_size + 4096;
-}
 
 /* Starts a daemon on the listening socket `fd` (handed over), or on none (-1: connections
  * come by MHD_add_connection). NULL with `err` filled. */

@@ -25,12 +25,18 @@ static int teardown(void)
     return 0;
 }
 
-static void open_connection(void)
+/* A connection read with heads of up to `max_head` bytes, `hold` held (gw_head_init()). */
+static void open_connection_holding(uint32_t max_head, uint32_t hold)
 {
     CU_ASSERT_EQUAL_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
     fcntl(ends[0], F_SETFL, O_NONBLOCK);
-    wire = gw_wire_attach(ends[0], 8 * 1024, 16 * 1024, NULL);
+    wire = gw_wire_attach(ends[0], max_head, hold, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(wire);
+}
+
+static void open_connection(void)
+{
+    open_connection_holding(8 * 1024, 16 * 1024);
 }
 
 static void close_connection(void)
@@ -170,14 +176,31 @@ static void test_a_short_read_rearms_the_event(void)
     close(epoll_fd);
 }
 
+/* The client sends `len` bytes of `sent`; reads of `read` bytes each (as libmicrohttpd's)
+ * until the socket is drained pass them all unchanged, with no fault, and the reader has read
+ * `messages` messages whole by then. */
+static void expect_passed_whole(const char *sent, size_t len, size_t read, uint32_t messages)
+{
+    static char passed[128 * 1024];
+    size_t got = 0;
+    ssize_t n;
+
+    CU_ASSERT_EQUAL_FATAL(write(ends[1], sent, len), (ssize_t)len);
+    while (got + read <= sizeof passed && (n = recv(ends[0], passed + got, read, 0)) > 0)
+        got += (size_t)n;
+    CU_ASSERT_EQUAL(gw_wire_head(wire)->fault, 0);
+    CU_ASSERT_EQUAL(gw_wire_head(wire)->messages, messages);
+    CU_ASSERT_TRUE(got == len && memcmp(passed, sent, len) == 0);
+}
+
 /* What a client pipelines is taken from the socket only as far as the bound behind each
  * request allows (head.h), so none of it is refused: a request whose 100 fields leave less
  * room behind it than libmicrohttpd's buffer, a body, then small requests, all in one write.
  * Each read asks for 13 KiB, as libmicrohttpd does with 8 KiB heads. */
 static void test_pipelined_bytes_wait_in_the_socket(void)
 {
-    static char sent[64 * 1024], passed[64 * 1024];
-    size_t len = (size_t)snprintf(sent, sizeof sent, "GET /a HTTP/1.1\r\nHost: h\r\n"), got = 0;
+    static char sent[64 * 1024];
+    size_t len = (size_t)snprintf(sent, sizeof sent, "GET /a HTTP/1.1\r\nHost: h\r\n");
 
     for (int i = 0; i < 100; i++)
         len += (size_t)snprintf(sent + len, sizeof sent - len, "F%d: v\r\n", i);
@@ -189,52 +212,26 @@ static void test_pipelined_bytes_wait_in_the_socket(void)
         len += (size_t)snprintf(sent + len, sizeof sent - len,
                                 "GET /c%d HTTP/1.1\r\nHost: h\r\n\r\n", i);
     open_connection();
-    CU_ASSERT_EQUAL_FATAL(write(ends[1], sent, len), (ssize_t)len);
-    for (;;) {
-        ssize_t n = recv(ends[0], passed + got, 13 * 1024, 0);
-
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    CU_ASSERT_EQUAL(gw_wire_head(wire)->fault, 0);
-    CU_ASSERT_EQUAL(gw_wire_head(wire)->messages, 52);
-    CU_ASSERT_TRUE(got == len && memcmp(passed, sent, len) == 0);
+    expect_passed_whole(sent, len, 13 * 1024, 52);
     close_connection();
 }
 
-/* Reads of 26 KiB, as libmicrohttpd's with the default 16 KiB heads, until the socket is
- * drained; what they passed, into `passed`. */
-static size_t drain(char *passed, size_t cap)
-{
-    size_t got = 0;
-    ssize_t n;
-
-    while (got + 26 * 1024 <= cap && (n = recv(ends[0], passed + got, 26 * 1024, 0)) > 0)
-        got += (size_t)n;
-    return got;
-}
-
-/* Behind messages whose records and copies weigh more than their bytes, reads still take no
- * more than may wait: a chunked POST with a 9 KB Cookie whose 90 trailer fields come in a later
- * read, with 14 GETs of 1 KB behind them; a head of ten Cookie fields counted at max_head, with
- * a GET behind it. */
+/* Behind messages whose records and copies weigh more than their bytes, reads of 26 KiB (as
+ * libmicrohttpd's with 16 KiB heads) still take no more than may wait: a chunked POST with a 9 KB
+ * Cookie whose 90 trailer fields come in a later read, with 14 GETs of 1 KB behind them; a head of
+ * ten Cookie fields counted at max_head, with a GET behind it. */
 static void test_heavy_heads_leave_room(void)
 {
-    static char sent[64 * 1024], passed[128 * 1024];
-    size_t len, first, got, records = 1 + 2 * 10, values;
+    static char sent[64 * 1024];
+    size_t len, records = 1 + 2 * 10, values;
 
-    CU_ASSERT_EQUAL_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
-    fcntl(ends[0], F_SETFL, O_NONBLOCK);
-    wire = gw_wire_attach(ends[0], 16 * 1024, 32 * 1024, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(wire);
+    open_connection_holding(16 * 1024, 32 * 1024);
     len = (size_t)snprintf(sent, sizeof sent,
                            "POST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nCookie: ");
     memset(sent + len, 'a', 9000);
     len += 9000;
     len += (size_t)snprintf(sent + len, sizeof sent - len, "\r\n\r\n5\r\nhello\r\n");
-    CU_ASSERT_EQUAL_FATAL(write(ends[1], sent, len), (ssize_t)len);
-    first = drain(passed, sizeof passed);
+    expect_passed_whole(sent, len, 26 * 1024, 0);
     len = (size_t)snprintf(sent, sizeof sent, "0\r\n");
     for (int i = 0; i < 90; i++)
         len += (size_t)snprintf(sent + len, sizeof sent - len, "T%02d:v\r\n", i);
@@ -246,19 +243,12 @@ static void test_heavy_heads_leave_room(void)
         len += 950;
         len += (size_t)snprintf(sent + len, sizeof sent - len, "\r\n\r\n");
     }
-    CU_ASSERT_EQUAL_FATAL(write(ends[1], sent, len), (ssize_t)len);
-    got = drain(passed + first, sizeof passed - first);
-    CU_ASSERT_EQUAL(gw_wire_head(wire)->fault, 0);
-    CU_ASSERT_EQUAL(gw_wire_head(wire)->messages, 15);
-    CU_ASSERT_TRUE(got == len && memcmp(passed + first, sent, len) == 0);
+    expect_passed_whole(sent, len, 26 * 1024, 15);
     close_connection();
 
     /* Ten Cookie fields, the head as large as max_head allows: its bytes, 64 per record and
      * 16 per Cookie field. */
-    CU_ASSERT_EQUAL_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
-    fcntl(ends[0], F_SETFL, O_NONBLOCK);
-    wire = gw_wire_attach(ends[0], 16 * 1024, 32 * 1024, NULL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(wire);
+    open_connection_holding(16 * 1024, 32 * 1024);
     len = (size_t)snprintf(sent, sizeof sent, "GET / HTTP/1.1\r\nHost:h\r\n");
     values = 16 * 1024 - records * 64 - 10 * 16 - len - 2 - 10 * 9;
     for (int i = 0; i < 10; i++) {
@@ -273,11 +263,7 @@ static void test_heavy_heads_leave_room(void)
     memset(sent + len, 'p', 1300);
     len += 1300;
     len += (size_t)snprintf(sent + len, sizeof sent - len, "\r\n\r\n");
-    CU_ASSERT_EQUAL_FATAL(write(ends[1], sent, len), (ssize_t)len);
-    got = drain(passed, sizeof passed);
-    CU_ASSERT_EQUAL(gw_wire_head(wire)->fault, 0);
-    CU_ASSERT_EQUAL(gw_wire_head(wire)->messages, 2);
-    CU_ASSERT_TRUE(got == len && memcmp(passed, sent, len) == 0);
+    expect_passed_whole(sent, len, 26 * 1024, 2);
     close_connection();
 }
 
