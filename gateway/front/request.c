@@ -1463,7 +1463,7 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *req_cls, cons
     /* Over TLS, libmicrohttpd carries the plaintext to `sock` through the strict reader's
      * gnutls_record_recv(): it is no HTTP from here. */
     if (fd != NULL)
-        gw_wire_upgraded(fd->connect_fd);
+        gw_wire_upgraded(fd->connect_fd, sock);
     if (tc != NULL)
         *tc = (struct tunnel_close){urh, rq->loop, tls && fd != NULL ? fd->connect_fd : -1};
     if (tc == NULL || !quiet_after_upgrade(rq) || gw_tunnel_open(rq->tunnels, &spec) != 0) {

@@ -25,14 +25,15 @@ struct gw_wire {
     gnutls_session_t tls; /* NULL for plain HTTP */
     int tls_error;        /* GnuTLS's last error on `tls`, for the caller of gnutls_record_recv */
     bool upgraded;        /* what follows is not HTTP: passed on unread */
+    int app_fd;           /* upgraded over TLS: the tunnel's end of libmicrohttpd's pair, or -1 */
     bool read_shut;       /* this file shut the read side */
     bool ended;           /* a read found the end of the stream, or an error */
     bool parking;         /* gw_wire_park() */
     bool shut_parking;    /* libmicrohttpd shut the socket while parking: it is closing it */
     int epoll_fd;         /* gw_wire_edge()'s, or -1 */
     void *connection;
-    bool more;            /* the last read from the socket or GnuTLS may have left bytes */
-    void *kept;           /* gw_wire_keep() */
+    bool more;  /* the last read from the socket or GnuTLS may have left bytes */
+    void *kept; /* gw_wire_keep() */
     void (*release_kept)(void *kept);
     struct gw_head head;
     char *held; /* the start of a head not yet whole (head.max_head bytes), or NULL */
@@ -85,6 +86,7 @@ struct gw_wire *gw_wire_attach(int fd, uint32_t max_head, uint32_t hold, gnutls_
         return NULL;
     w->fd = fd;
     w->epoll_fd = -1;
+    w->app_fd = -1;
     w->tls = tls;
     gw_head_init(&w->head, max_head, hold);
     atomic_store_explicit(&table[fd], w, memory_order_release);
@@ -135,12 +137,33 @@ void gw_wire_keep(struct gw_wire *w, void *kept, void (*release)(void *kept))
     w->release_kept = release;
 }
 
-void gw_wire_upgraded(int fd)
+void gw_wire_upgraded(int fd, int app_fd)
 {
     struct gw_wire *w = wire_of_fd(fd);
 
-    if (w != NULL)
-        w->upgraded = true;
+    if (w == NULL)
+        return;
+    w->upgraded = true;
+    if (w->tls != NULL)
+        w->app_fd = app_fd;
+}
+
+/* An upgraded TLS connection's read: when the client's side has ended (close_notify, a FIN
+ * without one, a reset, any error), libmicrohttpd stops reading it but keeps carrying the
+ * tunnel's bytes to the client, so the tunnel would never learn of the end. Shutting the
+ * sending side of the tunnel's end of the pair ends that direction too: libmicrohttpd passes
+ * on what it still holds both ways, then breaks the pair, which the tunnel reads as the
+ * client's end (wire.h). Once only: the pair is libmicrohttpd's to close later, on this
+ * thread, after its last read here. */
+static ssize_t upgraded_record_recv(struct gw_wire *w, void *buf, size_t len)
+{
+    ssize_t n = real_record_recv(w->tls, buf, len);
+
+    if (len > 0 && n <= 0 && n != GNUTLS_E_AGAIN && n != GNUTLS_E_INTERRUPTED && w->app_fd >= 0) {
+        shutdown(w->app_fd, SHUT_WR);
+        w->app_fd = -1;
+    }
+    return n;
 }
 
 bool gw_wire_park(struct gw_wire *w)
@@ -349,7 +372,9 @@ ssize_t gnutls_record_recv(gnutls_session_t session, void *buf, size_t len)
     struct gw_wire *w = gw_wire_of_tls(session);
     ssize_t n;
 
-    if (w == NULL || w->upgraded || len == 0)
+    if (w != NULL && w->upgraded)
+        return upgraded_record_recv(w, buf, len);
+    if (w == NULL || len == 0)
         return real_record_recv(session, buf, len);
     gw_head_read(&w->head);
     w->tls_error = 0;

@@ -57,7 +57,13 @@
  *
  * After an upgrade (gw_wire_upgraded()) what follows is not HTTP: plain connections' tunnels
  * read the socket with read(), past this file; a TLS connection's plaintext, which
- * libmicrohttpd itself carries to the tunnel, is passed on unread from then on.
+ * libmicrohttpd itself carries to the tunnel over a socket pair, is passed on unread from then
+ * on. One thing is added there: libmicrohttpd 0.9.75 stops reading a TLS client that has
+ * ended (close_notify, a FIN alone, a reset) but tells the tunnel nothing, and goes on
+ * carrying the tunnel's bytes to the client, so the pair would stay open until
+ * tunnel_idle_timeout. The first read that finds the end shuts the sending side of the
+ * tunnel's end of the pair: libmicrohttpd then passes on what it holds both ways and breaks
+ * the pair, and the tunnel reads the client's end after the client's last byte (tunnel.h).
  *
  * Parking (event mode; park.h): a plain connection idle between requests, whose every byte read
  * so far belonged to requests libmicrohttpd has finished, may be marked parking. While it is,
@@ -109,8 +115,9 @@ struct gw_wire *gw_wire_of_tls(gnutls_session_t tls);
  * (or when another thing is kept in its place). */
 void gw_wire_keep(struct gw_wire *wire, void *kept, void (*release)(void *kept));
 
-/* The connection on `fd` (if attached) switched protocols: its bytes pass unread from now. */
-void gw_wire_upgraded(int fd);
+/* The connection on `fd` (if attached) switched protocols: its bytes pass unread from now.
+ * `app_fd`: over TLS, the socket libmicrohttpd handed the tunnel (its end of the pair). */
+void gw_wire_upgraded(int fd, int app_fd);
 
 /* Marks the connection parking if it can be (see above): plain HTTP, not upgraded, no fault,
  * nothing held back, the client not gone, and every head read passed whole with its body. */

@@ -115,6 +115,12 @@ static int write_side(struct tunnel *t, int from)
         if (from == UPSTREAM) {
             ssize_t n = send(t->fd[CLIENT], f->buf + f->off, f->len - f->off, MSG_NOSIGNAL);
 
+            if (n < 0 && errno == EPIPE && t->spec.client_tls) {
+                /* A TLS client that has ended takes nothing more (tunnel.h): what the upstream
+                 * sends goes nowhere while the client's last bytes are still passed on. */
+                f->off = f->len;
+                return 1;
+            }
             if (n < 0)
                 return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
             sent = (size_t)n;
@@ -181,6 +187,15 @@ static void close_tunnel(struct gw_tunnels *ts, struct tunnel *t)
     ts->closed = t;
 }
 
+/* Whether the tunnel is over (tunnel.h): both ways have ended and were passed on; for a TLS
+ * client, either way. */
+static bool over(const struct tunnel *t)
+{
+    bool client = t->flow[CLIENT].shut, upstream = t->flow[UPSTREAM].shut;
+
+    return t->spec.client_tls ? client || upstream : client && upstream;
+}
+
 /* Moves what can be moved now, both ways; closes the tunnel when it is over. */
 static void pump(struct gw_tunnels *ts, struct tunnel *t, int64_t now)
 {
@@ -203,7 +218,7 @@ static void pump(struct gw_tunnels *ts, struct tunnel *t, int64_t now)
             break;
         t->last_ns = now;
     }
-    if (t->flow[UPSTREAM].shut && (t->flow[CLIENT].shut || t->spec.client_tls)) {
+    if (over(t)) {
         close_tunnel(ts, t);
         return;
     }

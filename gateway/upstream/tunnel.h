@@ -15,11 +15,20 @@
  * Ends: when one side has ended its sending (end of file) and everything it sent was passed
  * on, the other side's sending direction is shut too (a half close; on a TLS upstream the
  * upstream's connection stays until it ends), and the tunnel closes once both have ended. A
- * TLS client's bytes come through libmicrohttpd, which passes on no half close (0.9.75: it
- * stops forwarding, and the client, waiting for the end of the stream, would wait for its own
- * timeout): once the upstream has ended and its bytes were passed on, such a tunnel closes. A
- * failure of either side closes it at once. Closing releases the upstream connection and
- * hands the client's socket back (the `closed` callback, on the tunnels' thread), whose owner
+ * TLS client's bytes come through libmicrohttpd over a socket pair, and libmicrohttpd passes
+ * on no half close either way (0.9.75), so such a tunnel closes when either side has ended
+ * and its bytes were passed on:
+ *   - the upstream ended: the client, waiting for the end of the stream, would otherwise wait
+ *     for its own timeout;
+ *   - the client ended (close_notify, a FIN alone, or a reset): the strict reader's TLS read
+ *     sees it and has libmicrohttpd break the pair once it has passed on what it holds
+ *     (wire.h), so the end of the pair comes after the client's last byte. The upstream gets
+ *     those bytes, then its half close (a FIN, as over plain HTTP), then the close. What the
+ *     upstream sends meanwhile can no longer reach the client and is dropped.
+ * A client that vanishes without a packet (its host lost, a cable pulled) is seen by neither
+ * TCP nor libmicrohttpd: the route's tunnel_idle_timeout ends its tunnel. A failure of either
+ * side closes the tunnel at once. Closing releases the upstream connection and hands the
+ * client's socket back (the `closed` callback, on the tunnels' thread), whose owner
  * (libmicrohttpd) closes it.
  */
 #ifndef SLUICE_GATEWAY_TUNNEL_H
@@ -40,7 +49,7 @@ struct gw_tunnel_spec {
     int client_fd;               /* the client's socket, which its owner closes after `closed` */
     struct gw_upgrade *upstream; /* its connection and early bytes are taken over */
     bool upstream_tls;           /* no half close toward it */
-    bool client_tls;             /* nor toward the client: the upstream's end ends the tunnel */
+    bool client_tls;             /* nor toward the client: either side's end ends the tunnel */
     const char *client_early;    /* bytes the client sent after its request, for the upstream */
     size_t client_early_len;
     int64_t idle_timeout_ns;

@@ -220,5 +220,6 @@ void register_simulate_tests(void);
 void register_trace_tests(void);
 void register_logs_tests(void);
 void register_tls_tests(void);
+void register_tls_tunnels_tests(void);
 
 #endif
