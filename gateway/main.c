@@ -66,7 +66,8 @@ static const char usage[] =
     "  0  stopped by SIGTERM or SIGINT; --check: FILE is valid; --healthcheck: healthy\n"
     "  1  FILE is invalid or unreadable, or sluice cannot listen or start; --healthcheck:\n"
     "     not healthy; simulate: more denied than --max-denied\n"
-    "  2  wrong usage (an unknown option, no -c FILE, an extra argument)\n";
+    "  2  wrong usage (an unknown option, no -c FILE, an extra argument); simulate: a\n"
+    "     config that does not load, a log not read to its end\n";
 
 static size_t discard(char *data, size_t size, size_t n, void *cls)
 {

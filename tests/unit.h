@@ -28,6 +28,7 @@ void register_target_after_tests(void);
 void register_body_tests(void);
 void register_trace_tests(void);
 void register_log_line_tests(void);
+void register_log_reader_tests(void);
 void register_random_tests(void);
 
 #endif

@@ -38,6 +38,7 @@ int main(int argc, char **argv)
     register_body_tests();
     register_trace_tests();
     register_log_line_tests();
+    register_log_reader_tests();
     register_random_tests();
 
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)

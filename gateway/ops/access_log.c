@@ -111,7 +111,8 @@ static void put_keys(struct gw_text *l, const struct gw_access_entry *e)
 
 void gw_access_log_write(int fd, enum config_access_client how, const struct gw_access_entry *e)
 {
-    char text[4096], hash[17], agent[GW_ACCESS_AGENT_MAX + 1], host[GW_ACCESS_HOST_MAX + 1];
+    char text[GW_ACCESS_LINE_CAP], hash[17], agent[GW_ACCESS_AGENT_MAX + 1],
+        host[GW_ACCESS_HOST_MAX + 1];
     struct gw_text l = gw_text_on(text, sizeof text);
     struct timespec now;
     size_t agent_len, host_len;

@@ -52,6 +52,10 @@
 #define GW_ACCESS_HOST_MAX  128 /* bytes of host, escaped */
 #define GW_ACCESS_KEYS_MAX  (LIMITER_MAX_PER_REQUEST + 2) /* ip, the route's, each limit's */
 
+/* The buffer a line is formatted in. A line that does not fit it is not written, so no line
+ * of the access log is longer than GW_ACCESS_LINE_CAP - 1 bytes, its newline included. */
+#define GW_ACCESS_LINE_CAP 4096
+
 /* One key a request was counted under: its source (gw_key_source()) and the key. */
 struct gw_access_key {
     const char *source;

@@ -11,6 +11,7 @@
 #include "consumers.h"
 #include "limiter.h"
 #include "log_line.h"
+#include "log_reader.h"
 #include "respond.h"
 #include "routes.h"
 #include "simulate.h"
@@ -398,12 +399,15 @@ skipped:
 
 /* --- reading the logs -------------------------------------------------------------------- */
 
+/* Counts a malformed line; names it among the first few, or at once with --decisions. */
 static void note_malformed(struct run *run, const char *file, uint64_t lineno, const char *why)
 {
     if (run->malformed < MALFORMED_SHOWN)
         snprintf(run->malformed_at[run->malformed], sizeof run->malformed_at[0],
                  "%s:%" PRIu64 ": %s", file, lineno, why);
     run->malformed++;
+    if (run->decisions)
+        printf("%s:%" PRIu64 " malformed %s\n", file, lineno, why);
 }
 
 static void print_decision(const char *file, uint64_t lineno, int rc, enum skip skip,
@@ -417,60 +421,55 @@ static void print_decision(const char *file, uint64_t lineno, int rc, enum skip 
         printf("%s:%" PRIu64 " skipped %s\n", file, lineno, skip_names[skip]);
 }
 
+/* Replays each line of `file` ("-": standard input). 0 once all of it was read; -1 when it
+ * could not be read to its end (then a report would be over part of it) or memory ran out. */
 static int read_log(struct run *run, const char *file)
 {
-    FILE *in = strcmp(file, "-") == 0 ? stdin : fopen(file, "r");
+    char err[GW_LOG_READER_ERR_LEN], denying[LIMITER_MAX_PER_REQUEST * 132];
+    struct gw_log_reader *in = gw_log_reader_open(file, err);
     struct gw_log_line line;
-    char *text = NULL, denying[LIMITER_MAX_PER_REQUEST * 132];
-    size_t cap = 0;
-    ssize_t len;
     uint64_t lineno = 0;
     int rc = -1;
 
     if (in == NULL) {
-        fprintf(stderr, "sluice simulate: %s: %m\n", file);
+        fprintf(stderr, "sluice simulate: %s: %s\n", file, err);
         return -1;
     }
-    while ((len = getline(&text, &cap, in)) >= 0) {
-        const char *why;
+    for (;;) {
+        const char *text, *why;
+        size_t len;
+        enum gw_log_read got = gw_log_reader_next(in, &text, &len, err);
         enum skip skip = SKIP_NOT_DECIDED;
         int decided;
 
+        if (got == GW_LOG_READ_END)
+            break;
+        if (got == GW_LOG_READ_ERROR) {
+            fprintf(stderr, "sluice simulate: %s: read failed after %" PRIu64 " lines: %s\n", file,
+                    lineno, err);
+            goto out;
+        }
         lineno++;
         run->lines++;
-        if (len > 0 && text[len - 1] == '\n')
-            len--;
-        if (gw_log_line_parse(text, (size_t)len, &line, &why) != 0) {
+        why = "longer than any line the access log writes";
+        if (got == GW_LOG_READ_TOO_LONG || gw_log_line_parse(text, len, &line, &why) != 0) {
             note_malformed(run, file, lineno, why);
-            if (run->decisions)
-                printf("%s:%" PRIu64 " malformed %s\n", file, lineno, why);
             continue;
         }
         if (run->first_minute < 0 && line.decided_ns > 0)
             run->first_minute = line.decided_ns / NS_PER_MINUTE;
         decided = replay(&run->proposed, &line, run->first_minute, &skip, denying, sizeof denying);
-        if (decided == -2)
-            goto out;
-        if (run->decisions)
+        if (decided != -2 && run->decisions)
             print_decision(file, lineno, decided, skip, denying);
-        if (run->compare) {
-            decided =
-                replay(&run->current, &line, run->first_minute, &skip, denying, sizeof denying);
-            if (decided == -2)
-                goto out;
+        if (decided == -2 || (run->compare && replay(&run->current, &line, run->first_minute, &skip,
+                                                     denying, sizeof denying) == -2)) {
+            fprintf(stderr, "sluice simulate: out of memory\n");
+            goto out;
         }
-    }
-    if (ferror(in)) {
-        fprintf(stderr, "sluice simulate: %s: %m\n", file);
-        goto out;
     }
     rc = 0;
 out:
-    if (rc != 0 && !ferror(in))
-        fprintf(stderr, "sluice simulate: out of memory\n");
-    free(text);
-    if (in != stdin)
-        fclose(in);
+    gw_log_reader_close(in);
     return rc;
 }
 

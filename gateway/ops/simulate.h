@@ -30,7 +30,8 @@
  * limit counts under a key source the line lacks), consumer_missing (the line's consumer is
  * not in the proposed config), unknown_key (an anonymous line on a route the proposed config
  * answers 401 for keys no consumer holds). Malformed lines are counted, the first 10 reported
- * as FILE:LINE.
+ * as FILE:LINE; a line longer than any the access log writes is one of them, read past in
+ * bounded memory (log_reader.h).
  *
  * The report, per route and per limit: requests, would-be denials, the share denied, the
  * first denial's time, the ten clients (their hashes) most denied, and denials per minute;
@@ -40,8 +41,8 @@
  * max_clients (denials of clients past that are counted, not named).
  *
  * Exit status: 0; 1 when --max-denied is given and the proposed config denies a larger share
- * of the replayed requests; 2 for bad usage, a config that does not load, or an unreadable
- * file.
+ * of the replayed requests; 2 for bad usage, a config that does not load, or a log that cannot
+ * be opened or read to its end (then no report is printed: never one over part of the input).
  */
 #ifndef SLUICE_GATEWAY_SIMULATE_H
 #define SLUICE_GATEWAY_SIMULATE_H

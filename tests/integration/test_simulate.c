@@ -8,13 +8,20 @@
  *     where it refuses unknown keys, are counted as not replayed, each under its reason;
  *   - a tighter config denies more, and --compare names the clients it newly denies;
  *   - malformed lines are counted and named FILE:LINE, never fatal; --max-denied sets the
- *     exit code; --format json is one JSON document. */
+ *     exit code; --format json is one JSON document;
+ *   - a 200 MB line, in the middle or last without a newline, from a file or a pipe, is one
+ *     malformed line, the others all replayed, in under 64 MiB; a log that cannot be read to
+ *     its end (a directory, standard input not readable) fails with exit 2 and no report. */
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -218,7 +225,7 @@ static void test_replay_is_exact(void)
     CU_ASSERT_PTR_NULL(decision); /* one decision per line, no more */
     CU_ASSERT_EQUAL(lines, recorded_lines);
     CU_ASSERT_EQUAL(denied, recorded_denied);
-    CU_ASSERT_EQUAL(limits_seen & 3, 3); /* both limits of the multi route denied some */
+    CU_ASSERT_EQUAL(limits_seen & 3, 3);   /* both limits of the multi route denied some */
     CU_ASSERT_EQUAL(limits_seen & 12, 12); /* so did acme's gold plan and the anonymous plan */
     free(out);
     free(log);
@@ -425,6 +432,195 @@ static void test_max_denied(void)
     free(out);
 }
 
+/* Runs `command` under /bin/sh as run_command() does (its exit code, its output in `out`),
+ * and gives the largest peak RSS, in KiB, of the shell and each process it waited for (wait4:
+ * Linux takes the maximum over the children a process reaped). */
+static int run_measured(const char *command, char *out, size_t cap, long *peak_kib)
+{
+    int output[2], status = 0;
+    struct rusage usage = {0};
+    size_t n = 0;
+    pid_t pid;
+
+    *peak_kib = -1;
+    out[0] = '\0';
+    if (pipe(output) != 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        dup2(output[1], STDOUT_FILENO);
+        dup2(output[1], STDERR_FILENO);
+        close(output[0]);
+        close(output[1]);
+        execl("/bin/sh", "sh", "-c", command, (char *)NULL);
+        _exit(127);
+    }
+    close(output[1]);
+    for (;;) {
+        char drain[256]; /* what does not fit in `out` */
+        bool room = n < cap - 1;
+        ssize_t got = read(output[0], room ? out + n : drain, room ? cap - 1 - n : sizeof drain);
+
+        if (got <= 0)
+            break;
+        n += room ? (size_t)got : 0;
+    }
+    out[n] = '\0';
+    close(output[0]);
+    if (pid < 0 || wait4(pid, &status, 0, &usage) != pid)
+        return -1;
+    *peak_kib = usage.ru_maxrss;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The first `lines` lines of the recording, then a line of 200 MiB (written a MiB at a time:
+ * never whole in memory here), then, with `rest`, a newline and the rest of the recording,
+ * into `path`. 0, or -1. */
+static int write_long_line_log(const char *path, int lines, bool rest)
+{
+    static char chunk[1 << 20];
+    char *log = read_file(recorded), *cut = log;
+    FILE *f = fopen(path, "w");
+    int rc = -1;
+
+    if (log == NULL || f == NULL)
+        goto out;
+    for (int i = 0; i < lines && cut != NULL; i++) {
+        cut = strchr(cut, '\n');
+        cut = cut != NULL ? cut + 1 : NULL;
+    }
+    if (cut == NULL)
+        goto out;
+    memset(chunk, 'a', sizeof chunk);
+    fwrite(log, 1, (size_t)(cut - log), f);
+    fputs("{\"method\":\"GET\",\"path\":\"/", f);
+    for (int mib = 0; mib < 200; mib++)
+        fwrite(chunk, 1, sizeof chunk, f);
+    if (rest)
+        fprintf(f, "\"}\n%s", cut);
+    rc = ferror(f) ? -1 : 0;
+out:
+    if (f != NULL && fclose(f) != 0)
+        rc = -1;
+    free(log);
+    return rc;
+}
+
+/* `sluice simulate` over `path` (the long line its line `at`), as a file and through a pipe:
+ * exit 0, `lines` lines and the one malformed, named, `replayed` requests replayed, and each
+ * run's peak RSS under 64 MiB. */
+static void check_long_line(const char *path, int at, int lines, int replayed)
+{
+    static const char *const ways[] = {"%s simulate -c %s %s",
+                                       "cat %3$s | %1$s simulate -c %2$s -"};
+    char *out = malloc(OUT_CAP);
+
+    for (size_t w = 0; w < 2; w++) {
+        const char *label = w == 0 ? "file" : "pipe";
+        char command[600], want[300];
+        long peak_kib;
+        int rc;
+
+        snprintf(command, sizeof command, ways[w], sluice_binary(), recorded_config, path);
+        rc = run_measured(command, out, OUT_CAP, &peak_kib);
+        check_case(rc == 0, label, "exit %d: %.2000s", rc, out);
+        snprintf(want, sizeof want, "%d lines, 1 malformed", lines);
+        check_case(strstr(out, want) != NULL, label, "no \"%s\" in %.2000s", want, out);
+        snprintf(want, sizeof want, "%s:%d: longer than any line the access log writes",
+                 w == 0 ? path : "-", at);
+        check_case(strstr(out, want) != NULL, label, "no \"%s\" in %.2000s", want, out);
+        snprintf(want, sizeof want, "%d requests replayed", replayed);
+        check_case(strstr(out, want) != NULL, label, "no \"%s\" in %.2000s", want, out);
+        check_case(peak_kib > 0 && peak_kib < 64 * 1024, label, "peak RSS %ld KiB", peak_kib);
+    }
+    free(out);
+}
+
+/* A line of 200 MiB between the two halves of the recording: skipped without being held, and
+ * every line after it replayed. */
+static void test_long_line_in_the_middle(void)
+{
+    char path[160];
+    int half = recorded_lines / 2;
+
+    snprintf(path, sizeof path, "%s/long-middle.log", dir);
+    CU_ASSERT_EQUAL_FATAL(write_long_line_log(path, half, true), 0);
+    check_long_line(path, half + 1, recorded_lines + 1, recorded_lines);
+    unlink(path);
+}
+
+/* The same line last, without a newline. */
+static void test_long_line_last(void)
+{
+    char path[160];
+
+    snprintf(path, sizeof path, "%s/long-last.log", dir);
+    CU_ASSERT_EQUAL_FATAL(write_long_line_log(path, recorded_lines, false), 0);
+    check_long_line(path, recorded_lines + 1, recorded_lines + 1, recorded_lines);
+    unlink(path);
+}
+
+/* A last line without a newline is a line: replayed when it is whole, and when a pipe's
+ * writer stopped in the middle of it, counted malformed and named. */
+static void test_last_line_without_newline(void)
+{
+    char command[1024], want[300], *out = malloc(OUT_CAP);
+    int rc;
+
+    snprintf(command, sizeof command, "head -c -1 %s | %s simulate -c %s -", recorded,
+             sluice_binary(), recorded_config);
+    rc = run_command(command, out, OUT_CAP);
+    snprintf(want, sizeof want, "%d lines, 0 malformed", recorded_lines);
+    check_case(rc == 0 && strstr(out, want) != NULL, "whole", "exit %d: %.2000s", rc, out);
+    snprintf(want, sizeof want, "%d requests replayed", recorded_lines);
+    check_case(strstr(out, want) != NULL, "whole", "no \"%s\" in %.2000s", want, out);
+    snprintf(command, sizeof command, "(cat %s; printf '{\"method\":\"GE') | %s simulate -c %s -",
+             recorded, sluice_binary(), recorded_config);
+    rc = run_command(command, out, OUT_CAP);
+    snprintf(want, sizeof want, "%d lines, 1 malformed", recorded_lines + 1);
+    check_case(rc == 0 && strstr(out, want) != NULL, "cut", "exit %d: %.2000s", rc, out);
+    snprintf(want, sizeof want, "\n  -:%d: ", recorded_lines + 1);
+    check_case(strstr(out, want) != NULL, "cut", "no \"%s\" in %.2000s", want, out);
+    free(out);
+}
+
+/* A log that cannot be read to its end ends the run with exit 2, its name and the reason, and
+ * no report: a directory, alone or after a good log; standard input a directory, or open
+ * for writing only. */
+static void test_read_errors(void)
+{
+    static const struct {
+        const char *label, *named; /* named: with the directory's name for %s */
+    } cases[] = {
+        {"directory", "%s: read failed after 0 lines: Is a directory"},
+        {"after a log", "%s: read failed after 0 lines: Is a directory"},
+        {"stdin directory", "-: read failed after 0 lines: Is a directory"},
+        {"stdin write-only", "-: read failed after 0 lines: Bad file descriptor"},
+    };
+    char *out = malloc(OUT_CAP), args[4][300], write_only[160];
+
+    snprintf(write_only, sizeof write_only, "%s/write-only", dir);
+    snprintf(args[0], sizeof args[0], "%s", dir);
+    snprintf(args[1], sizeof args[1], "%s %s", recorded, dir);
+    snprintf(args[2], sizeof args[2], "- < %s", dir);
+    snprintf(args[3], sizeof args[3], "- 0>>%s", write_only);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char command[1024], want[300];
+        int rc;
+
+        snprintf(command, sizeof command, "%s simulate -c %s %.299s", sluice_binary(),
+                 recorded_config, args[i]);
+        rc = run_command(command, out, OUT_CAP);
+        check_case(rc == 2, cases[i].label, "exit %d: %.2000s", rc, out);
+        snprintf(want, sizeof want, cases[i].named, dir);
+        check_case(strstr(out, want) != NULL, cases[i].label, "no \"%s\" in %.2000s", want, out);
+        check_case(strstr(out, "requests replayed") == NULL && strstr(out, " lines, ") == NULL,
+                   cases[i].label, "a report over part of the input: %.2000s", out);
+    }
+    unlink(write_only);
+    free(out);
+}
+
 void register_simulate_tests(void)
 {
     CU_pSuite s = add_suite_with("simulate", init, clean);
@@ -437,4 +633,10 @@ void register_simulate_tests(void)
              test_consumer_plans);
     add_test(s, "malformed lines counted and named, never fatal", test_malformed_lines);
     add_test(s, "--max-denied sets the exit code; - reads stdin", test_max_denied);
+    add_test(s, "a 200 MB line in the middle: one malformed line, all others replayed",
+             test_long_line_in_the_middle);
+    add_test(s, "a 200 MB line last, without a newline: the same", test_long_line_last);
+    add_test(s, "a last line without a newline: replayed, or malformed when cut",
+             test_last_line_without_newline);
+    add_test(s, "a log that cannot be read to its end: exit 2, no report", test_read_errors);
 }
