@@ -1230,8 +1230,8 @@ int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR
     pthread_mutex_unlock(&s->swap);
     /* Only the reloading thread swaps, so `old` stays current while the next is built. */
     next = gw_runtime_build(config, old, s->metrics, s->backends, s->store, err, GW_ERR_LEN);
-    gw_metrics_count_reload(s->metrics, next != NULL);
     if (next == NULL) {
+        gw_metrics_count_reload(s->metrics, false);
         gw_certs_release(certs);
         return -1;
     }
@@ -1246,6 +1246,8 @@ int gw_server_reload(struct gw_server *s, struct config *config, char err[GW_ERR
     s->current = next;
     atomic_fetch_add_explicit(&s->generation, 1, memory_order_release);
     pthread_mutex_unlock(&s->swap);
+    /* Counted once in force: a request that follows the count is served by the new config. */
+    gw_metrics_count_reload(s->metrics, true);
     gw_runtime_release(old); /* freed once its last request ends */
     return 0;
 }
