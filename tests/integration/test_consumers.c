@@ -3,7 +3,8 @@
  * refused with 401 (unknown_key: reject) or counted by address under the anonymous plan
  * (unknown_key: anonymous); server.consumer_header names the consumer upstream and is never
  * taken from the client; the access log names consumer and plan; a reload keeps a consumer's
- * state while its plan is unchanged. Each test starts a gateway of its own. */
+ * state while its plan is unchanged, and one moved back to a plan finds what it spent there.
+ * Each test starts a gateway of its own. */
 #include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
