@@ -6,13 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 
-#define ONE_ROUTE(requests)                                                                    \
-    "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", watch_config: %2$s}\n"  \
-    "routes:\n  - name: r\n    match: {path_prefix: /}\n"                                      \
-    "    upstream: \"http://127.0.0.1:%1$u\"\n"                                                \
+#define ONE_ROUTE(requests)                                                                        \
+    "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", watch_config: %2$s}\n"       \
+    "routes:\n  - name: r\n    match: {path_prefix: /}\n"                                          \
+    "    upstream: \"http://127.0.0.1:%1$u\"\n"                                                    \
     "    limit: {algorithm: fixed_window, requests: " requests ", per: 1h}\n"
 
 static void test_sighup_changes_a_limit(void)
@@ -73,7 +75,8 @@ static void test_invalid_reload_changes_nothing(void)
     CU_ASSERT_TRUE(wait_for_log(&gw, "reload rejected", 2, 3000));
     CU_ASSERT_TRUE(wait_for_log(&gw, ":1:54: server: unknown key \"colour\"", 1, 0));
     CU_ASSERT_TRUE(wait_for_log(&gw, ":6:48: requests: \"lots\"", 1, 0));
-    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429); /* the old limit, and the client's state */
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL),
+                    429); /* the old limit, and the client's state */
     CU_ASSERT_EQUAL(metric(&gw, "sluice_config_reloads_total{result=\"failure\"}"), 1);
     CU_ASSERT_EQUAL(metric(&gw, "sluice_config_reloads_total{result=\"success\"}"), 0);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
@@ -230,6 +233,102 @@ static void test_reload_warns(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
+/* --- a Kubernetes ConfigMap ------------------------------------------------------------- */
+
+/* Writes `yaml` (ONE_ROUTE's format, watching the file), in the serving mode, as the kubelet
+ * writes a ConfigMap's version: DIR/VERSION/sluice.yaml. */
+static void write_configmap_version(const char *dir, const char *version, const char *yaml)
+{
+    char path[160], *formatted = NULL, *text;
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/%s", dir, version);
+    CU_ASSERT_EQUAL(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/%s/sluice.yaml", dir, version);
+    CU_ASSERT_FATAL(asprintf(&formatted, yaml, upstream.port, "true") > 0);
+    text = with_serving_mode(formatted);
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+    free(text);
+    free(formatted);
+}
+
+/* The kubelet's update (atomic_writer.go): the new version beside the old, a symlink
+ * ..data_tmp to it renamed over ..data, then the old version removed. */
+static void swap_configmap(const char *dir, const char *old_version, const char *new_version,
+                           const char *yaml)
+{
+    char link[160], target[160];
+
+    write_configmap_version(dir, new_version, yaml);
+    snprintf(link, sizeof link, "%s/..data_tmp", dir);
+    CU_ASSERT_EQUAL(symlink(new_version, link), 0);
+    snprintf(target, sizeof target, "%s/..data", dir);
+    CU_ASSERT_EQUAL(rename(link, target), 0);
+    snprintf(target, sizeof target, "%s/%s/sluice.yaml", dir, old_version);
+    CU_ASSERT_EQUAL(unlink(target), 0);
+    snprintf(target, sizeof target, "%s/%s", dir, old_version);
+    CU_ASSERT_EQUAL(rmdir(target), 0);
+}
+
+/* README "sluice watches the file's directory with inotify, so saving in place, an editor's
+ * write-and-rename, and a Kubernetes ConfigMap's symlink swap are all seen", and for the
+ * deploy: "the kubelet writes the new files beside the old and swaps the `..data` symlink
+ * ..., sluice's watcher sees the swap and reloads; an invalid edit is logged and changes
+ * nothing". sluice runs on DIR/sluice.yaml -> ..data/sluice.yaml, ..data -> ..VERSION: the
+ * file it was given never changes, only ..data does. */
+static void test_configmap_swap_reloads(void)
+{
+    static const char *const versions[] = {"..2026_01_01_00_00_00.000000001",
+                                           "..2026_01_01_00_01_00.000000002",
+                                           "..2026_01_01_00_02_00.000000003"};
+    char dir[64], path[160], link[160], reloaded[192];
+    struct proc gw;
+
+    scratch_path(dir, sizeof dir, "configmap");
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+    write_configmap_version(dir, versions[0], ONE_ROUTE("1"));
+    snprintf(link, sizeof link, "%s/..data", dir);
+    CU_ASSERT_EQUAL(symlink(versions[0], link), 0);
+    snprintf(path, sizeof path, "%s/sluice.yaml", dir);
+    CU_ASSERT_EQUAL(symlink("..data/sluice.yaml", path), 0);
+    if (start_sluice_on(&gw, path) != 0) {
+        CU_FAIL("sluice did not start on the ConfigMap's file");
+        return;
+    }
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429);
+
+    swap_configmap(dir, versions[0], versions[1], ONE_ROUTE("3"));
+    snprintf(reloaded, sizeof reloaded, "reloaded %s", path);
+    check_case(wait_for_log(&gw, reloaded, 1, 10000), "the ..data swap", "no \"%s\" in the log",
+               reloaded);
+    /* The limit changed, so it starts afresh: the full new quota. */
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 200);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429);
+
+    /* An invalid version: logged, and the running config serves on. */
+    swap_configmap(dir, versions[1], versions[2], ONE_ROUTE("lots"));
+    check_case(wait_for_log(&gw, "reload rejected", 1, 10000), "an invalid version",
+               "no \"reload rejected\" in the log");
+    CU_ASSERT_TRUE(wait_for_log(&gw, "requests: \"lots\"", 1, 0));
+    CU_ASSERT_EQUAL(get_status(gw.port, "/x", NULL), 429);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_config_reloads_total{result=\"success\"}"), 1);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_config_reloads_total{result=\"failure\"}"), 1);
+
+    CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0); /* removes DIR/sluice.yaml and the logs */
+    unlink(link);
+    snprintf(path, sizeof path, "%s/%s/sluice.yaml", dir, versions[2]);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/%s", dir, versions[2]);
+    rmdir(path);
+    CU_ASSERT_EQUAL(rmdir(dir), 0);
+}
+
 void register_reload_tests(void)
 {
     CU_pSuite s = add_suite_with("reload", NULL, NULL);
@@ -241,4 +340,5 @@ void register_reload_tests(void)
     add_test(s, "${VAR} and ${VAR:-default}", test_environment_variables);
     add_test(s, "a thousand reloads under load", test_thousand_reloads_under_load);
     add_test(s, "a reload logs the loader's warnings", test_reload_warns);
+    add_test(s, "a ConfigMap's ..data swap reloads", test_configmap_swap_reloads);
 }
