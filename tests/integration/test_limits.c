@@ -226,6 +226,10 @@ static void test_denied_post_closes_unread(void)
                                     "Content-Type: application/json\r\nContent-Length: 11\r\n"
                                     "\r\n{\"item\": 2}"
                                     "GET /behind HTTP/1.1\r\nHost: h\r\nX-API-Key: fresh\r\n\r\n";
+    static const char chunked[] =
+        "POST /orders HTTP/1.1\r\nHost: h\r\nX-API-Key: poster\r\n"
+        "Transfer-Encoding: chunked\r\n\r\nb\r\n{\"item\": 3}\r\n0\r\n\r\n"
+        "GET /behind HTTP/1.1\r\nHost: h\r\nX-API-Key: fresh\r\n\r\n";
     struct recorder rec;
     struct proc p;
     char answer[8192];
@@ -249,6 +253,12 @@ static void test_denied_post_closes_unread(void)
     closed = send_and_read_to_close(p.port, pipelined, sizeof pipelined - 1, answer, sizeof answer,
                                     10000);
     expect_denied_and_closed("a POST denied with a GET pipelined behind it", answer, closed, &rec);
+
+    recorder_reset(&rec);
+    closed =
+        send_and_read_to_close(p.port, chunked, sizeof chunked - 1, answer, sizeof answer, 10000);
+    expect_denied_and_closed("a chunked POST denied with a GET pipelined behind it", answer, closed,
+                             &rec);
 
     /* The client behind it has its quota: on a connection of its own it is served. */
     CU_ASSERT_EQUAL(get_status(p.port, "/behind", "fresh"), 200);
