@@ -1,14 +1,14 @@
 #include <curl/curl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -614,18 +614,9 @@ static void wait_past_hour_edge(void)
         sleep((unsigned)to_edge + 1);
 }
 
-static int start(struct proc *p, bool under_valgrind, const char *yaml, va_list ap)
+/* Starts sluice on p->config_path, its logs beside it, and waits for its "listening on" line. */
+static int launch(struct proc *p)
 {
-    int fd;
-
-    wait_past_hour_edge();
-    memset(p, 0, sizeof *p);
-    p->under_valgrind = under_valgrind;
-    p->env_mode = true;
-    snprintf(p->config_path, sizeof p->config_path, "/tmp/sluice-it-XXXXXX");
-    fd = mkstemp(p->config_path);
-    close(fd);
-    write_config(p->config_path, p->env_mode, yaml, ap);
     snprintf(p->log_path, sizeof p->log_path, "%s.log", p->config_path);
     snprintf(p->access_path, sizeof p->access_path, "%s.access", p->config_path);
 
@@ -684,6 +675,33 @@ static int start(struct proc *p, bool under_valgrind, const char *yaml, va_list 
     }
     stop_sluice(p, 100);
     return -1;
+}
+
+static int start(struct proc *p, bool under_valgrind, const char *yaml, va_list ap)
+{
+    int fd;
+
+    wait_past_hour_edge();
+    memset(p, 0, sizeof *p);
+    p->under_valgrind = under_valgrind;
+    p->env_mode = true;
+    snprintf(p->config_path, sizeof p->config_path, "/tmp/sluice-it-XXXXXX");
+    fd = mkstemp(p->config_path);
+    close(fd);
+    write_config(p->config_path, p->env_mode, yaml, ap);
+    return launch(p);
+}
+
+int start_sluice_on(struct proc *p, const char *path)
+{
+    wait_past_hour_edge();
+    memset(p, 0, sizeof *p);
+    if (strlen(path) >= sizeof p->config_path) { /* the logs' paths are longer by 16 */
+        fprintf(stderr, "harness: %s is too long a config path\n", path);
+        return -1;
+    }
+    snprintf(p->config_path, sizeof p->config_path, "%s", path);
+    return launch(p);
 }
 
 int start_sluice(struct proc *p, const char *yaml, ...)
@@ -899,7 +917,8 @@ long http_count(unsigned port, const char *target, unsigned long long *bytes)
 
 int raw_connect(unsigned port)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -968,7 +987,8 @@ void upstream_stats(unsigned long *requests, unsigned long *connections)
 
     /* Directly to the upstream, so it counts itself. */
     http(upstream.port, "GET", "/stats", NULL, NULL, &r);
-    if (r.body == NULL || sscanf(r.body, "requests %lu\nconnections %lu", requests, connections) != 2)
+    if (r.body == NULL ||
+        sscanf(r.body, "requests %lu\nconnections %lu", requests, connections) != 2)
         *requests = *connections = 0;
     reply_free(&r);
 }

@@ -62,7 +62,13 @@ char *with_serving_mode(const char *yaml);
  * windows of an hour that many tests count in all reset there. */
 int start_sluice(struct proc *p, const char *yaml, ...);
 
-/* The same, under valgrind's memcheck: its findings make the exit code 99. */
+/* Starts sluice on the file at `path` as it stands, written by the caller (through
+ * with_serving_mode(), for the serving mode), maybe reached through symlinks as a Kubernetes
+ * ConfigMap mounts it; its logs go beside it, at PATH.log and PATH.access. rewrite_config() is
+ * not for it. 0, or -1 as start_sluice(). */
+int start_sluice_on(struct proc *p, const char *path);
+
+/* The same as start_sluice(), under valgrind's memcheck: its findings make the exit code 99. */
 int start_sluice_under_valgrind(struct proc *p, const char *yaml, ...);
 
 /* Replaces the config file the way an editor does (a new file renamed over it) or, with

@@ -3,7 +3,8 @@
  * refused with 401 (unknown_key: reject) or counted by address under the anonymous plan
  * (unknown_key: anonymous); server.consumer_header names the consumer upstream and is never
  * taken from the client; the access log names consumer and plan; a reload keeps a consumer's
- * state while its plan is unchanged. Each test starts a gateway of its own. */
+ * state while its plan is unchanged, and one moved back to a plan finds what it spent there.
+ * Each test starts a gateway of its own. */
 #include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -555,6 +556,70 @@ static void test_reload_keeps_state(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
+/* One request of bob's: `status`, and a RateLimit field that starts with `remaining` (say
+ * "\"gold\";r=1;"). */
+static void expect_bob(unsigned port, long status, const char *remaining, const char *label)
+{
+    struct reply r;
+    const char *seen;
+
+    get_with(port, "/x", "X-API-Key: " BOB_KEY, &r);
+    seen = header(&r, "RateLimit");
+    check_case(r.status == status, label, "status %ld, expected %ld", r.status, status);
+    check_case(seen != NULL && strncmp(seen, remaining, strlen(remaining)) == 0, label,
+               "RateLimit %s, expected %s...", seen ? seen : "(none)", remaining);
+    reply_free(&r);
+}
+
+/* bob alone may hold gold ("%2$s" is bob's plan): moved to free, no consumer holds it. */
+static const char round_trip_config[] =
+    "server: {listen: \"127.0.0.1:0\", watch_config: false}\n"
+    "plans:\n"
+    "  gold: {algorithm: fixed_window, requests: 3, per: 1h}\n"
+    "  free: {algorithm: fixed_window, requests: 1, per: 1h}\n"
+    "consumers:\n"
+    "  - {name: acme, key: \"" ACME_KEY "\", plan: free}\n"
+    "  - {name: bob, key: \"" BOB_KEY "\", plan: %2$s}\n"
+    "routes:\n"
+    "  - name: api\n    match: {path_prefix: /}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    key: \"header:X-API-Key\"\n"
+    "    plan: free\n";
+
+static bool move_bob(struct proc *gw, int count, const char *plan)
+{
+    rewrite_config(gw, true, round_trip_config, upstream.port, plan);
+    kill(gw->pid, SIGHUP);
+    return wait_for_log(gw, "reloaded", count, 3000);
+}
+
+/* README "A consumer moved to another plan is counted there from what it spent in that plan:
+ * nothing, unless it was on that plan earlier and those requests are still within the plan's
+ * window (moving a consumer back and forth does not give it a fresh quota)." bob spends two of
+ * gold's three, goes to free (a fresh count there: one), and back to gold, where one is left,
+ * though no consumer held gold meanwhile; back in free, free is still spent. */
+static void test_plan_round_trip_keeps_spend(void)
+{
+    struct proc gw;
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, round_trip_config, upstream.port, "gold"), 0);
+    expect_bob(gw.port, 200, "\"gold\";r=2;", "bob in gold, 1st");
+    expect_bob(gw.port, 200, "\"gold\";r=1;", "bob in gold, 2nd");
+
+    CU_ASSERT_TRUE(move_bob(&gw, 1, "free"));
+    expect_bob(gw.port, 200, "\"free\";r=0;", "bob moved to free");
+    expect_bob(gw.port, 429, "\"free\";r=0;", "bob in free, spent");
+
+    CU_ASSERT_TRUE(move_bob(&gw, 2, "gold"));
+    expect_bob(gw.port, 200, "\"gold\";r=0;", "bob back in gold: the one left");
+    expect_bob(gw.port, 429, "\"gold\";r=0;", "bob back in gold, spent");
+
+    CU_ASSERT_TRUE(move_bob(&gw, 3, "free"));
+    expect_bob(gw.port, 429, "\"free\";r=0;", "bob back in free, still spent");
+    /* acme, in free all along, has its own count. */
+    expect_answers(gw.port, "/x", ACME_KEY, 1, 200, "\"free\";q=1;w=3600", "acme, its own free");
+    CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+}
+
 /* --- 8. query keys ----------------------------------------------------------------------- */
 
 static void test_query_keys(void)
@@ -665,6 +730,8 @@ void register_consumers_tests(void)
     add_test(s, "consumer_header: set by the gateway only", test_consumer_header);
     add_test(s, "the access log names consumer and plan", test_access_log);
     add_test(s, "a reload keeps a consumer's state while its plan stays", test_reload_keeps_state);
+    add_test(s, "a consumer moved gold, free, gold keeps what it spent",
+             test_plan_round_trip_keeps_spend);
     add_test(s, "query parameter keys identify consumers", test_query_keys);
     add_test(s, "a bad consumers config is refused at its place", test_refuses_bad_config);
 }

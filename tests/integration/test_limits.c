@@ -1,9 +1,15 @@
-/* Limits at the gateway: 429s, their fields, and exactness under concurrency. */
+/* Limits at the gateway: 429s, their fields, and exactness under concurrency; a denied request
+ * with a body is answered before its body and closes its connection. */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "harness.h"
+#include "recorder.h"
 
 static struct proc gw;
 
@@ -141,6 +147,125 @@ static void test_exempt_addresses(void)
     }
 }
 
+/* Sends `len` bytes of `request` in one write on a new connection and reads into `answer`
+ * (`cap` bytes, NUL-terminated) until the server closes the connection or `timeout_ms` passes;
+ * true when it closed. */
+static bool send_and_read_to_close(unsigned port, const char *request, size_t len, char *answer,
+                                   size_t cap, int timeout_ms)
+{
+    double deadline = seconds_now() + timeout_ms / 1000.0;
+    int fd = raw_connect(port);
+    bool closed = false;
+    size_t got = 0;
+
+    answer[0] = '\0';
+    if (fd < 0)
+        return false;
+    if (send(fd, request, len, MSG_NOSIGNAL) == (ssize_t)len) {
+        for (;;) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            int left = (int)((deadline - seconds_now()) * 1000);
+            ssize_t n;
+
+            if (left <= 0 || poll(&p, 1, left) <= 0)
+                break;
+            n = recv(fd, answer + got, cap - got - 1, 0);
+            if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+                closed = true;
+                break;
+            }
+            if (n < 0 || (got += (size_t)n) + 1 >= cap)
+                break;
+            answer[got] = '\0';
+        }
+    }
+    close(fd);
+    return closed;
+}
+
+/* The three checks on a denied POST: one answer, a 429 that says the connection closes, the
+ * connection closed, and nothing at the upstream. */
+static void expect_denied_and_closed(const char *label, const char *answer, bool closed,
+                                     struct recorder *rec)
+{
+    char shown[1024], *upstream;
+    size_t upstream_len;
+
+    visible_bytes(answer, strlen(answer), shown, sizeof shown);
+    check_case(strncmp(answer, "HTTP/1.1 429 ", 13) == 0, label, "the client got: %s", shown);
+    check_case(count_responses(answer) == 1, label, "%d answers, expected one: %s",
+               count_responses(answer), shown);
+    check_case(strcasestr(answer, "\r\nConnection: close\r\n") != NULL, label,
+               "no \"Connection: close\": %s", shown);
+    check_case(strcasestr(answer, "\r\nRetry-After: ") != NULL &&
+                   strstr(answer, "\"status\":429") != NULL,
+               label, "not the limit's problem+json answer: %s", shown);
+    check_case(closed, label, "the connection was left open after: %s", shown);
+    upstream = recorder_bytes(rec, &upstream_len);
+    check_case(upstream_len == 0, label, "the upstream received \"%s\"",
+               visible_bytes(upstream, upstream_len, shown, sizeof shown));
+    free(upstream);
+}
+
+/* README "A denied request without a body is answered on the same keep-alive connection; one
+ * with a body is answered at once and its connection closed, so the body is never read." At
+ * once: before the body has come (client_timeout is far longer than the wait). Never read: a
+ * request pipelined behind the body, for a client with quota left, is neither answered nor
+ * forwarded. */
+static void test_denied_post_closes_unread(void)
+{
+    static const char config[] =
+        "server: {listen: \"127.0.0.1:0\", client_timeout: 60s}\n"
+        "routes:\n  - name: posted\n    match: {path_prefix: /}\n"
+        "    upstream: \"http://127.0.0.1:%1$u\"\n    key: \"header:X-API-Key\"\n"
+        "    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n";
+    static const char half_body[] = "POST /orders HTTP/1.1\r\nHost: h\r\nX-API-Key: poster\r\n"
+                                    "Content-Type: application/json\r\nContent-Length: 1000\r\n"
+                                    "\r\n{\"item\": 1,";
+    static const char pipelined[] = "POST /orders HTTP/1.1\r\nHost: h\r\nX-API-Key: poster\r\n"
+                                    "Content-Type: application/json\r\nContent-Length: 11\r\n"
+                                    "\r\n{\"item\": 2}"
+                                    "GET /behind HTTP/1.1\r\nHost: h\r\nX-API-Key: fresh\r\n\r\n";
+    static const char chunked[] =
+        "POST /orders HTTP/1.1\r\nHost: h\r\nX-API-Key: poster\r\n"
+        "Transfer-Encoding: chunked\r\n\r\nb\r\n{\"item\": 3}\r\n0\r\n\r\n"
+        "GET /behind HTTP/1.1\r\nHost: h\r\nX-API-Key: fresh\r\n\r\n";
+    struct recorder rec;
+    struct proc p;
+    char answer[8192];
+    bool closed;
+
+    CU_ASSERT_EQUAL_FATAL(recorder_start(&rec), 0);
+    if (start_sluice(&p, config, rec.port) != 0) {
+        CU_FAIL("sluice did not start");
+        recorder_stop(&rec);
+        return;
+    }
+    CU_ASSERT_EQUAL(get_status(p.port, "/spend", "poster"), 200);
+    CU_ASSERT_EQUAL(recorder_requests(&rec), 1);
+
+    recorder_reset(&rec);
+    closed = send_and_read_to_close(p.port, half_body, sizeof half_body - 1, answer, sizeof answer,
+                                    10000);
+    expect_denied_and_closed("a POST denied before its body's end", answer, closed, &rec);
+
+    recorder_reset(&rec);
+    closed = send_and_read_to_close(p.port, pipelined, sizeof pipelined - 1, answer, sizeof answer,
+                                    10000);
+    expect_denied_and_closed("a POST denied with a GET pipelined behind it", answer, closed, &rec);
+
+    recorder_reset(&rec);
+    closed =
+        send_and_read_to_close(p.port, chunked, sizeof chunked - 1, answer, sizeof answer, 10000);
+    expect_denied_and_closed("a chunked POST denied with a GET pipelined behind it", answer, closed,
+                             &rec);
+
+    /* The client behind it has its quota: on a connection of its own it is served. */
+    CU_ASSERT_EQUAL(get_status(p.port, "/behind", "fresh"), 200);
+    CU_ASSERT_EQUAL(stop_sluice(&p, 5000), 0);
+    recorder_stop(&rec);
+}
+
 void register_limits_tests(void)
 {
     CU_pSuite s = add_suite_with("limits", init, clean);
@@ -151,4 +276,6 @@ void register_limits_tests(void)
     add_test(s, "200 racing requests, exactly the quota", test_concurrent_race_is_exact);
     add_test(s, "dry_run decides but never denies", test_dry_run_never_denies);
     add_test(s, "exempt addresses are never limited", test_exempt_addresses);
+    add_test(s, "a denied POST: answered before its body, closed, nothing behind it read",
+             test_denied_post_closes_unread);
 }

@@ -1,9 +1,11 @@
 /* Pressure from outside the gateway: a log reader that stops reading, too few file
- * descriptors, more clients than max_connections. Each may cost log lines or make clients
- * wait, counted in /metrics, but never stop the gateway or flood its log. */
+ * descriptors, more clients than max_connections, a flood of failed TLS handshakes. Each may
+ * cost log lines or make clients wait, counted in /metrics, but never stop the gateway or flood
+ * its log. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -406,6 +409,151 @@ static void test_access_log_file_across_reload(void)
     unlink(after);
 }
 
+/* --- failed TLS handshakes -------------------------------------------------------------- */
+
+#define HANDSHAKE_FAILED "tls: a handshake failed"
+
+/* One failed handshake of kind `kind` (of four): plain HTTP, a TLS record of garbage, a
+ * ClientHello cut short, or nothing; each then the client's FIN. True when the server closed
+ * the connection, unanswered, within 10 s. */
+static bool failed_handshake(unsigned port, int kind)
+{
+    static const char plain[] = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+    static const char garbage[] = "\x16\x03\x01\x00\x05hello";
+    static const char cut_hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+                                    "0123456789abcdef0123456789abcdef";
+    static const struct {
+        const char *bytes;
+        size_t len;
+    } kinds[] = {{plain, sizeof plain - 1},
+                 {garbage, sizeof garbage - 1},
+                 {cut_hello, sizeof cut_hello - 1},
+                 {"", 0}};
+    struct timeval tv = {10, 0};
+    char answer[512];
+    size_t got = 0;
+    ssize_t n;
+    int fd = raw_connect(port);
+
+    if (fd < 0)
+        return false;
+    /* The server may close (even reset) before the client is done: sending and shutting down
+     * then fail, and the reads below see the close. */
+    send(fd, kinds[kind].bytes, kinds[kind].len, MSG_NOSIGNAL);
+    shutdown(fd, SHUT_WR);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    while ((n = recv(fd, answer + got, sizeof answer - 1 - got, 0)) > 0 &&
+           got + (size_t)n < sizeof answer - 1)
+        got += (size_t)n;
+    answer[got] = '\0';
+    close(fd);
+    return (n == 0 || (n < 0 && errno == ECONNRESET)) && strstr(answer, "HTTP/") == NULL;
+}
+
+/* The time of a text log line ("2026-01-31T12:00:00.123Z warn ...") in ms since the epoch, or
+ * -1. */
+static int64_t line_ms(const char *line)
+{
+    struct tm tm = {0};
+    int ms;
+
+    if (sscanf(line, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (int64_t)timegm(&tm) * 1000 + ms;
+}
+
+/* The handshake lines of `log`: how many, the least time between two in a row (ms), and the
+ * failures they account for (each itself and "and N more since the last such line"). */
+static void handshake_lines(const char *log, int *lines, int64_t *least_gap_ms,
+                            unsigned long *accounted)
+{
+    int64_t last = -1;
+
+    *lines = 0;
+    *least_gap_ms = INT64_MAX;
+    *accounted = 0;
+    for (const char *at = log; (at = strstr(at, HANDSHAKE_FAILED)) != NULL; at++) {
+        const char *line = at, *more = strstr(at, "(and ");
+        int64_t ms;
+
+        while (line > log && line[-1] != '\n')
+            line--;
+        ms = line_ms(line);
+        if (last >= 0 && ms - last < *least_gap_ms)
+            *least_gap_ms = ms - last;
+        last = ms;
+        (*lines)++;
+        *accounted += 1 + (more != NULL ? strtoul(more + 5, NULL, 10) : 0);
+    }
+}
+
+/* docs/security.md: against "a TLS handshake flood ... to fill the log", "failed handshakes are
+ * logged at most once a second". For 2.5 s, failed handshakes one after another (four kinds);
+ * each is closed unanswered; the log grows by handshake lines alone, at least 0.8 s apart (the
+ * gateway stamps a line as it allows it; the margin is for a thread descheduled between the
+ * two), about one per second of the flood; and their counts of the lines left out add up to
+ * every failure. */
+static void test_tls_handshake_flood(void)
+{
+    char key[64], cert[64], *log;
+    unsigned long failures = 0, unclosed = 0, accounted;
+    int lines, lines_before;
+    int64_t least_gap;
+    double started, lasted;
+    struct proc p;
+
+    CU_ASSERT_EQUAL_FATAL(make_self_signed("flood", key, cert), 0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&p,
+                                       "server: {listen: \"127.0.0.1:0\", tls: {cert: %2$s, "
+                                       "key: %3$s}}\n" ROUTE,
+                                       upstream.port, cert, key),
+                          0);
+    log = read_log(&p);
+    lines_before = lines_with(log, "");
+    free(log);
+    started = seconds_now();
+    while ((lasted = seconds_now() - started) < 2.5) {
+        unclosed += !failed_handshake(p.port, (int)(failures % 4));
+        failures++;
+    }
+    /* The lines left out since the last one are told on the next: one more, past the second. */
+    sleep_ms(1200);
+    unclosed += !failed_handshake(p.port, 0);
+    failures++;
+    CU_ASSERT_TRUE(wait_for_log(&p, HANDSHAKE_FAILED, 2, 5000));
+    for (int waited = 0; waited < 5000; waited += 50) { /* until the last line tells it all */
+        log = read_log(&p);
+        handshake_lines(log, &lines, &least_gap, &accounted);
+        if (accounted >= failures)
+            break;
+        free(log);
+        log = NULL;
+        sleep_ms(50);
+    }
+    if (log == NULL)
+        log = read_log(&p);
+    fprintf(stderr, "(%lu failed handshakes in %.1f s, %d lines) ", failures, lasted, lines);
+    CU_ASSERT_TRUE(failures >= 20);
+    check_case(unclosed == 0, "failed handshakes", "%lu of %lu not closed unanswered", unclosed,
+               failures);
+    check_case(lines >= 2 && lines <= (int)lasted + 3, "handshake lines",
+               "%d lines for %lu failures over %.1f s", lines, failures, lasted);
+    check_case(least_gap >= 800, "handshake lines", "two lines %lld ms apart",
+               (long long)least_gap);
+    check_case(accounted == failures, "handshake lines", "they account for %lu of %lu failures",
+               accounted, failures);
+    check_case(lines_with(log, "") == lines_before + lines, "the log",
+               "%d lines more, %d of them handshake lines: %s", lines_with(log, "") - lines_before,
+               lines, log);
+    free(log);
+    CU_ASSERT_EQUAL(stop_sluice(&p, 5000), 0);
+    remove(key);
+    remove(cert);
+}
+
 void register_pressure_tests(void)
 {
     CU_pSuite s = add_suite("pressure");
@@ -421,4 +569,5 @@ void register_pressure_tests(void)
              test_out_of_fds);
     add_test(s, "refusals at max_connections are counted and logged once a second",
              test_max_connections_refusals);
+    add_test(s, "failed TLS handshakes are logged once a second", test_tls_handshake_flood);
 }

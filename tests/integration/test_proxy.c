@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "recorder.h"
 
 static struct proc gw;
 
@@ -32,13 +33,17 @@ static int clean(void)
 
 static void test_request_passes_byte_for_byte(void)
 {
-    const char *headers[] = {"X-Custom: one", "X-Empty;", "Connection: X-Drop", "X-Drop: 1",
-                             "Keep-Alive: 5", "Content-Type: text/x-test", NULL};
+    const char *headers[] = {"X-Custom: one",
+                             "X-Empty;",
+                             "Connection: X-Drop",
+                             "X-Drop: 1",
+                             "Keep-Alive: 5",
+                             "Content-Type: text/x-test",
+                             NULL};
     struct reply r;
     char host[64];
 
-    CU_ASSERT_EQUAL(http(gw.port, "PUT", "/a%2Cb/c.d/..e?q=%41&q=b+c&&x", headers, "hello", &r),
-                    0);
+    CU_ASSERT_EQUAL(http(gw.port, "PUT", "/a%2Cb/c.d/..e?q=%41&q=b+c&&x", headers, "hello", &r), 0);
     CU_ASSERT_EQUAL(r.status, 200);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "method PUT\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "target /a%2Cb/c.d/..e?q=%41&q=b+c&&x\n"));
@@ -139,12 +144,13 @@ static void test_slow_upstream_within_route_timeout(void)
     struct proc slow;
     struct reply r;
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&slow,
-                                       "server: {listen: \"127.0.0.1:0\", client_timeout: 1s}\n"
-                                       "routes:\n  - name: r\n    match: {path_prefix: /}\n"
-                                       "    upstream: \"http://127.0.0.1:%1$u\"\n    timeout: 10s\n",
-                                       upstream.port),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        start_sluice(&slow,
+                     "server: {listen: \"127.0.0.1:0\", client_timeout: 1s}\n"
+                     "routes:\n  - name: r\n    match: {path_prefix: /}\n"
+                     "    upstream: \"http://127.0.0.1:%1$u\"\n    timeout: 10s\n",
+                     upstream.port),
+        0);
     http(slow.port, "GET", "/slow?ms=2500", NULL, NULL, &r);
     CU_ASSERT_EQUAL(r.status, 200);
     CU_ASSERT_STRING_EQUAL(r.body, "slow\n");
@@ -217,6 +223,114 @@ static void test_no_route_is_404(void)
     CU_ASSERT_EQUAL(stop_sluice(&narrow, 5000), 0);
 }
 
+/* --- a failure's answer names no server ------------------------------------------------ */
+
+#define NOWHERE "sluice-nowhere.invalid" /* a name that never resolves (RFC 6761) */
+
+/* Routes whose upstream fails each its own way; every URL has a base path. "%2$u" and "%6$u"
+ * refuse connections, "%3$u" is a TLS listener with a certificate nobody trusts, "%4$u" reads a
+ * request and closes without an answer, "%5$u" answers garbage; test_upstream's /slow outlasts
+ * the route's timeout. */
+static const char failing_config[] =
+    "server: {listen: \"127.0.0.1:0\"}\nroutes:\n"
+    "  - {name: refused, match: {path_prefix: /refused/}, upstream: "
+    "\"http://127.0.0.1:%2$u/svc/\"}\n"
+    "  - {name: dns, match: {path_prefix: /dns/}, upstream: \"http://" NOWHERE ":8080/svc/\"}\n"
+    "  - {name: tls, match: {path_prefix: /tls/}, upstream: \"https://127.0.0.1:%3$u/svc/\"}\n"
+    "  - {name: reset, match: {path_prefix: /reset/}, upstream: \"http://127.0.0.1:%4$u/svc/\"}\n"
+    "  - {name: invalid, match: {path_prefix: /invalid/},\n"
+    "     upstream: \"http://127.0.0.1:%5$u/svc/\"}\n"
+    "  - {name: servers, match: {path_prefix: /servers/},\n"
+    "     upstream: {servers: [\"http://127.0.0.1:%2$u/a/\", \"http://127.0.0.1:%6$u/b/\"]}}\n"
+    "  - {name: timeout, match: {path_prefix: /slow}, upstream: \"http://127.0.0.1:%1$u/\",\n"
+    "     timeout: 300ms}\n";
+
+/* What the client got for `target`: `status`, problem+json naming the fault `kind`, and
+ * nowhere in its head or body any of `secrets` (NULL-terminated). */
+static void expect_anonymous_failure(unsigned port, const char *target, long status,
+                                     const char *kind, const char *const *secrets)
+{
+    struct reply r;
+    char *whole = NULL;
+
+    http(port, "POST", target, NULL, "order=1", &r);
+    check_case(r.status == status, target, "status %ld, expected %ld", r.status, status);
+    check_case(r.body != NULL && strstr(r.body, kind) != NULL &&
+                   strstr(r.body, "\"detail\":\"") != NULL,
+               target, "no detail naming %s: %s", kind, r.body ? r.body : "(none)");
+    CU_ASSERT_FATAL(asprintf(&whole, "%s\n%s", r.head ? r.head : "", r.body ? r.body : "") > 0);
+    for (char *at = whole; (at = strstr(at, "\\/")) != NULL;) /* JSON's escaped '/' */
+        memmove(at, at + 1, strlen(at));
+    for (const char *const *secret = secrets; *secret != NULL; secret++)
+        check_case(strstr(whole, *secret) == NULL, target, "the answer names %s: %s", *secret,
+                   whole);
+    free(whole);
+    reply_free(&r);
+}
+
+/* README: a 502's "detail names the kind: (dns), (refused), (connect_timeout), (tls), (reset),
+ * (invalid), never the server's address". For each kind, and for a route of several servers,
+ * nothing the client gets (head or body) names the server: not its host, its port, its URL,
+ * nor libcurl's words about it. */
+static void test_failures_name_no_server(void)
+{
+    unsigned dead = free_port(), dead2 = free_port();
+    struct recorder closer;
+    struct canned garbage;
+    struct proc tls, failing;
+    char key[64], cert[64], ports[6][24], hosts[6][40];
+    const char *secrets[16];
+    size_t n = 0;
+
+    CU_ASSERT_EQUAL_FATAL(make_self_signed("untrusted", key, cert), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        start_sluice(&tls,
+                     "server: {listen: \"127.0.0.1:0\", tls: {cert: %2$s, "
+                     "key: %3$s}}\nroutes:\n  - name: r\n    match: "
+                     "{path_prefix: /}\n    upstream: \"http://127.0.0.1:%1$u\"\n",
+                     upstream.port, cert, key),
+        0);
+    CU_ASSERT_EQUAL_FATAL(recorder_start(&closer), 0);
+    recorder_set_mode(&closer, RECORDER_CLOSE_AFTER_READ);
+    recorder_set_close_at(&closer, 1);
+    CU_ASSERT_EQUAL_FATAL(start_canned(&garbage, "garbage\r\n\r\n"), 0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&failing, failing_config, upstream.port, dead, tls.port,
+                                       closer.port, garbage.port, dead2),
+                          0);
+
+    {
+        const unsigned all[] = {dead, tls.port, closer.port, garbage.port, dead2, upstream.port};
+
+        for (size_t i = 0; i < 6; i++) {
+            snprintf(ports[i], sizeof ports[i], ":%u", all[i]);
+            snprintf(hosts[i], sizeof hosts[i], "127.0.0.1:%u", all[i]);
+            secrets[n++] = ports[i];
+            secrets[n++] = hosts[i];
+        }
+    }
+    secrets[n++] = "127.0.0.1";
+    secrets[n++] = NOWHERE;
+    secrets[n++] = "/svc";
+    secrets[n] = NULL;
+
+    expect_anonymous_failure(failing.port, "/refused/x", 502, "(refused)", secrets);
+    expect_anonymous_failure(failing.port, "/dns/x", 502, "(dns)", secrets);
+    expect_anonymous_failure(failing.port, "/tls/x", 502, "(tls)", secrets);
+    expect_anonymous_failure(failing.port, "/reset/x", 502, "(reset)", secrets);
+    expect_anonymous_failure(failing.port, "/invalid/x", 502, "(invalid)", secrets);
+    expect_anonymous_failure(failing.port, "/servers/x", 502, "(refused)", secrets);
+    expect_anonymous_failure(failing.port, "/slow?ms=3000", 504, "(timeout)", secrets);
+    /* The process log does name the server, for whoever runs it. */
+    CU_ASSERT_TRUE(wait_for_log(&failing, hosts[0], 1, 2000));
+
+    CU_ASSERT_EQUAL(stop_sluice(&failing, 5000), 0);
+    stop_canned(&garbage);
+    recorder_stop(&closer);
+    CU_ASSERT_EQUAL(stop_sluice(&tls, 5000), 0);
+    remove(key);
+    remove(cert);
+}
+
 /* Keep-alive clients, and new clients, reuse upstream connections. */
 static void test_upstream_connections_are_reused(void)
 {
@@ -246,6 +360,7 @@ void register_proxy_tests(void)
     add_test(s, "large and chunked bodies stream through", test_bodies_stream);
     add_test(s, "a cut upstream body is cut for the client", test_truncated_upstream_body);
     add_test(s, "502 when unreachable, 504 past timeout", test_502_and_504);
+    add_test(s, "a failure's answer names no server", test_failures_name_no_server);
     add_test(s, "an upstream slower than client_timeout is waited for",
              test_slow_upstream_within_route_timeout);
     add_test(s, "bodies over max_body get 413, unforwarded", test_too_large_body);

@@ -453,6 +453,138 @@ static void test_auth_failure_is_explained(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
+/* --- what Redis holds -------------------------------------------------------------------- */
+
+#define RAW_KEY "RawKey-Zq7XvK2m" /* an API key to look for in Redis */
+
+/* One route per algorithm keyed by the X-API-Key header, one by a query parameter, and one whose
+ * limit has a key of its own; each limit named as its route. */
+static const char hashed_config[] =
+    "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", access_log: \"off\"}\n"
+    "limiter:\n  store: redis\n  redis: {address: \"127.0.0.1:%2$u\", timeout: 1s, prefix: "
+    "\"hashed:\"}\n"
+    "routes:\n"
+    "  - {name: tb, match: {path_prefix: /tb/}, upstream: \"http://127.0.0.1:%1$u\",\n"
+    "     key: \"header:X-API-Key\", limit: {name: tb, algorithm: token_bucket, requests: 9, "
+    "per: 1h}}\n"
+    "  - {name: gcra, match: {path_prefix: /gcra/}, upstream: \"http://127.0.0.1:%1$u\",\n"
+    "     key: \"header:X-API-Key\", limit: {name: gcra, algorithm: gcra, requests: 9, per: 1h}}\n"
+    "  - {name: fw, match: {path_prefix: /fw/}, upstream: \"http://127.0.0.1:%1$u\",\n"
+    "     key: \"header:X-API-Key\", limit: {name: fw, algorithm: fixed_window, requests: 9, "
+    "per: 1h}}\n"
+    "  - {name: swl, match: {path_prefix: /swl/}, upstream: \"http://127.0.0.1:%1$u\",\n"
+    "     key: \"header:X-API-Key\", limit: {name: swl, algorithm: sliding_window_log, "
+    "requests: 9, per: 1h}}\n"
+    "  - {name: swc, match: {path_prefix: /swc/}, upstream: \"http://127.0.0.1:%1$u\",\n"
+    "     key: \"header:X-API-Key\", limit: {name: swc, algorithm: sliding_window_counter, "
+    "requests: 9, per: 1h}}\n"
+    "  - {name: q, match: {path_prefix: /q/}, upstream: \"http://127.0.0.1:%1$u\",\n"
+    "     key: \"query:api_key\", limit: {name: q, algorithm: fixed_window, requests: 9, "
+    "per: 1h}}\n"
+    "  - {name: own, match: {path_prefix: /own/}, upstream: \"http://127.0.0.1:%1$u\",\n"
+    "     limit: {name: own, algorithm: gcra, requests: 9, per: 1h, key: \"header:X-API-Key\"}}\n";
+
+/* The same key held by a consumer: counted under the consumer's name, in its plan. */
+static const char hashed_consumer_config[] =
+    "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", access_log: \"off\"}\n"
+    "limiter:\n  store: redis\n  redis: {address: \"127.0.0.1:%2$u\", timeout: 1s, prefix: "
+    "\"hashed:\"}\n"
+    "plans: {gold: {algorithm: fixed_window, requests: 9, per: 1h}}\n"
+    "consumers: [{name: acme, key: \"" RAW_KEY "\", plan: gold}]\n"
+    "routes:\n"
+    "  - {name: api, match: {path_prefix: /api/}, upstream: \"http://127.0.0.1:%1$u\",\n"
+    "     key: \"header:X-API-Key\"}\n";
+
+/* Each key's route and limit, and what follows the hash: a window's start (digits) for the
+ * window algorithms, ":log" for the log, nothing for the buckets. The last is the consumer's. */
+static const struct {
+    const char *route_limit, *path, *suffix;
+} hashed_keys[] = {
+    {"tb:tb", "/tb/x", ""},          {"gcra:gcra", "/gcra/x", ""},
+    {"fw:fw", "/fw/x", "digits"},    {"swl:swl", "/swl/x", "log"},
+    {"swc:swc", "/swc/x", "digits"}, {"q:q", "/q/x?api_key=" RAW_KEY, "digits"},
+    {"own:own", "/own/x", ""},       {"api:gold/gold", "/api/x", "digits"},
+};
+#define N_HASHED (sizeof hashed_keys / sizeof hashed_keys[0])
+
+static bool all_hex(const char *text, size_t len)
+{
+    return strspn(text, "0123456789abcdef") >= len;
+}
+
+/* Whether `key` (one line of --scan) is "hashed:ROUTE:LIMIT:VERSION:HASH" and the suffix that
+ * `i` names, VERSION 8 hex digits and HASH 32 (a 128-bit BLAKE2b). */
+static bool documented_form(const char *key, size_t i)
+{
+    size_t len = strlen("hashed:") + strlen(hashed_keys[i].route_limit);
+    const char *at = key + len, *suffix = hashed_keys[i].suffix;
+
+    if (strncmp(key, "hashed:", 7) != 0 || strncmp(key + 7, hashed_keys[i].route_limit, len - 7))
+        return false;
+    if (at[0] != ':' || !all_hex(at + 1, 8) || at[9] != ':' || !all_hex(at + 10, 32))
+        return false;
+    at += 42;
+    if (strcmp(suffix, "") == 0)
+        return *at == '\0';
+    if (strcmp(suffix, "log") == 0)
+        return strcmp(at, ":log") == 0;
+    return at[0] == ':' && at[1] != '\0' && strspn(at + 1, "0123456789") == strlen(at + 1);
+}
+
+/* README "the client key appears only as a BLAKE2b hash" (keys are "PREFIX
+ * ROUTE:LIMIT:VERSION:HASH", with a window's start or ":log"); docs/security.md "Redis keys
+ * hold a 128-bit BLAKE2b". Every algorithm, a header key, a query key, a limit's own key and a
+ * consumer's: after a request of each, every key in Redis has that form, and none holds the
+ * API key. */
+static void test_keys_never_hold_the_raw_key(void)
+{
+    static char listing[64 * 1024];
+    char command[160], *line, *next, *raw;
+    int found[N_HASHED] = {0}, keys = 0;
+    struct proc plain, consumers;
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&plain, hashed_config, upstream.port, redis.port), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        start_sluice(&consumers, hashed_consumer_config, upstream.port, redis.port), 0);
+    for (size_t i = 0; i < N_HASHED; i++) {
+        unsigned port = i < N_HASHED - 1 ? plain.port : consumers.port;
+
+        check_case(get_status(port, hashed_keys[i].path, RAW_KEY) == 200, hashed_keys[i].path,
+                   "not 200");
+    }
+    CU_ASSERT_EQUAL(metric(&plain, "sluice_store_errors_total"), 0);
+    CU_ASSERT_EQUAL(metric(&consumers, "sluice_store_errors_total"), 0);
+
+    snprintf(command, sizeof command, "redis-cli -p %u --scan", redis.port);
+    CU_ASSERT_EQUAL_FATAL(run_command(command, listing, sizeof listing), 0);
+    raw = strstr(listing, RAW_KEY);
+    while (raw != NULL && raw > listing && raw[-1] != '\n')
+        raw--;
+    check_case(raw == NULL, "every key in Redis", "the API key is in %.*s",
+               raw ? (int)strcspn(raw, "\n") : 0, raw ? raw : "");
+    for (line = listing; *line != '\0'; line = next) {
+        bool known = false;
+
+        next = line + strcspn(line, "\n");
+        if (*next == '\n')
+            *next++ = '\0';
+        if (strncmp(line, "hashed:", 7) != 0)
+            continue; /* the other tests' */
+        keys++;
+        for (size_t i = 0; i < N_HASHED; i++)
+            if (documented_form(line, i)) {
+                found[i]++;
+                known = true;
+            }
+        check_case(known, line, "not of the documented form");
+    }
+    for (size_t i = 0; i < N_HASHED; i++)
+        check_case(found[i] == 1, hashed_keys[i].route_limit, "%d keys, expected 1", found[i]);
+    CU_ASSERT_EQUAL(keys, (int)N_HASHED);
+    CU_ASSERT_EQUAL(stop_sluice(&plain, 5000), 0);
+    CU_ASSERT_EQUAL(stop_sluice(&consumers, 5000), 0);
+}
+
 /* INFO clients' blocked_clients of `r` (CLIENT PAUSE holds clients there), or -1. */
 static long blocked_clients(const struct redis *r)
 {
@@ -564,4 +696,5 @@ void register_store_tests(void)
              test_changed_limit_starts_afresh);
     add_test(s, "a refused password is logged in Redis's words", test_auth_failure_is_explained);
     add_test(s, "only the probe ends the degraded state", test_only_the_probe_ends_degraded);
+    add_test(s, "Redis keys hold a hash, never the API key", test_keys_never_hold_the_raw_key);
 }
