@@ -47,8 +47,8 @@ static void test_denied_answer(void)
 
     http(gw.port, "GET", "/keyed/x", headers, NULL, &r);
     CU_ASSERT_EQUAL(r.status, 200);
-    CU_ASSERT_STRING_EQUAL(header(&r, "RateLimit-Policy"), "\"keyed\";q=2;w=3600");
-    CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"keyed\";r=1;t="));
+    expect_header(&r, "RateLimit-Policy", "\"keyed\";q=2;w=3600");
+    expect_header_has(&r, "RateLimit", "\"keyed\";r=1;t=");
     reply_free(&r);
     CU_ASSERT_EQUAL(get_status(gw.port, "/keyed/x", "alpha"), 200);
 
@@ -57,11 +57,11 @@ static void test_denied_answer(void)
     upstream_stats(&after, &conns);
     CU_ASSERT_EQUAL(after, before); /* the upstream never saw it */
     CU_ASSERT_EQUAL(r.status, 429);
-    CU_ASSERT_STRING_EQUAL(header(&r, "Content-Type"), "application/problem+json");
-    CU_ASSERT_STRING_EQUAL(header(&r, "RateLimit-Policy"), "\"keyed\";q=2;w=3600");
-    CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"keyed\";r=0;t="));
-    CU_ASSERT_TRUE(atol(header(&r, "Retry-After")) >= 1);
-    CU_ASSERT_TRUE(atol(header(&r, "Retry-After")) <= 3600);
+    expect_header(&r, "Content-Type", "application/problem+json");
+    expect_header(&r, "RateLimit-Policy", "\"keyed\";q=2;w=3600");
+    expect_header_has(&r, "RateLimit", "\"keyed\";r=0;t=");
+    CU_ASSERT_TRUE(header_number(&r, "Retry-After") >= 1);
+    CU_ASSERT_TRUE(header_number(&r, "Retry-After") <= 3600);
     CU_ASSERT_PTR_NULL(header(&r, "Connection")); /* the connection stays open */
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"type\":\"about:blank\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"title\":\"Too Many Requests\""));
@@ -102,10 +102,10 @@ static void test_retry_after_is_enough(void)
     CU_ASSERT_EQUAL(get_status(gw.port, "/second/x", NULL), 200);
     http(gw.port, "GET", "/second/x", NULL, NULL, &r);
     CU_ASSERT_EQUAL_FATAL(r.status, 429);
-    wait_s = atol(header(&r, "Retry-After"));
+    wait_s = header_number(&r, "Retry-After");
     CU_ASSERT_EQUAL(wait_s, 1);
     reply_free(&r);
-    sleep_ms((int)wait_s * 1000);
+    sleep_ms(wait_s > 0 ? (int)wait_s * 1000 : 1000);
     CU_ASSERT_EQUAL(get_status(gw.port, "/second/x", NULL), 200);
 }
 
@@ -125,7 +125,7 @@ static void test_dry_run_never_denies(void)
     CU_ASSERT_EQUAL(get_status(gw.port, "/dry/x", NULL), 200);
     http(gw.port, "GET", "/dry/x", NULL, NULL, &r);
     CU_ASSERT_EQUAL(r.status, 200);
-    CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"dry\";r=0;"));
+    expect_header_has(&r, "RateLimit", "\"dry\";r=0;");
     reply_free(&r);
 }
 
