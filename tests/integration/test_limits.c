@@ -27,7 +27,17 @@ static const char config[] =
     "    limit: {algorithm: sliding_window_counter, requests: 1, per: 1h}\n"
     "  - name: exempt\n    match: {path_prefix: /exempt/}\n"
     "    upstream: \"http://127.0.0.1:%1$u\"\n    exempt: [\"127.0.0.0/8\"]\n"
-    "    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n";
+    "    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n"
+    /* Two limits that both refuse the second request, one for an hour and one for a minute,
+     * listed in both orders. */
+    "  - name: hour-first\n    match: {path_prefix: /hour-first/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    limit: [{name: hourly, algorithm: sliding_window_log, requests: 1, per: 1h},\n"
+    "            {name: minutely, algorithm: sliding_window_log, requests: 1, per: 1m}]\n"
+    "  - name: minute-first\n    match: {path_prefix: /minute-first/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    limit: [{name: minutely, algorithm: sliding_window_log, requests: 1, per: 1m},\n"
+    "            {name: hourly, algorithm: sliding_window_log, requests: 1, per: 1h}]\n";
 
 static int init(void)
 {
@@ -141,6 +151,35 @@ static void test_exempt_addresses(void)
     }
 }
 
+/* Both limits refuse: the one that makes the client wait longest binds. Retry-After, the
+ * RateLimit field and the access log's limit all name the hour, whichever order the route
+ * lists its limits in. */
+static void test_longest_wait_binds(void)
+{
+    static const char *const routes[] = {"/hour-first/", "/minute-first/"};
+
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        char first[64], second[64], *line;
+        struct reply r;
+        long wait_s;
+
+        snprintf(first, sizeof first, "%sfirst", routes[i]);
+        snprintf(second, sizeof second, "%ssecond", routes[i]);
+        check_case(get_status(gw.port, first, NULL) == 200, routes[i], "the first was refused");
+        http(gw.port, "GET", second, NULL, NULL, &r);
+        check_case(r.status == 429, routes[i], "the second got %ld", r.status);
+        wait_s = header_number(&r, "Retry-After");
+        check_case(wait_s > 3000 && wait_s <= 3600, routes[i],
+                   "Retry-After: %ld; the hour's wait is about 3600, the minute's 60", wait_s);
+        expect_header_has(&r, "RateLimit", "\"hourly\";r=0;");
+        reply_free(&r);
+        line = access_log_line(&gw, second);
+        check_case(line != NULL && strstr(line, "\"limit\":\"hourly\"") != NULL, routes[i],
+                   "access log: %s", line ? line : "no line");
+        free(line);
+    }
+}
+
 void register_limits_tests(void)
 {
     CU_pSuite s = add_suite_with("limits", init, clean);
@@ -151,4 +190,5 @@ void register_limits_tests(void)
     add_test(s, "200 racing requests, exactly the quota", test_concurrent_race_is_exact);
     add_test(s, "dry_run decides but never denies", test_dry_run_never_denies);
     add_test(s, "exempt addresses are never limited", test_exempt_addresses);
+    add_test(s, "two limits refuse: the longest wait binds", test_longest_wait_binds);
 }
