@@ -37,8 +37,10 @@ static void on_test_complete(const CU_pTest test, const CU_pSuite suite,
     int i = 1;
 
     (void)suite;
-    if (failures == NULL) {
-        printf(why != NULL ? "SKIPPED: %s" : "passed", why);
+    if (failures == NULL && why != NULL) {
+        printf("SKIPPED: %s", why);
+    } else if (failures == NULL) {
+        printf("passed");
     } else {
         printf("FAILED");
         for (CU_pFailureRecord f = failures; f != NULL; f = f->pNext, i++)
