@@ -173,11 +173,20 @@ fuzz: $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS)) fuzz-regressions
 		grep -E 'stat::number_of_executed_units' build/fuzz/$$t.log; \
 	done
 
-# Every input that once crashed a target, run once.
+# Every input that once crashed or slowed a target (tests/fuzz/regressions/TARGET/), run once
+# within the limits make fuzz sets. Each target has a folder; one with nothing kept holds only
+# a README.md that says so, and the run says so too. A target without either fails the run.
 fuzz-regressions: $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS))
 	@for t in $(FUZZ_TARGETS); do \
-		set -- tests/fuzz/regressions/$$t/*; [ -e "$$1" ] || continue; \
-		build/fuzz/fuzz_$$t "$$@" >build/fuzz/$$t-regressions.log 2>&1 || \
+		dir=tests/fuzz/regressions/$$t; \
+		set -- $$(find $$dir -type f ! -name README.md 2>/dev/null | sort); \
+		if [ $$# -eq 0 ] && [ -f $$dir/README.md ]; then \
+			echo "  FUZZ-REGRESSIONS $$t: none kept, no input has crashed or slowed it ($$dir/README.md)"; \
+			continue; \
+		fi; \
+		[ $$# -gt 0 ] || { echo "fuzz-regressions: $$dir has no inputs and no README.md saying why"; exit 1; }; \
+		echo "  FUZZ-REGRESSIONS $$t: $$# input(s)"; \
+		build/fuzz/fuzz_$$t -timeout=10 -rss_limit_mb=1024 "$$@" >build/fuzz/$$t-regressions.log 2>&1 || \
 			{ tail -40 build/fuzz/$$t-regressions.log; exit 1; }; \
 	done
 

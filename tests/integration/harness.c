@@ -18,7 +18,7 @@
 
 struct proc upstream;
 
-void check_case(bool ok, const char *label, const char *fmt, ...)
+void check_case_at(const char *file, int line, bool ok, const char *label, const char *fmt, ...)
 {
     char what[3072];
     int n = snprintf(what, sizeof what, "[%s] ", label);
@@ -27,7 +27,67 @@ void check_case(bool ok, const char *label, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what + n, sizeof what - (size_t)n, fmt, ap);
     va_end(ap);
-    CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, 0, what, __FILE__, "", CU_FALSE);
+    CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, (unsigned)line, what, file, "", CU_FALSE);
+}
+
+void expect_header_at(const char *file, int line, const struct reply *r, const char *name,
+                      const char *text, bool part)
+{
+    const char *value = header(r, name);
+    bool ok = value != NULL && (part ? strstr(value, text) != NULL : strcmp(value, text) == 0);
+    char what[2048];
+
+    if (value == NULL)
+        snprintf(what, sizeof what, "no %s field; expected %s\"%s\"", name,
+                 part ? "one holding " : "", text);
+    else
+        snprintf(what, sizeof what, "%s: \"%s\"; expected %s\"%s\"", name, value,
+                 part ? "it to hold " : "", text);
+    CU_assertImplementation(ok ? CU_TRUE : CU_FALSE, (unsigned)line, what, file, "", CU_FALSE);
+}
+
+long header_number(const struct reply *r, const char *name)
+{
+    const char *value = header(r, name);
+    char *end;
+    long n;
+
+    if (value == NULL || value[0] < '0' || value[0] > '9')
+        return -1;
+    errno = 0;
+    n = strtol(value, &end, 10);
+    return errno == 0 && *end == '\0' ? n : -1;
+}
+
+/* --- tests that cannot check here ------------------------------------------------------ */
+
+#define MAX_SKIPS 64
+
+static struct skip {
+    CU_pTest test;
+    char why[256];
+} skips[MAX_SKIPS];
+static size_t n_skips;
+
+void skip_test(const char *why)
+{
+    CU_pTest test = CU_get_current_test();
+
+    if (n_skips == MAX_SKIPS) { /* more would be a broken suite, not a slow machine */
+        CU_FAIL("more tests skipped than the harness records");
+        return;
+    }
+    skips[n_skips].test = test;
+    snprintf(skips[n_skips].why, sizeof skips[n_skips].why, "%s", why);
+    n_skips++;
+}
+
+const char *skip_reason(CU_pTest test)
+{
+    for (size_t i = 0; i < n_skips; i++)
+        if (skips[i].test == test)
+            return skips[i].why;
+    return NULL;
 }
 
 void sleep_ms(int ms)
@@ -173,20 +233,56 @@ char *read_log(const struct proc *p)
     return read_file(p->log_path);
 }
 
-char *read_file(const char *path)
+/* The whole of the file at `path` and its length in `*len`, or NULL; the caller frees it. */
+static char *read_file_bytes(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "r");
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    int c;
+    char *bytes = NULL, chunk[65536];
+    FILE *out;
+    size_t n;
 
-    while (f != NULL && (c = fgetc(f)) != EOF)
-        fputc(c, out);
-    if (f != NULL)
-        fclose(f);
+    *len = 0;
+    if (f == NULL)
+        return NULL;
+    out = open_memstream(&bytes, len);
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        fwrite(chunk, 1, n, out);
+    fclose(f);
     fclose(out);
-    return text;
+    return bytes;
+}
+
+char *read_file(const char *path)
+{
+    size_t len;
+    char *text = read_file_bytes(path, &len);
+
+    return text != NULL ? text : strdup("");
+}
+
+char *access_log_line(const struct proc *p, const char *path)
+{
+    char needle[512];
+
+    snprintf(needle, sizeof needle, "\"path\":\"%s\"", path);
+    for (int waited = 0; waited < 2000; waited += 20) {
+        char *log = read_file(p->access_path), *at = strstr(log, needle);
+
+        if (at != NULL) {
+            char *start = at;
+            size_t len = strcspn(at, "\n");
+
+            while (start > log && start[-1] != '\n')
+                start--;
+            len += (size_t)(at - start);
+            memmove(log, start, len);
+            log[len] = '\0';
+            return log;
+        }
+        free(log);
+        sleep_ms(20);
+    }
+    return NULL;
 }
 
 const char *sluice_binary(void)
@@ -194,6 +290,28 @@ const char *sluice_binary(void)
     const char *path = getenv("SLUICE");
 
     return path != NULL && path[0] != '\0' ? path : "build/sluice";
+}
+
+bool sluice_sanitized(void)
+{
+    static const char *const entry_points[] = {"__asan_init", "__tsan_init", "__msan_init"};
+    static int sanitized = -1; /* not read yet */
+    char *binary;
+    size_t len = 0;
+
+    if (sanitized >= 0)
+        return sanitized == 1;
+    binary = read_file_bytes(sluice_binary(), &len);
+    if (binary == NULL) {
+        fprintf(stderr, "harness: cannot read %s\n", sluice_binary());
+        exit(2);
+    }
+    sanitized = 0;
+    for (size_t i = 0; i < sizeof entry_points / sizeof *entry_points; i++)
+        if (memmem(binary, len, entry_points[i], strlen(entry_points[i])) != NULL)
+            sanitized = 1;
+    free(binary);
+    return sanitized == 1;
 }
 
 /* --- the serving mode ($SLUICE_MODE, $SLUICE_WORKERS) ---------------------------------- */
@@ -614,55 +732,80 @@ static void wait_past_hour_edge(void)
         sleep((unsigned)to_edge + 1);
 }
 
-/* Starts sluice on p->config_path, its logs beside it, and waits for its "listening on" line. */
-static int launch(struct proc *p)
+/* How start() runs sluice. */
+enum start_kind {
+    START_PLAIN,
+    START_UNDER_VALGRIND,
+    START_MEASURED, /* a sanitizer build without its quarantine: start_sluice_measured() */
+};
+
+/* In the child: sluice's stderr and stdout to its log and access log, then the binary (under
+ * valgrind, or with `asan_options` as $ASAN_OPTIONS when it is not empty). */
+static void exec_sluice(const struct proc *p, char *asan_options)
+{
+    int log = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int access = open(p->access_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+    dup2(log, STDERR_FILENO);
+    dup2(access, STDOUT_FILENO);
+    if (p->under_valgrind) {
+        char log_file[128];
+
+        snprintf(log_file, sizeof log_file, "--log-file=%s.valgrind", p->config_path);
+        execlp("valgrind", "valgrind", "--quiet", "--leak-check=full",
+               "--errors-for-leak-kinds=definite", "--error-exitcode=99", log_file, sluice_binary(),
+               "-c", p->config_path, (char *)NULL);
+    }
+    if (asan_options[0] != '\0')
+        putenv(asan_options);
+    execl(sluice_binary(), "sluice", "-c", p->config_path, (char *)NULL);
+    _exit(127);
+}
+
+/* Once sluice's log says "listening on ADDRESS:PORT": p->port, and p->admin_port from the
+ * admin listener's line when there is one. False while the line is not there whole. */
+static bool read_ports(struct proc *p, const char *log)
+{
+    static const char admin_line[] = "/readyz) on http://";
+    const char *at = strstr(log, "listening on "), *end = at ? strchr(at, '\n') : NULL;
+    const char *colon = NULL, *admin, *host;
+
+    /* The port ends the line ("listening on 127.0.0.1:PORT" or "[::1]:PORT"), which must be
+     * whole: other lines may follow it. */
+    for (const char *c = at; end != NULL && c < end; c++)
+        if (*c == ':')
+            colon = c;
+    if (colon == NULL || sscanf(colon + 1, "%u", &p->port) != 1)
+        return false;
+    /* "... on http://127.0.0.1:PORT" or "... on http://[::1]:PORT" */
+    admin = strstr(log, admin_line);
+    colon = NULL;
+    if (admin != NULL) {
+        host = admin + sizeof admin_line - 1;
+        colon = strchr(*host == '[' ? strchr(host, ']') : host, ':');
+    }
+    if (colon != NULL)
+        sscanf(colon + 1, "%u", &p->admin_port);
+    return true;
+}
+
+/* Starts sluice on p->config_path, its logs beside it, with `asan_options` as exec_sluice()
+ * takes them, and waits for its "listening on" line. */
+static int launch(struct proc *p, char *asan_options)
 {
     snprintf(p->log_path, sizeof p->log_path, "%s.log", p->config_path);
     snprintf(p->access_path, sizeof p->access_path, "%s.access", p->config_path);
-
     p->pid = fork();
-    if (p->pid == 0) {
-        int log = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int access = open(p->access_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-        dup2(log, STDERR_FILENO);
-        dup2(access, STDOUT_FILENO);
-        if (p->under_valgrind) {
-            char log_file[128];
-
-            snprintf(log_file, sizeof log_file, "--log-file=%s.valgrind", p->config_path);
-            execlp("valgrind", "valgrind", "--quiet", "--leak-check=full",
-                   "--errors-for-leak-kinds=definite", "--error-exitcode=99", log_file,
-                   sluice_binary(), "-c", p->config_path, (char *)NULL);
-        }
-        execl(sluice_binary(), "sluice", "-c", p->config_path, (char *)NULL);
-        _exit(127);
-    }
+    if (p->pid == 0)
+        exec_sluice(p, asan_options);
     for (int i = 0; i < (p->under_valgrind ? 3000 : 500); i++) {
-        char *log = read_log(p), *at = log ? strstr(log, "listening on ") : NULL;
-        char *end = at ? strchr(at, '\n') : NULL, *colon = NULL;
+        char *log = read_log(p);
+        bool up = read_ports(p, log);
         int status;
 
-        /* The port ends the line ("listening on 127.0.0.1:PORT" or "[::1]:PORT"), which
-         * must be whole: other lines may follow it. */
-        for (char *c = at; end != NULL && c < end; c++)
-            if (*c == ':')
-                colon = c;
-        if (colon != NULL && sscanf(colon + 1, "%u", &p->port) == 1) {
-            static const char admin_line[] = "/readyz) on http://";
-            const char *admin = strstr(log, admin_line), *host, *colon = NULL;
-
-            /* "... on http://127.0.0.1:PORT" or "... on http://[::1]:PORT" */
-            if (admin != NULL) {
-                host = admin + sizeof admin_line - 1;
-                colon = strchr(*host == '[' ? strchr(host, ']') : host, ':');
-            }
-            if (colon != NULL)
-                sscanf(colon + 1, "%u", &p->admin_port);
-            free(log);
-            return 0;
-        }
         free(log);
+        if (up)
+            return 0;
         if (waitpid(p->pid, &status, WNOHANG) == p->pid)
             break;
         sleep_ms(10);
@@ -677,23 +820,33 @@ static int launch(struct proc *p)
     return -1;
 }
 
-static int start(struct proc *p, bool under_valgrind, const char *yaml, va_list ap)
+static int start(struct proc *p, enum start_kind kind, const char *yaml, va_list ap)
 {
+    /* Made before fork(): the child only puts it in place. */
+    static char asan_options[1024];
+    const char *inherited = getenv("ASAN_OPTIONS");
     int fd;
 
     wait_past_hour_edge();
     memset(p, 0, sizeof *p);
-    p->under_valgrind = under_valgrind;
+    p->under_valgrind = kind == START_UNDER_VALGRIND;
     p->env_mode = true;
     snprintf(p->config_path, sizeof p->config_path, "/tmp/sluice-it-XXXXXX");
     fd = mkstemp(p->config_path);
     close(fd);
     write_config(p->config_path, p->env_mode, yaml, ap);
-    return launch(p);
+    asan_options[0] = '\0';
+    if (kind == START_MEASURED && sluice_sanitized())
+        snprintf(asan_options, sizeof asan_options,
+                 "ASAN_OPTIONS=%s%squarantine_size_mb=0:thread_local_quarantine_size_kb=0",
+                 inherited ? inherited : "", inherited && inherited[0] ? ":" : "");
+    return launch(p, asan_options);
 }
 
 int start_sluice_on(struct proc *p, const char *path)
 {
+    static char no_options[1];
+
     wait_past_hour_edge();
     memset(p, 0, sizeof *p);
     if (strlen(path) >= sizeof p->config_path) { /* the logs' paths are longer by 16 */
@@ -701,7 +854,7 @@ int start_sluice_on(struct proc *p, const char *path)
         return -1;
     }
     snprintf(p->config_path, sizeof p->config_path, "%s", path);
-    return launch(p);
+    return launch(p, no_options);
 }
 
 int start_sluice(struct proc *p, const char *yaml, ...)
@@ -710,7 +863,7 @@ int start_sluice(struct proc *p, const char *yaml, ...)
     int rc;
 
     va_start(ap, yaml);
-    rc = start(p, false, yaml, ap);
+    rc = start(p, START_PLAIN, yaml, ap);
     va_end(ap);
     return rc;
 }
@@ -721,7 +874,18 @@ int start_sluice_under_valgrind(struct proc *p, const char *yaml, ...)
     int rc;
 
     va_start(ap, yaml);
-    rc = start(p, true, yaml, ap);
+    rc = start(p, START_UNDER_VALGRIND, yaml, ap);
+    va_end(ap);
+    return rc;
+}
+
+int start_sluice_measured(struct proc *p, const char *yaml, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, yaml);
+    rc = start(p, START_MEASURED, yaml, ap);
     va_end(ap);
     return rc;
 }

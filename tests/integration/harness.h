@@ -71,6 +71,11 @@ int start_sluice_on(struct proc *p, const char *path);
 /* The same as start_sluice(), under valgrind's memcheck: its findings make the exit code 99. */
 int start_sluice_under_valgrind(struct proc *p, const char *yaml, ...);
 
+/* The same, for a test that measures sluice's memory: a sanitizer build (sluice_sanitized())
+ * is run without ASan's quarantine, which by default keeps up to 256 MiB of freed memory
+ * aside, so that what it holds is what sluice holds plus the runtime's own share. */
+int start_sluice_measured(struct proc *p, const char *yaml, ...);
+
 /* Replaces the config file the way an editor does (a new file renamed over it) or, with
  * `in_place`, by rewriting it. Same format as start_sluice(); given the serving mode when
  * `p` was started by start_sluice() or its kin (p->env_mode), so that a reload never
@@ -89,6 +94,11 @@ double metric_now(const struct proc *p, const char *series);
 /* SIGTERM, then waits up to `wait_ms`; returns the exit status, or -1 (then it is killed).
  * Its config, log and access log are removed, unless $SLUICE_IT_KEEP is set (not empty). */
 int stop_sluice(struct proc *p, int wait_ms);
+
+/* The first line of `p`'s access log for a request whose path is `path` (its "path" field),
+ * waited for up to 2 s: lines are written after the answer, by another thread. NULL when
+ * none came; the caller frees it. */
+char *access_log_line(const struct proc *p, const char *path);
 
 /* The whole of a file (sluice's log, its access log); the caller frees it. */
 char *read_file(const char *path);
@@ -151,9 +161,38 @@ const char *header(const struct reply *r, const char *name);
 void upstream_stats(unsigned long *requests, unsigned long *connections);
 
 /* A CUnit assertion whose message names the case (`label`), so that a failure says which one
- * and what was seen (a printf format). */
-void check_case(bool ok, const char *label, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+ * and what was seen (a printf format), at the caller's file and line. */
+#define check_case(ok, label, ...) check_case_at(__FILE__, __LINE__, (ok), (label), __VA_ARGS__)
+void check_case_at(const char *file, int line, bool ok, const char *label, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Header `name` of `r` is `want` (expect_header) or holds `part` (expect_header_has): a
+ * CUnit assertion at the caller's line that names the header and what came, and fails,
+ * rather than crashing, when the header is missing. */
+#define expect_header(r, name, want)                                                               \
+    expect_header_at(__FILE__, __LINE__, (r), (name), (want), false)
+#define expect_header_has(r, name, part)                                                           \
+    expect_header_at(__FILE__, __LINE__, (r), (name), (part), true)
+void expect_header_at(const char *file, int line, const struct reply *r, const char *name,
+                      const char *text, bool part);
+
+/* Header `name` of `r` as a whole number of decimal digits (Retry-After, Content-Length), or
+ * -1 when it is missing or is not one. */
+long header_number(const struct reply *r, const char *name);
+
+/* For a test that cannot check what it is for, here: prints "SKIPPED: `why`" in place of
+ * "passed" and records the running test as skipped, counted apart from those that passed
+ * (main.c). The test then returns without asserting. A reason the test could remove (a slow
+ * machine, a path spelled another way) is not one: make the test check instead. */
+void skip_test(const char *why);
+
+/* Why `test` was skipped (skip_test()), or NULL when it was not. */
+const char *skip_reason(CU_pTest test);
+
+/* Whether the binary under test carries a sanitizer that owns its memory and threads (ASan,
+ * TSan or MSan, statically or as a shared runtime): its file names the runtime's entry point.
+ * Read from the file itself, so any spelling of its path ($SLUICE) gives the same answer. */
+bool sluice_sanitized(void);
 
 void sleep_ms(int ms);
 

@@ -242,7 +242,7 @@ static void test_retry_after_speaks_of_units(void)
         expect(gw.port, "POST", target, NULL, NULL, 200, NULL, label);
         expect(gw.port, "POST", target, NULL, NULL, 200, NULL, label);
         http(gw.port, "POST", target, NULL, "x=1", &r);
-        wait_s = header(&r, "Retry-After") ? atol(header(&r, "Retry-After")) : -1;
+        wait_s = header_number(&r, "Retry-After");
         check_case(r.status == 429 && wait_s >= 71 && wait_s <= 72, label,
                    "a POST 2 units short: status %ld, Retry-After %ld, expected 429 and 71-72",
                    r.status, wait_s);
@@ -387,7 +387,8 @@ static void expect_denial(unsigned port, const char *target, long status, const 
     check_case(seen != NULL && strtoul(seen, NULL, 10) == len, label,
                "Content-Length %s, expected %zu", seen ? seen : "(none)", len);
     seen = header(&r, "Retry-After");
-    check_case(seen != NULL && atol(seen) >= 1, label, "Retry-After %s", seen ? seen : "(none)");
+    check_case(header_number(&r, "Retry-After") >= 1, label, "Retry-After %s",
+               seen ? seen : "(none)");
     check_case(header(&r, "RateLimit") != NULL && header(&r, "RateLimit-Policy") != NULL, label,
                "the RateLimit fields are gone: %s", r.head);
     check_case(header(&r, "Connection") == NULL, label, "Connection: %s",

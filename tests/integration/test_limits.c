@@ -33,7 +33,17 @@ static const char config[] =
     "    limit: {algorithm: sliding_window_counter, requests: 1, per: 1h}\n"
     "  - name: exempt\n    match: {path_prefix: /exempt/}\n"
     "    upstream: \"http://127.0.0.1:%1$u\"\n    exempt: [\"127.0.0.0/8\"]\n"
-    "    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n";
+    "    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n"
+    /* Two limits that both refuse the second request, one for an hour and one for a minute,
+     * listed in both orders. */
+    "  - name: hour-first\n    match: {path_prefix: /hour-first/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    limit: [{name: hourly, algorithm: sliding_window_log, requests: 1, per: 1h},\n"
+    "            {name: minutely, algorithm: sliding_window_log, requests: 1, per: 1m}]\n"
+    "  - name: minute-first\n    match: {path_prefix: /minute-first/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    limit: [{name: minutely, algorithm: sliding_window_log, requests: 1, per: 1m},\n"
+    "            {name: hourly, algorithm: sliding_window_log, requests: 1, per: 1h}]\n";
 
 static int init(void)
 {
@@ -53,8 +63,8 @@ static void test_denied_answer(void)
 
     http(gw.port, "GET", "/keyed/x", headers, NULL, &r);
     CU_ASSERT_EQUAL(r.status, 200);
-    CU_ASSERT_STRING_EQUAL(header(&r, "RateLimit-Policy"), "\"keyed\";q=2;w=3600");
-    CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"keyed\";r=1;t="));
+    expect_header(&r, "RateLimit-Policy", "\"keyed\";q=2;w=3600");
+    expect_header_has(&r, "RateLimit", "\"keyed\";r=1;t=");
     reply_free(&r);
     CU_ASSERT_EQUAL(get_status(gw.port, "/keyed/x", "alpha"), 200);
 
@@ -63,11 +73,11 @@ static void test_denied_answer(void)
     upstream_stats(&after, &conns);
     CU_ASSERT_EQUAL(after, before); /* the upstream never saw it */
     CU_ASSERT_EQUAL(r.status, 429);
-    CU_ASSERT_STRING_EQUAL(header(&r, "Content-Type"), "application/problem+json");
-    CU_ASSERT_STRING_EQUAL(header(&r, "RateLimit-Policy"), "\"keyed\";q=2;w=3600");
-    CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"keyed\";r=0;t="));
-    CU_ASSERT_TRUE(atol(header(&r, "Retry-After")) >= 1);
-    CU_ASSERT_TRUE(atol(header(&r, "Retry-After")) <= 3600);
+    expect_header(&r, "Content-Type", "application/problem+json");
+    expect_header(&r, "RateLimit-Policy", "\"keyed\";q=2;w=3600");
+    expect_header_has(&r, "RateLimit", "\"keyed\";r=0;t=");
+    CU_ASSERT_TRUE(header_number(&r, "Retry-After") >= 1);
+    CU_ASSERT_TRUE(header_number(&r, "Retry-After") <= 3600);
     CU_ASSERT_PTR_NULL(header(&r, "Connection")); /* the connection stays open */
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"type\":\"about:blank\""));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"title\":\"Too Many Requests\""));
@@ -108,10 +118,10 @@ static void test_retry_after_is_enough(void)
     CU_ASSERT_EQUAL(get_status(gw.port, "/second/x", NULL), 200);
     http(gw.port, "GET", "/second/x", NULL, NULL, &r);
     CU_ASSERT_EQUAL_FATAL(r.status, 429);
-    wait_s = atol(header(&r, "Retry-After"));
+    wait_s = header_number(&r, "Retry-After");
     CU_ASSERT_EQUAL(wait_s, 1);
     reply_free(&r);
-    sleep_ms((int)wait_s * 1000);
+    sleep_ms(wait_s > 0 ? (int)wait_s * 1000 : 1000);
     CU_ASSERT_EQUAL(get_status(gw.port, "/second/x", NULL), 200);
 }
 
@@ -131,7 +141,7 @@ static void test_dry_run_never_denies(void)
     CU_ASSERT_EQUAL(get_status(gw.port, "/dry/x", NULL), 200);
     http(gw.port, "GET", "/dry/x", NULL, NULL, &r);
     CU_ASSERT_EQUAL(r.status, 200);
-    CU_ASSERT_PTR_NOT_NULL(strstr(header(&r, "RateLimit"), "\"dry\";r=0;"));
+    expect_header_has(&r, "RateLimit", "\"dry\";r=0;");
     reply_free(&r);
 }
 
@@ -266,6 +276,35 @@ static void test_denied_post_closes_unread(void)
     recorder_stop(&rec);
 }
 
+/* Both limits refuse: the one that makes the client wait longest binds. Retry-After, the
+ * RateLimit field and the access log's limit all name the hour, whichever order the route
+ * lists its limits in. */
+static void test_longest_wait_binds(void)
+{
+    static const char *const routes[] = {"/hour-first/", "/minute-first/"};
+
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        char first[64], second[64], *line;
+        struct reply r;
+        long wait_s;
+
+        snprintf(first, sizeof first, "%sfirst", routes[i]);
+        snprintf(second, sizeof second, "%ssecond", routes[i]);
+        check_case(get_status(gw.port, first, NULL) == 200, routes[i], "the first was refused");
+        http(gw.port, "GET", second, NULL, NULL, &r);
+        check_case(r.status == 429, routes[i], "the second got %ld", r.status);
+        wait_s = header_number(&r, "Retry-After");
+        check_case(wait_s > 3000 && wait_s <= 3600, routes[i],
+                   "Retry-After: %ld; the hour's wait is about 3600, the minute's 60", wait_s);
+        expect_header_has(&r, "RateLimit", "\"hourly\";r=0;");
+        reply_free(&r);
+        line = access_log_line(&gw, second);
+        check_case(line != NULL && strstr(line, "\"limit\":\"hourly\"") != NULL, routes[i],
+                   "access log: %s", line ? line : "no line");
+        free(line);
+    }
+}
+
 void register_limits_tests(void)
 {
     CU_pSuite s = add_suite_with("limits", init, clean);
@@ -278,4 +317,5 @@ void register_limits_tests(void)
     add_test(s, "exempt addresses are never limited", test_exempt_addresses);
     add_test(s, "a denied POST: answered before its body, closed, nothing behind it read",
              test_denied_post_closes_unread);
+    add_test(s, "two limits refuse: the longest wait binds", test_longest_wait_binds);
 }
