@@ -434,10 +434,10 @@ static void test_silent_client(void)
 
 void register_tls_tunnels_tests(void)
 {
-    CU_pSuite suite = CU_add_suite("tls_tunnels", init, clean);
+    CU_pSuite suite = add_suite_with("tls_tunnels", init, clean);
 
-    CU_add_test(suite, "a TLS client's FIN ends its tunnel", test_fin);
-    CU_add_test(suite, "a TLS client's close_notify ends its tunnel", test_close_notify);
-    CU_add_test(suite, "a TLS client's reset ends its tunnel", test_reset);
-    CU_add_test(suite, "a silent TLS client's tunnel ends at its idle timeout", test_silent_client);
+    add_test(suite, "a TLS client's FIN ends its tunnel", test_fin);
+    add_test(suite, "a TLS client's close_notify ends its tunnel", test_close_notify);
+    add_test(suite, "a TLS client's reset ends its tunnel", test_reset);
+    add_test(suite, "a silent TLS client's tunnel ends at its idle timeout", test_silent_client);
 }
