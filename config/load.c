@@ -271,19 +271,29 @@ static const char *scalar(struct loader *ld, yaml_node_t *node, const char *key)
 
 /* --- typed values ---------------------------------------------------------------------- */
 
-enum value_type { V_STRING, V_DURATION, V_SIZE, V_U32, V_U64, V_BOOL, V_CIDRS, V_ENDPOINT, V_CUSTOM };
+enum value_type {
+    V_STRING,
+    V_DURATION,
+    V_SIZE,
+    V_U32,
+    V_U64,
+    V_BOOL,
+    V_CIDRS,
+    V_ENDPOINT,
+    V_CUSTOM
+};
 
-#define MILLISECOND ((uint64_t)1000000) /* in ns */
-#define SECOND      ((uint64_t)1000000000)
-#define HOUR        (3600 * SECOND)
-#define DAY         (86400 * SECOND) /* the longest timeout */
-#define KIB         ((uint64_t)1024)
+#define MILLISECOND    ((uint64_t)1000000) /* in ns */
+#define SECOND         ((uint64_t)1000000000)
+#define HOUR           (3600 * SECOND)
+#define DAY            (86400 * SECOND) /* the longest timeout */
+#define KIB            ((uint64_t)1024)
 #define MAX_BODY_BOUND (64 * 1024 * 1024 * KIB) /* 64GiB: server.max_body's most */
 
 struct field {
     const char *key;
     enum value_type type;
-    size_t offset;  /* of the target within the object */
+    size_t offset;     /* of the target within the object */
     uint64_t min, max; /* for V_U32 and V_U64; for V_DURATION (ns) and V_SIZE when max is not 0 */
     void (*custom)(struct loader *ld, yaml_node_t *value, void *object);
 };
@@ -333,23 +343,22 @@ static void parse_cidrs(struct loader *ld, yaml_node_t *node, const char *key,
     out->n = 0;
     if (out->items == NULL)
         return;
-    for (yaml_node_item_t *it = node->data.sequence.items.start;
-         it < node->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top;
+         it++) {
         yaml_node_t *item = node_at(ld, *it);
         const char *text = scalar(ld, item, key);
 
         if (text == NULL)
             continue;
         if (config_parse_cidr(text, &out->items[out->n]) != 0)
-            errorf(ld, item, "%s: \"%s\" is not an address or address block (like 10.0.0.0/8)",
-                   key, text);
+            errorf(ld, item, "%s: \"%s\" is not an address or address block (like 10.0.0.0/8)", key,
+                   text);
         else
             out->n++;
     }
 }
 
-static void parse_value(struct loader *ld, const struct field *f, yaml_node_t *node,
-                        void *object)
+static void parse_value(struct loader *ld, const struct field *f, yaml_node_t *node, void *object)
 {
     void *target = (char *)object + f->offset;
     const char *text;
@@ -875,9 +884,9 @@ static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
         errorf(ld, node, "methods: an empty list matches nothing; leave methods out for all");
         return;
     }
-    route->methods = calloc((size_t)(node->data.sequence.items.top -
-                                     node->data.sequence.items.start) + 1,
-                            sizeof(char *));
+    route->methods =
+        calloc((size_t)(node->data.sequence.items.top - node->data.sequence.items.start) + 1,
+               sizeof(char *));
     for (yaml_node_item_t *it = node->data.sequence.items.start;
          route->methods != NULL && it < node->data.sequence.items.top; it++) {
         yaml_node_t *item = node_at(ld, *it);
@@ -1628,8 +1637,7 @@ static void parse_upgrades(struct loader *ld, yaml_node_t *node, void *object)
 
     route->n_upgrades = 0;
     if (node->type != YAML_SEQUENCE_NODE) {
-        errorf(ld, node, "upgrades: expected a list of protocol names, found %s",
-               kind_name(node));
+        errorf(ld, node, "upgrades: expected a list of protocol names, found %s", kind_name(node));
         return;
     }
     n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
@@ -1649,13 +1657,15 @@ static void parse_upgrades(struct loader *ld, yaml_node_t *node, void *object)
             continue;
         valid = is_token(text) && strlen(text) < CONFIG_UPGRADE_LEN;
         if (!valid) {
-            errorf(ld, item, "upgrades: \"%s\" is not a protocol name (a token of at most %d bytes)",
-                   text, CONFIG_UPGRADE_LEN - 1);
+            errorf(ld, item,
+                   "upgrades: \"%s\" is not a protocol name (a token of at most %d bytes)", text,
+                   CONFIG_UPGRADE_LEN - 1);
             continue;
         }
         if (strcasecmp(text, "h2c") == 0) {
-            errorf(ld, item, "upgrades: h2c is refused: it would carry HTTP/2 requests past the "
-                             "limiter");
+            errorf(ld, item,
+                   "upgrades: h2c is refused: it would carry HTTP/2 requests past the "
+                   "limiter");
             continue;
         }
         token = route->upgrades[route->n_upgrades];
