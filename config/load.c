@@ -49,7 +49,7 @@ struct loader {
     size_t errors_len;
     unsigned n_errors; /* all of them; only the first CONFIG_MAX_ERRORS are listed */
     yaml_mark_t first_unlisted;
-    /* The last value with ${VAR} replaced. Each caller of scalar() is done with its value
+    /* The last value with ${VAR} replaced. Each caller of config_scalar() is done with its value
      * before the next call, so one is kept at a time: a file naming a long variable a hundred
      * thousand times must not hold a hundred thousand copies of it. */
     char *expanded;
@@ -73,7 +73,7 @@ struct loader {
  * other control characters as \n or \x1b. Past CONFIG_MAX_ERRORS problems are only counted:
  * a file of thousands of unknown keys would otherwise make as many lines in the log of every
  * reload. */
-static void verrorf_at(struct loader *ld, yaml_mark_t mark, const char *fmt, va_list ap)
+static void config_verror_at(struct loader *ld, yaml_mark_t mark, const char *fmt, va_list ap)
 {
     char *message = NULL;
 
@@ -97,35 +97,35 @@ static void verrorf_at(struct loader *ld, yaml_mark_t mark, const char *fmt, va_
     free(message);
 }
 
-static void errorf_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
+static void config_error_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static void errorf_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
+static void config_error_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    verrorf_at(ld, mark, fmt, ap);
+    config_verror_at(ld, mark, fmt, ap);
     va_end(ap);
 }
 
-static void errorf(struct loader *ld, const yaml_node_t *node, const char *fmt, ...)
+static void config_error(struct loader *ld, const yaml_node_t *node, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static void errorf(struct loader *ld, const yaml_node_t *node, const char *fmt, ...)
+static void config_error(struct loader *ld, const yaml_node_t *node, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    verrorf_at(ld, node->start_mark, fmt, ap);
+    config_verror_at(ld, node->start_mark, fmt, ap);
     va_end(ap);
 }
 
 /* A warning at `mark`: the config stays valid (config->warnings). */
-static void warnf_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
+static void config_warn_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static void warnf_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
+static void config_warn_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
 {
     va_list ap;
 
@@ -140,7 +140,7 @@ static void warnf_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
 
 /* `items` (`n` of `*cap`, each `size` bytes) with room for one more, doubling so that appends
  * stay linear; NULL, with `items` untouched, when memory is short. */
-static void *grow(void *items, size_t *cap, size_t n, size_t size)
+static void *config_grow(void *items, size_t *cap, size_t n, size_t size)
 {
     size_t new_cap = *cap ? *cap * 2 : 16;
     void *grown;
@@ -153,12 +153,12 @@ static void *grow(void *items, size_t *cap, size_t n, size_t size)
     return grown;
 }
 
-static yaml_node_t *node_at(struct loader *ld, int id)
+static yaml_node_t *config_node_at(struct loader *ld, int id)
 {
     return yaml_document_get_node(&ld->doc, id);
 }
 
-static const char *kind_name(const yaml_node_t *node)
+static const char *config_kind_name(const yaml_node_t *node)
 {
     switch (node->type) {
     case YAML_MAPPING_NODE:
@@ -196,7 +196,7 @@ static const char *expand(struct loader *ld, yaml_node_t *node, const char *text
     ld->expanded = NULL;
     out = open_memstream(&result, &len);
     if (out == NULL) {
-        errorf(ld, node, "out of memory");
+        config_error(ld, node, "out of memory");
         return NULL;
     }
     /* The length is checked as it grows: a thousand ${LONG} must not take a thousand times
@@ -222,7 +222,7 @@ static const char *expand(struct loader *ld, yaml_node_t *node, const char *text
         fallback = close ? memmem(p + 2, (size_t)(close - (p + 2)), ":-", 2) : NULL;
         name_len = (size_t)((fallback ? fallback : close ? close : p + 2) - (p + 2));
         if (close == NULL || !is_variable_name(p + 2, name_len) || name_len >= sizeof name) {
-            errorf(ld, node, "\"%s\": expected ${NAME} or ${NAME:-default}", text);
+            config_error(ld, node, "\"%s\": expected ${NAME} or ${NAME:-default}", text);
             failed = true;
             break;
         }
@@ -236,18 +236,18 @@ static const char *expand(struct loader *ld, yaml_node_t *node, const char *text
             fwrite(fallback + 2, 1, (size_t)(close - fallback - 2), out);
             written += (size_t)(close - fallback - 2);
         } else {
-            errorf(ld, node, "${%s} is not set and has no default", name);
+            config_error(ld, node, "${%s} is not set and has no default", name);
             failed = true;
         }
         p = close + 1;
     }
     fclose(out);
     if (!failed && written > CONFIG_MAX_SCALAR) {
-        errorf(ld, node, "the value is longer than %d bytes once its ${...} are replaced",
-               CONFIG_MAX_SCALAR);
+        config_error(ld, node, "the value is longer than %d bytes once its ${...} are replaced",
+                     CONFIG_MAX_SCALAR);
         failed = true;
     } else if (!failed && result == NULL) {
-        errorf(ld, node, "out of memory");
+        config_error(ld, node, "out of memory");
         failed = true;
     }
     if (failed) {
@@ -260,10 +260,11 @@ static const char *expand(struct loader *ld, yaml_node_t *node, const char *text
 
 /* The value's text, environment expanded; NULL after reporting that `key` needs a single
  * value or that a variable is missing. */
-static const char *scalar(struct loader *ld, yaml_node_t *node, const char *key)
+static const char *config_scalar(struct loader *ld, yaml_node_t *node, const char *key)
 {
     if (node->type != YAML_SCALAR_NODE) {
-        errorf(ld, node, "%s: expected a single value, found %s", key, kind_name(node));
+        config_error(ld, node, "%s: expected a single value, found %s", key,
+                     config_kind_name(node));
         return NULL;
     }
     return expand(ld, node, (const char *)node->data.scalar.value);
@@ -333,8 +334,8 @@ static void parse_cidrs(struct loader *ld, yaml_node_t *node, const char *key,
     size_t n;
 
     if (node->type != YAML_SEQUENCE_NODE) {
-        errorf(ld, node, "%s: expected a list of addresses or blocks, found %s", key,
-               kind_name(node));
+        config_error(ld, node, "%s: expected a list of addresses or blocks, found %s", key,
+                     config_kind_name(node));
         return;
     }
     n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
@@ -345,20 +346,22 @@ static void parse_cidrs(struct loader *ld, yaml_node_t *node, const char *key,
         return;
     for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top;
          it++) {
-        yaml_node_t *item = node_at(ld, *it);
-        const char *text = scalar(ld, item, key);
+        yaml_node_t *item = config_node_at(ld, *it);
+        const char *text = config_scalar(ld, item, key);
 
         if (text == NULL)
             continue;
         if (config_parse_cidr(text, &out->items[out->n]) != 0)
-            errorf(ld, item, "%s: \"%s\" is not an address or address block (like 10.0.0.0/8)", key,
-                   text);
+            config_error(ld, item,
+                         "%s: \"%s\" is not an address or address block (like 10.0.0.0/8)", key,
+                         text);
         else
             out->n++;
     }
 }
 
-static void parse_value(struct loader *ld, const struct field *f, yaml_node_t *node, void *object)
+static void config_parse_value(struct loader *ld, const struct field *f, yaml_node_t *node,
+                               void *object)
 {
     void *target = (char *)object + f->offset;
     const char *text;
@@ -373,7 +376,7 @@ static void parse_value(struct loader *ld, const struct field *f, yaml_node_t *n
         parse_cidrs(ld, node, f->key, target);
         return;
     }
-    text = scalar(ld, node, f->key);
+    text = config_scalar(ld, node, f->key);
     if (text == NULL)
         return;
     switch (f->type) {
@@ -383,18 +386,19 @@ static void parse_value(struct loader *ld, const struct field *f, yaml_node_t *n
         break;
     case V_DURATION:
         if (config_parse_duration(text, target) != 0)
-            errorf(ld, node, "%s: \"%s\" is not a duration (like 250ms, 10s, 1m, 2h, 1d)", f->key,
-                   text);
+            config_error(ld, node, "%s: \"%s\" is not a duration (like 250ms, 10s, 1m, 2h, 1d)",
+                         f->key, text);
         else if (out_of_range(f, target))
-            errorf(ld, node, "%s: \"%s\" is out of range (%s)", f->key, text,
-                   describe_range(f, range, sizeof range));
+            config_error(ld, node, "%s: \"%s\" is out of range (%s)", f->key, text,
+                         describe_range(f, range, sizeof range));
         break;
     case V_SIZE:
         if (config_parse_size(text, target) != 0)
-            errorf(ld, node, "%s: \"%s\" is not a size (like 512, 64KiB, 10MiB)", f->key, text);
+            config_error(ld, node, "%s: \"%s\" is not a size (like 512, 64KiB, 10MiB)", f->key,
+                         text);
         else if (out_of_range(f, target))
-            errorf(ld, node, "%s: \"%s\" is out of range (%s)", f->key, text,
-                   describe_range(f, range, sizeof range));
+            config_error(ld, node, "%s: \"%s\" is out of range (%s)", f->key, text,
+                         describe_range(f, range, sizeof range));
         break;
     case V_U32:
     case V_U64:
@@ -402,8 +406,8 @@ static void parse_value(struct loader *ld, const struct field *f, yaml_node_t *n
         n = strtoull(text, &end, 10);
         if (!isdigit((unsigned char)text[0]) || *end != '\0' || errno != 0 || n < f->min ||
             n > f->max) {
-            errorf(ld, node, "%s: \"%s\" is not a whole number from %llu to %llu", f->key, text,
-                   (unsigned long long)f->min, (unsigned long long)f->max);
+            config_error(ld, node, "%s: \"%s\" is not a whole number from %llu to %llu", f->key,
+                         text, (unsigned long long)f->min, (unsigned long long)f->max);
             break;
         }
         if (f->type == V_U32)
@@ -415,7 +419,7 @@ static void parse_value(struct loader *ld, const struct field *f, yaml_node_t *n
         if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0)
             *(bool *)target = text[0] == 't';
         else
-            errorf(ld, node, "%s: expected true or false, not \"%s\"", f->key, text);
+            config_error(ld, node, "%s: expected true or false, not \"%s\"", f->key, text);
         break;
     case V_ENDPOINT: {
         struct config_endpoint *ep = target;
@@ -423,7 +427,8 @@ static void parse_value(struct loader *ld, const struct field *f, yaml_node_t *n
         free(ep->host);
         ep->host = NULL;
         if (config_parse_endpoint(text, ep) != 0)
-            errorf(ld, node, "%s: \"%s\" is not host:port (IPv6 as [::1]:8080)", f->key, text);
+            config_error(ld, node, "%s: \"%s\" is not host:port (IPv6 as [::1]:8080)", f->key,
+                         text);
         break;
     }
     default:
@@ -452,7 +457,7 @@ static int by_name_then_place(const void *a, const void *b)
  * that earlier key's first appearance; NULL for the others. Sorting the keys makes this
  * n log n, where comparing each key with all before it took 28 s for 40,000 keys. NULL when
  * memory is short; the caller frees the array. */
-static const yaml_node_t **repeated_keys(struct loader *ld, yaml_node_t *node)
+static const yaml_node_t **config_repeated_keys(struct loader *ld, yaml_node_t *node)
 {
     size_t n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start), n_refs = 0;
     struct key_ref *refs = calloc(n ? n : 1, sizeof *refs);
@@ -464,7 +469,7 @@ static const yaml_node_t **repeated_keys(struct loader *ld, yaml_node_t *node)
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
-        const yaml_node_t *key = node_at(ld, node->data.mapping.pairs.start[i].key);
+        const yaml_node_t *key = config_node_at(ld, node->data.mapping.pairs.start[i].key);
 
         if (key->type == YAML_SCALAR_NODE)
             refs[n_refs++] = (struct key_ref){key, i};
@@ -536,78 +541,80 @@ static const char *suggest_key(const struct field *fields, const char *name)
 }
 
 /* Reports `name`, which none of `fields` is, at `mark`, with the key it most likely meant. */
-static void report_unknown_key(struct loader *ld, yaml_mark_t mark, const char *section,
-                               const char *name, const struct field *fields)
+static void config_report_unknown_key(struct loader *ld, yaml_mark_t mark, const char *section,
+                                      const char *name, const struct field *fields)
 {
     const char *meant = suggest_key(fields, name);
 
-    errorf_at(ld, mark, "%s: unknown key \"%s\"%s%s%s", section, name,
-              meant != NULL ? "; did you mean " : "", meant != NULL ? meant : "",
-              meant != NULL ? "?" : "");
+    config_error_at(ld, mark, "%s: unknown key \"%s\"%s%s%s", section, name,
+                    meant != NULL ? "; did you mean " : "", meant != NULL ? meant : "",
+                    meant != NULL ? "?" : "");
 }
 
 /* Applies `fields` to every pair of the mapping `node`; unknown and repeated keys are errors. */
-static void walk_mapping(struct loader *ld, yaml_node_t *node, const struct field *fields,
-                         void *object, const char *section)
+static void config_walk_mapping(struct loader *ld, yaml_node_t *node, const struct field *fields,
+                                void *object, const char *section)
 {
     const yaml_node_t **first = NULL;
 
     if (node->type != YAML_MAPPING_NODE) {
-        errorf(ld, node, "%s: expected a mapping of keys, found %s", section, kind_name(node));
+        config_error(ld, node, "%s: expected a mapping of keys, found %s", section,
+                     config_kind_name(node));
         return;
     }
-    first = repeated_keys(ld, node);
+    first = config_repeated_keys(ld, node);
     if (first == NULL) {
-        errorf(ld, node, "%s: out of memory", section);
+        config_error(ld, node, "%s: out of memory", section);
         return;
     }
     for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top;
          p++) {
-        yaml_node_t *key = node_at(ld, p->key);
+        yaml_node_t *key = config_node_at(ld, p->key);
         const yaml_node_t *earlier = first[p - node->data.mapping.pairs.start];
         const char *name = (const char *)key->data.scalar.value;
         const struct field *f = fields;
 
         if (key->type != YAML_SCALAR_NODE) {
-            errorf(ld, key, "%s: keys must be plain names, not %s", section, kind_name(key));
+            config_error(ld, key, "%s: keys must be plain names, not %s", section,
+                         config_kind_name(key));
             continue;
         }
         if (earlier != NULL) {
-            errorf(ld, key, "%s: \"%s\" appears twice (first at line %zu)", section, name,
-                   earlier->start_mark.line + 1);
+            config_error(ld, key, "%s: \"%s\" appears twice (first at line %zu)", section, name,
+                         earlier->start_mark.line + 1);
             continue;
         }
         while (f->key != NULL && strcmp(f->key, name) != 0)
             f++;
         if (f->key == NULL) {
-            report_unknown_key(ld, key->start_mark, section, name, fields);
+            config_report_unknown_key(ld, key->start_mark, section, name, fields);
             continue;
         }
-        parse_value(ld, f, node_at(ld, p->value), object);
+        config_parse_value(ld, f, config_node_at(ld, p->value), object);
     }
     free(first);
 }
 
 /* The value node of `key` in a mapping, or NULL. */
-static yaml_node_t *find_value(struct loader *ld, yaml_node_t *mapping, const char *key)
+static yaml_node_t *config_find_value(struct loader *ld, yaml_node_t *mapping, const char *key)
 {
     if (mapping->type != YAML_MAPPING_NODE)
         return NULL;
     for (yaml_node_pair_t *p = mapping->data.mapping.pairs.start;
          p < mapping->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = node_at(ld, p->key);
+        yaml_node_t *k = config_node_at(ld, p->key);
 
         if (k->type == YAML_SCALAR_NODE && strcmp((const char *)k->data.scalar.value, key) == 0)
-            return node_at(ld, p->value);
+            return config_node_at(ld, p->value);
     }
     return NULL;
 }
 
 /* The value of `key` in `mapping`, or the mapping itself when the key is absent: where to
  * point an error about that key. */
-static yaml_node_t *value_or_self(struct loader *ld, yaml_node_t *mapping, const char *key)
+static yaml_node_t *config_value_or_self(struct loader *ld, yaml_node_t *mapping, const char *key)
 {
-    yaml_node_t *value = find_value(ld, mapping, key);
+    yaml_node_t *value = config_find_value(ld, mapping, key);
 
     return value != NULL ? value : mapping;
 }
@@ -615,10 +622,10 @@ static yaml_node_t *value_or_self(struct loader *ld, yaml_node_t *mapping, const
 /* --- sections ------------------------------------------------------------------------- */
 
 /* An enumeration: the index of `text` in `names`, or -1 after reporting it. */
-static int parse_choice(struct loader *ld, yaml_node_t *node, const char *key,
-                        const char *const *names, size_t n_names)
+static int config_parse_choice(struct loader *ld, yaml_node_t *node, const char *key,
+                               const char *const *names, size_t n_names)
 {
-    const char *text = scalar(ld, node, key);
+    const char *text = config_scalar(ld, node, key);
 
     char list[256] = "";
     size_t len = 0;
@@ -634,14 +641,14 @@ static int parse_choice(struct loader *ld, yaml_node_t *node, const char *key,
                                 : i + 1 == n_names ? " or "
                                                    : ", ",
                                 names[i]);
-    errorf(ld, node, "%s: \"%s\" is not one of %s", key, text, list);
+    config_error(ld, node, "%s: \"%s\" is not one of %s", key, text, list);
     return -1;
 }
 
 static void parse_mode(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const char *const names[] = {"thread_per_connection", "event"};
-    int choice = parse_choice(ld, node, "mode", names, 2);
+    int choice = config_parse_choice(ld, node, "mode", names, 2);
 
     if (choice >= 0)
         ((struct config *)object)->server.mode = (enum config_mode)choice;
@@ -650,26 +657,26 @@ static void parse_mode(struct loader *ld, yaml_node_t *node, void *object)
 static void parse_proxy_protocol(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const char *const names[] = {"off", "v1", "v2", "any"};
-    int choice = parse_choice(ld, node, "proxy_protocol", names, 4);
+    int choice = config_parse_choice(ld, node, "proxy_protocol", names, 4);
 
     if (choice >= 0)
         ((struct config *)object)->server.proxy_protocol = (enum config_proxy_protocol)choice;
 }
 
-static bool is_token(const char *s);
+static bool config_is_token(const char *s);
 
 static const char *const header_modes[] = {"ietf", "x-ratelimit", "both", "none"};
 
 /* headers: ietf | x-ratelimit | both | none, for the server or a route. */
-static int parse_headers_mode(struct loader *ld, yaml_node_t *node)
+static int config_parse_headers_mode(struct loader *ld, yaml_node_t *node)
 {
-    return parse_choice(ld, node, "headers", header_modes,
-                        sizeof header_modes / sizeof header_modes[0]);
+    return config_parse_choice(ld, node, "headers", header_modes,
+                               sizeof header_modes / sizeof header_modes[0]);
 }
 
 static void parse_server_headers(struct loader *ld, yaml_node_t *node, void *object)
 {
-    int mode = parse_headers_mode(ld, node);
+    int mode = config_parse_headers_mode(ld, node);
 
     if (mode >= 0)
         ((struct config *)object)->server.headers = (enum config_headers)mode;
@@ -678,7 +685,7 @@ static void parse_server_headers(struct loader *ld, yaml_node_t *node, void *obj
 static void parse_route_headers(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
-    int mode = parse_headers_mode(ld, node);
+    int mode = config_parse_headers_mode(ld, node);
 
     if (mode >= 0) {
         route->headers = (enum config_headers)mode;
@@ -703,32 +710,32 @@ static void parse_consumer_header(struct loader *ld, yaml_node_t *node, void *ob
                                            "X-Forwarded-Host",
                                            "Proxy-"};
     struct config *config = object;
-    const char *text = scalar(ld, node, "consumer_header");
+    const char *text = config_scalar(ld, node, "consumer_header");
 
     if (text == NULL)
         return;
-    if (!is_token(text) || strlen(text) > 64) {
-        errorf(ld, node, "consumer_header: \"%s\" is not a header field name", text);
+    if (!config_is_token(text) || strlen(text) > 64) {
+        config_error(ld, node, "consumer_header: \"%s\" is not a header field name", text);
         return;
     }
     /* Fields the gateway sets or drops itself, or that frame the message. */
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
         if (strcasecmp(text, reserved[i]) == 0 ||
             (strncasecmp(text, "Proxy-", 6) == 0 && strncasecmp(reserved[i], "Proxy-", 6) == 0)) {
-            errorf(ld, node, "consumer_header: %s is a field the gateway sets or drops itself",
-                   text);
+            config_error(ld, node,
+                         "consumer_header: %s is a field the gateway sets or drops itself", text);
             return;
         }
     free(config->server.consumer_header);
     config->server.consumer_header = strdup(text);
     if (config->server.consumer_header == NULL)
-        errorf(ld, node, "consumer_header: out of memory");
+        config_error(ld, node, "consumer_header: out of memory");
 }
 
 static void parse_access_log_client(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const char *const names[] = {"address", "hash", "none"};
-    int choice = parse_choice(ld, node, "client", names, 3);
+    int choice = config_parse_choice(ld, node, "client", names, 3);
 
     if (choice >= 0)
         ((struct config *)object)->server.access_log_client = (enum config_access_client)choice;
@@ -747,9 +754,9 @@ static void parse_access_log(struct loader *ld, yaml_node_t *node, void *object)
         "access_log", V_STRING, offsetof(struct config, server.access_log), 0, 0, NULL};
 
     if (node->type == YAML_MAPPING_NODE)
-        walk_mapping(ld, node, access_log_fields, object, "access_log");
+        config_walk_mapping(ld, node, access_log_fields, object, "access_log");
     else
-        parse_value(ld, &as_path, node, object);
+        config_parse_value(ld, &as_path, node, object);
 }
 static void parse_tls(struct loader *ld, yaml_node_t *node, void *object);
 
@@ -775,7 +782,7 @@ static const struct field server_fields[] = {
      4 * KIB, 1024 * KIB, NULL},
     {"drain_timeout", V_DURATION, offsetof(struct config, server.drain_timeout_ns), 0, DAY, NULL},
     /* 0: never. At least 1s otherwise (libmicrohttpd's timeouts, by which a connection is
-     * parked, count whole seconds): checked in parse_server(). */
+     * parked, count whole seconds): checked in config_parse_server(). */
     {"park_idle_after", V_DURATION, offsetof(struct config, server.park_idle_after_ns), 0, DAY,
      NULL},
     {"watch_config", V_BOOL, offsetof(struct config, server.watch_config), 0, 0, NULL},
@@ -803,9 +810,9 @@ static const struct field server_fields[] = {
 
 static const char *const store_names[] = {"memory", "redis"};
 
-static void parse_store(struct loader *ld, yaml_node_t *node, void *target)
+static void config_parse_store(struct loader *ld, yaml_node_t *node, void *target)
 {
-    int choice = parse_choice(ld, node, "store", store_names, 2);
+    int choice = config_parse_choice(ld, node, "store", store_names, 2);
 
     if (choice >= 0)
         *(enum config_store *)target = (enum config_store)choice;
@@ -813,13 +820,13 @@ static void parse_store(struct loader *ld, yaml_node_t *node, void *target)
 
 static void parse_config_store(struct loader *ld, yaml_node_t *node, void *object)
 {
-    parse_store(ld, node, &((struct config *)object)->store);
+    config_parse_store(ld, node, &((struct config *)object)->store);
 }
 
 static void parse_on_store_error(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const char *const names[] = {"local", "allow", "deny"};
-    int choice = parse_choice(ld, node, "on_store_error", names, 3);
+    int choice = config_parse_choice(ld, node, "on_store_error", names, 3);
 
     if (choice >= 0)
         ((struct config *)object)->on_store_error = (enum config_store_error)choice;
@@ -838,7 +845,7 @@ static void parse_redis(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
 
-    walk_mapping(ld, node, redis_fields, config, "redis");
+    config_walk_mapping(ld, node, redis_fields, config, "redis");
 }
 
 static const struct field limiter_fields[] = {
@@ -863,7 +870,7 @@ static const char *const http_methods[] = {"GET",     "HEAD",    "POST",  "PUT",
 
 /* The method `text` names, in capitals as a request line carries it (get is GET); NULL when
  * it is none of http_methods. */
-static const char *known_method(const char *text)
+static const char *config_known_method(const char *text)
 {
     for (size_t i = 0; i < sizeof http_methods / sizeof http_methods[0]; i++)
         if (strcasecmp(text, http_methods[i]) == 0)
@@ -877,11 +884,12 @@ static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
     size_t n = 0;
 
     if (node->type != YAML_SEQUENCE_NODE) {
-        errorf(ld, node, "methods: expected a list like [GET, POST], found %s", kind_name(node));
+        config_error(ld, node, "methods: expected a list like [GET, POST], found %s",
+                     config_kind_name(node));
         return;
     }
     if (node->data.sequence.items.top == node->data.sequence.items.start) {
-        errorf(ld, node, "methods: an empty list matches nothing; leave methods out for all");
+        config_error(ld, node, "methods: an empty list matches nothing; leave methods out for all");
         return;
     }
     route->methods =
@@ -889,20 +897,20 @@ static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
                sizeof(char *));
     for (yaml_node_item_t *it = node->data.sequence.items.start;
          route->methods != NULL && it < node->data.sequence.items.top; it++) {
-        yaml_node_t *item = node_at(ld, *it);
-        const char *text = scalar(ld, item, "methods");
+        yaml_node_t *item = config_node_at(ld, *it);
+        const char *text = config_scalar(ld, item, "methods");
         char *method;
 
         if (text == NULL)
             continue;
-        if (known_method(text) == NULL) {
-            errorf(ld, item, "methods: \"%s\" is not an HTTP method (expected %s)", text,
-                   METHOD_LIST);
+        if (config_known_method(text) == NULL) {
+            config_error(ld, item, "methods: \"%s\" is not an HTTP method (expected %s)", text,
+                         METHOD_LIST);
             continue;
         }
-        method = strdup(known_method(text));
+        method = strdup(config_known_method(text));
         if (method == NULL) {
-            errorf(ld, item, "methods: out of memory");
+            config_error(ld, item, "methods: out of memory");
             continue;
         }
         route->methods[n++] = method;
@@ -920,11 +928,12 @@ static void parse_match(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
-    walk_mapping(ld, node, match_fields, route, "match");
+    config_walk_mapping(ld, node, match_fields, route, "match");
     if (route->path_prefix == NULL)
-        errorf(ld, node, "match: path_prefix is required");
+        config_error(ld, node, "match: path_prefix is required");
     else if (route->path_prefix[0] != '/')
-        errorf(ld, value_or_self(ld, node, "path_prefix"), "path_prefix: must start with /");
+        config_error(ld, config_value_or_self(ld, node, "path_prefix"),
+                     "path_prefix: must start with /");
     for (char *c = route->host; c != NULL && *c != '\0'; c++)
         *c = (char)tolower((unsigned char)*c);
 }
@@ -935,7 +944,7 @@ static void parse_match(struct loader *ld, yaml_node_t *node, void *object)
 static void parse_server_url(struct loader *ld, yaml_node_t *node, const char *key,
                              struct config_server *server)
 {
-    const char *text = scalar(ld, node, key);
+    const char *text = config_scalar(ld, node, key);
     CURLU *url = NULL;
     char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *query = NULL, *user = NULL;
     size_t path_len;
@@ -945,7 +954,7 @@ static void parse_server_url(struct loader *ld, yaml_node_t *node, const char *k
         goto out;
     url = curl_url();
     if (url == NULL) {
-        errorf(ld, node, "%s: out of memory", key);
+        config_error(ld, node, "%s: out of memory", key);
         goto out;
     }
     if (curl_url_set(url, CURLUPART_URL, text, 0) != CURLUE_OK ||
@@ -953,16 +962,16 @@ static void parse_server_url(struct loader *ld, yaml_node_t *node, const char *k
         curl_url_get(url, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
         curl_url_get(url, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
         curl_url_get(url, CURLUPART_PATH, &path, 0) != CURLUE_OK) {
-        errorf(ld, node, "%s: \"%s\" is not a URL like http://127.0.0.1:9000", key, text);
+        config_error(ld, node, "%s: \"%s\" is not a URL like http://127.0.0.1:9000", key, text);
         goto out;
     }
     if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
-        errorf(ld, node, "%s: scheme must be http or https, not \"%s\"", key, scheme);
+        config_error(ld, node, "%s: scheme must be http or https, not \"%s\"", key, scheme);
         goto out;
     }
     if (curl_url_get(url, CURLUPART_QUERY, &query, 0) == CURLUE_OK ||
         curl_url_get(url, CURLUPART_USER, &user, 0) == CURLUE_OK || strchr(text, '#') != NULL) {
-        errorf(ld, node, "%s: only scheme, host, port and a base path are allowed", key);
+        config_error(ld, node, "%s: only scheme, host, port and a base path are allowed", key);
         goto out;
     }
     for (char *c = host; *c != '\0'; c++)
@@ -986,7 +995,7 @@ static void parse_server_url(struct loader *ld, yaml_node_t *node, const char *k
     server->base_path = strndup(path, path_len);
     if (server->origin == NULL || server->url == NULL || server->authority == NULL ||
         server->base_path == NULL)
-        errorf(ld, node, "%s: out of memory", key);
+        config_error(ld, node, "%s: out of memory", key);
 out:
     curl_free(scheme);
     curl_free(host);
@@ -1011,7 +1020,7 @@ static const struct field upstream_server_fields[] = {
 /* Where a server item's URL stands: the item itself, or its url:. */
 static yaml_node_t *server_url_node(struct loader *ld, yaml_node_t *item)
 {
-    return item->type == YAML_MAPPING_NODE ? value_or_self(ld, item, "url") : item;
+    return item->type == YAML_MAPPING_NODE ? config_value_or_self(ld, item, "url") : item;
 }
 
 /* servers: a list of 1 to CONFIG_MAX_SERVERS items, each a URL or {url, weight}. */
@@ -1021,41 +1030,42 @@ static void parse_servers(struct loader *ld, yaml_node_t *node, void *object)
     size_t n;
 
     if (node->type != YAML_SEQUENCE_NODE) {
-        errorf(ld, node, "servers: expected a list of URLs or {url, weight}, found %s",
-               kind_name(node));
+        config_error(ld, node, "servers: expected a list of URLs or {url, weight}, found %s",
+                     config_kind_name(node));
         return;
     }
     n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
     if (n == 0) {
-        errorf(ld, node, "servers: at least one server is required");
+        config_error(ld, node, "servers: at least one server is required");
         return;
     }
     /* The servers within the bound are still read, for their own problems. */
     if (n > CONFIG_MAX_SERVERS) {
-        errorf(ld, node_at(ld, node->data.sequence.items.start[CONFIG_MAX_SERVERS]),
-               "servers: at most %d servers are allowed; this is server %d of %zu",
-               CONFIG_MAX_SERVERS, CONFIG_MAX_SERVERS + 1, n);
+        config_error(ld, config_node_at(ld, node->data.sequence.items.start[CONFIG_MAX_SERVERS]),
+                     "servers: at most %d servers are allowed; this is server %d of %zu",
+                     CONFIG_MAX_SERVERS, CONFIG_MAX_SERVERS + 1, n);
         n = CONFIG_MAX_SERVERS;
     }
     route->servers = calloc(n, sizeof *route->servers);
     if (route->servers == NULL) {
-        errorf(ld, node, "servers: out of memory");
+        config_error(ld, node, "servers: out of memory");
         return;
     }
     route->n_servers = n;
     for (size_t i = 0; i < n; i++) {
-        yaml_node_t *item = node_at(ld, node->data.sequence.items.start[i]);
+        yaml_node_t *item = config_node_at(ld, node->data.sequence.items.start[i]);
         struct config_server *server = &route->servers[i];
 
         server->weight = 1;
         if (item->type == YAML_SCALAR_NODE) {
             parse_server_url(ld, item, "servers", server);
         } else if (item->type == YAML_MAPPING_NODE) {
-            walk_mapping(ld, item, upstream_server_fields, server, "servers");
-            if (find_value(ld, item, "url") == NULL)
-                errorf(ld, item, "servers: each server needs a url");
+            config_walk_mapping(ld, item, upstream_server_fields, server, "servers");
+            if (config_find_value(ld, item, "url") == NULL)
+                config_error(ld, item, "servers: each server needs a url");
         } else {
-            errorf(ld, item, "servers: expected a URL or {url, weight}, found %s", kind_name(item));
+            config_error(ld, item, "servers: expected a URL or {url, weight}, found %s",
+                         config_kind_name(item));
         }
         /* At most CONFIG_MAX_SERVERS squared comparisons a route. */
         for (size_t j = 0; j < i && server->url != NULL; j++) {
@@ -1063,9 +1073,10 @@ static void parse_servers(struct loader *ld, yaml_node_t *node, void *object)
 
             if (route->servers[j].url == NULL || strcmp(route->servers[j].url, server->url) != 0)
                 continue;
-            first = server_url_node(ld, node_at(ld, node->data.sequence.items.start[j]));
-            errorf(ld, server_url_node(ld, item), "servers: %s appears twice (first at line %zu)",
-                   server->url, first->start_mark.line + 1);
+            first = server_url_node(ld, config_node_at(ld, node->data.sequence.items.start[j]));
+            config_error(ld, server_url_node(ld, item),
+                         "servers: %s appears twice (first at line %zu)", server->url,
+                         first->start_mark.line + 1);
             break;
         }
     }
@@ -1074,7 +1085,7 @@ static void parse_servers(struct loader *ld, yaml_node_t *node, void *object)
 static void parse_balance(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const char *const names[] = {"round_robin", "least_request", "random_two"};
-    int choice = parse_choice(ld, node, "balance", names, 3);
+    int choice = config_parse_choice(ld, node, "balance", names, 3);
 
     if (choice >= 0)
         ((struct config_route *)object)->balance = (enum config_balance)choice;
@@ -1097,15 +1108,16 @@ static const struct {
 static void parse_outcomes(struct loader *ld, yaml_node_t *node, const char *key, unsigned *bits)
 {
     if (node->type != YAML_SEQUENCE_NODE) {
-        errorf(ld, node, "%s: expected a list such as [connect_failure, reset, 503], found %s", key,
-               kind_name(node));
+        config_error(ld, node,
+                     "%s: expected a list such as [connect_failure, reset, 503], found %s", key,
+                     config_kind_name(node));
         return;
     }
     *bits = 0;
     for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top;
          it++) {
-        yaml_node_t *item = node_at(ld, *it);
-        const char *text = scalar(ld, item, key);
+        yaml_node_t *item = config_node_at(ld, *it);
+        const char *text = config_scalar(ld, item, key);
         size_t i = 0;
 
         if (text == NULL)
@@ -1114,13 +1126,14 @@ static void parse_outcomes(struct loader *ld, yaml_node_t *node, const char *key
                strcmp(text, outcome_names[i].name) != 0)
             i++;
         if (i == sizeof outcome_names / sizeof outcome_names[0]) {
-            errorf(ld, item,
-                   "%s: \"%s\" is not one of connect_failure, timeout, reset, 502, 503 or 504", key,
-                   text);
+            config_error(
+                ld, item,
+                "%s: \"%s\" is not one of connect_failure, timeout, reset, 502, 503 or 504", key,
+                text);
             continue;
         }
         if ((*bits & outcome_names[i].bit) != 0)
-            errorf(ld, item, "%s: %s appears twice", key, text);
+            config_error(ld, item, "%s: %s appears twice", key, text);
         *bits |= outcome_names[i].bit;
     }
 }
@@ -1135,7 +1148,7 @@ static void parse_fail_on(struct loader *ld, yaml_node_t *node, void *object)
 static void parse_health_path(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
-    const char *text = scalar(ld, node, "path");
+    const char *text = config_scalar(ld, node, "path");
     bool plain;
 
     if (text == NULL)
@@ -1144,16 +1157,16 @@ static void parse_health_path(struct loader *ld, yaml_node_t *node, void *object
     for (const unsigned char *c = (const unsigned char *)text; plain && *c != '\0'; c++)
         plain = *c > ' ' && *c != 0x7f && *c != '#';
     if (!plain) {
-        errorf(ld, node,
-               "path: \"%s\" is not a path like /healthz (starting with /, without spaces, "
-               "line breaks or #)",
-               text);
+        config_error(ld, node,
+                     "path: \"%s\" is not a path like /healthz (starting with /, without spaces, "
+                     "line breaks or #)",
+                     text);
         return;
     }
     free(route->health_check.path);
     route->health_check.path = strdup(text);
     if (route->health_check.path == NULL)
-        errorf(ld, node, "path: out of memory");
+        config_error(ld, node, "path: out of memory");
 }
 
 #define MAX_EXPECT_STATUS 32
@@ -1167,20 +1180,21 @@ static void parse_expect_status(struct loader *ld, yaml_node_t *node, void *obje
                    : 0;
 
     if (n == 0 || n > MAX_EXPECT_STATUS) {
-        errorf(ld, node, "expect_status: expected a list of 1 to %d status codes, such as [200]",
-               MAX_EXPECT_STATUS);
+        config_error(ld, node,
+                     "expect_status: expected a list of 1 to %d status codes, such as [200]",
+                     MAX_EXPECT_STATUS);
         return;
     }
     free(route->health_check.expect_status);
     route->health_check.n_expect_status = 0;
     route->health_check.expect_status = calloc(n, sizeof *route->health_check.expect_status);
     if (route->health_check.expect_status == NULL) {
-        errorf(ld, node, "expect_status: out of memory");
+        config_error(ld, node, "expect_status: out of memory");
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        yaml_node_t *item = node_at(ld, node->data.sequence.items.start[i]);
-        const char *text = scalar(ld, item, "expect_status");
+        yaml_node_t *item = config_node_at(ld, node->data.sequence.items.start[i]);
+        const char *text = config_scalar(ld, item, "expect_status");
         char *end = NULL;
         unsigned long status;
         bool repeated = false;
@@ -1191,13 +1205,14 @@ static void parse_expect_status(struct loader *ld, yaml_node_t *node, void *obje
         status = strtoul(text, &end, 10);
         if (!isdigit((unsigned char)text[0]) || *end != '\0' || errno != 0 || status < 100 ||
             status > 599) {
-            errorf(ld, item, "expect_status: \"%s\" is not a status code from 100 to 599", text);
+            config_error(ld, item, "expect_status: \"%s\" is not a status code from 100 to 599",
+                         text);
             continue;
         }
         for (size_t j = 0; j < route->health_check.n_expect_status; j++)
             repeated = repeated || route->health_check.expect_status[j] == status;
         if (repeated)
-            errorf(ld, item, "expect_status: %lu appears twice", status);
+            config_error(ld, item, "expect_status: %lu appears twice", status);
         else
             route->health_check.expect_status[route->health_check.n_expect_status++] =
                 (unsigned)status;
@@ -1230,16 +1245,16 @@ static void parse_health_check(struct loader *ld, yaml_node_t *node, void *objec
     route->health_check.timeout_ns = 2 * (int64_t)SECOND;
     route->health_check.healthy = 2;
     route->health_check.unhealthy = 3;
-    walk_mapping(ld, node, health_check_fields, route, "health_check");
+    config_walk_mapping(ld, node, health_check_fields, route, "health_check");
     if (node->type != YAML_MAPPING_NODE)
         return;
-    if (find_value(ld, node, "path") == NULL)
-        errorf(ld, node, "health_check: path is required");
+    if (config_find_value(ld, node, "path") == NULL)
+        config_error(ld, node, "health_check: path is required");
     if (route->health_check.expect_status == NULL &&
-        find_value(ld, node, "expect_status") == NULL) {
+        config_find_value(ld, node, "expect_status") == NULL) {
         route->health_check.expect_status = calloc(1, sizeof *route->health_check.expect_status);
         if (route->health_check.expect_status == NULL) {
-            errorf(ld, node, "health_check: out of memory");
+            config_error(ld, node, "health_check: out of memory");
             return;
         }
         route->health_check.expect_status[0] = 200;
@@ -1247,14 +1262,15 @@ static void parse_health_check(struct loader *ld, yaml_node_t *node, void *objec
     }
     /* A check must be over before the next one starts. Reported at the timeout, or at the
      * interval when the timeout is the default. */
-    timeout_at = find_value(ld, node, "timeout");
+    timeout_at = config_find_value(ld, node, "timeout");
     if (timeout_at == NULL)
-        timeout_at = value_or_self(ld, node, "interval");
+        timeout_at = config_value_or_self(ld, node, "interval");
     if (ld->n_errors == errors_before &&
         route->health_check.timeout_ns > route->health_check.interval_ns)
-        errorf(ld, timeout_at, "health_check: timeout (%s) is longer than interval (%s)",
-               config_format_duration(route->health_check.timeout_ns, timeout, sizeof timeout),
-               config_format_duration(route->health_check.interval_ns, interval, sizeof interval));
+        config_error(
+            ld, timeout_at, "health_check: timeout (%s) is longer than interval (%s)",
+            config_format_duration(route->health_check.timeout_ns, timeout, sizeof timeout),
+            config_format_duration(route->health_check.interval_ns, interval, sizeof interval));
 }
 
 static const struct field upstream_fields[] = {
@@ -1271,24 +1287,24 @@ static const struct field upstream_fields[] = {
 
 /* upstream: a URL, one server of weight 1; or {servers: [...], balance, ...}. The defaults of
  * the rest are the route's (parse_route()), whichever form is used. */
-static void parse_upstream(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_upstream(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
     if (node->type == YAML_MAPPING_NODE) {
-        walk_mapping(ld, node, upstream_fields, route, "upstream");
-        if (find_value(ld, node, "servers") == NULL)
-            errorf(ld, node, "upstream: servers is required");
+        config_walk_mapping(ld, node, upstream_fields, route, "upstream");
+        if (config_find_value(ld, node, "servers") == NULL)
+            config_error(ld, node, "upstream: servers is required");
         return;
     }
     if (node->type != YAML_SCALAR_NODE) {
-        errorf(ld, node, "upstream: expected a URL or a mapping with servers:, found %s",
-               kind_name(node));
+        config_error(ld, node, "upstream: expected a URL or a mapping with servers:, found %s",
+                     config_kind_name(node));
         return;
     }
     route->servers = calloc(1, sizeof *route->servers);
     if (route->servers == NULL) {
-        errorf(ld, node, "upstream: out of memory");
+        config_error(ld, node, "upstream: out of memory");
         return;
     }
     route->n_servers = 1;
@@ -1299,11 +1315,11 @@ static void parse_upstream(struct loader *ld, yaml_node_t *node, void *object)
 /* proxy: a forward proxy for the route's upstream requests, scheme://host:port and nothing
  * more. The port is required: libcurl would take 1080 for http:// too. "" (as "${PROXY:-}"
  * gives) is no proxy, as when the key is absent. */
-static void parse_proxy(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_proxy(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const char *const schemes[] = {"http", "https", "socks5"};
     struct config_route *route = object;
-    const char *text = scalar(ld, node, "proxy");
+    const char *text = config_scalar(ld, node, "proxy");
     CURLU *url = NULL;
     char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *rest = NULL;
     bool known = false;
@@ -1313,7 +1329,7 @@ static void parse_proxy(struct loader *ld, yaml_node_t *node, void *object)
         goto out;
     url = curl_url();
     if (url == NULL) {
-        errorf(ld, node, "proxy: out of memory");
+        config_error(ld, node, "proxy: out of memory");
         goto out;
     }
     /* NON_SUPPORT_SCHEME: socks5 is no scheme libcurl fetches, but it parses the rest. */
@@ -1321,37 +1337,39 @@ static void parse_proxy(struct loader *ld, yaml_node_t *node, void *object)
         curl_url_get(url, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
         curl_url_get(url, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
         curl_url_get(url, CURLUPART_PATH, &path, 0) != CURLUE_OK) {
-        errorf(ld, node, "proxy: \"%s\" is not a URL like http://proxy.internal:3128", text);
+        config_error(ld, node, "proxy: \"%s\" is not a URL like http://proxy.internal:3128", text);
         goto out;
     }
     for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
         known = known || strcmp(scheme, schemes[i]) == 0;
     if (!known) {
-        errorf(ld, node, "proxy: scheme must be http, https or socks5, not \"%s\"", scheme);
+        config_error(ld, node, "proxy: scheme must be http, https or socks5, not \"%s\"", scheme);
         goto out;
     }
     /* libcurl also reads "http:/host:1"; a proxy is written out in full. */
     len = strlen(scheme);
     if (strncasecmp(text, scheme, len) != 0 || strncmp(text + len, "://", 3) != 0) {
-        errorf(ld, node, "proxy: \"%s\" is not a URL like %s://proxy.internal:3128", text, scheme);
+        config_error(ld, node, "proxy: \"%s\" is not a URL like %s://proxy.internal:3128", text,
+                     scheme);
         goto out;
     }
     if (curl_url_get(url, CURLUPART_PORT, &port, 0) != CURLUE_OK || strcmp(port, "0") == 0) {
-        errorf(ld, node, "proxy: \"%s\" needs a port (like %s://%s:3128)", text, scheme, host);
+        config_error(ld, node, "proxy: \"%s\" needs a port (like %s://%s:3128)", text, scheme,
+                     host);
         goto out;
     }
     if (strcmp(path, "/") != 0 || curl_url_get(url, CURLUPART_USER, &rest, 0) == CURLUE_OK ||
         curl_url_get(url, CURLUPART_QUERY, &rest, 0) == CURLUE_OK ||
         curl_url_get(url, CURLUPART_FRAGMENT, &rest, 0) == CURLUE_OK ||
         curl_url_get(url, CURLUPART_ZONEID, &rest, 0) == CURLUE_OK) {
-        errorf(ld, node, "proxy: only scheme, host and port are allowed, not \"%s\"", text);
+        config_error(ld, node, "proxy: only scheme, host and port are allowed, not \"%s\"", text);
         goto out;
     }
     len = strlen(scheme) + strlen(host) + strlen(port) + 8;
     free(route->proxy);
     route->proxy = malloc(len);
     if (route->proxy == NULL)
-        errorf(ld, node, "proxy: out of memory");
+        config_error(ld, node, "proxy: out of memory");
     else
         snprintf(route->proxy, len, "%s://%s:%s", scheme, host, port);
 out:
@@ -1363,7 +1381,7 @@ out:
     curl_url_cleanup(url);
 }
 
-static bool is_token(const char *s)
+static bool config_is_token(const char *s)
 {
     static const char extra[] = "!#$%&'*+-.^_`|~";
 
@@ -1379,7 +1397,7 @@ static bool is_token(const char *s)
 static void parse_retry_budget(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
-    const char *text = scalar(ld, node, "budget");
+    const char *text = config_scalar(ld, node, "budget");
     char *end = NULL;
     unsigned long percent;
 
@@ -1389,7 +1407,8 @@ static void parse_retry_budget(struct loader *ld, yaml_node_t *node, void *objec
     percent = strtoul(text, &end, 10);
     if (!isdigit((unsigned char)text[0]) || errno != 0 || percent > 100 ||
         (strcmp(end, "%") != 0 && *end != '\0')) {
-        errorf(ld, node, "budget: \"%s\" is not a percentage from 0 to 100 (like 20%%)", text);
+        config_error(ld, node, "budget: \"%s\" is not a percentage from 0 to 100 (like 20%%)",
+                     text);
         return;
     }
     route->retries.budget_percent = (uint32_t)percent;
@@ -1408,13 +1427,13 @@ static const struct field retries_fields[] = {
 };
 
 /* retries: {attempts, on, budget}; without it, one attempt (parse_route()). */
-static void parse_retries(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_retries(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
     route->retries.attempts = 2;
     route->retries.on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_RESET;
-    walk_mapping(ld, node, retries_fields, route, "retries");
+    config_walk_mapping(ld, node, retries_fields, route, "retries");
 }
 
 /* What a Host field may hold: a name or an IPv4 address, or an IPv6 one in brackets, then an
@@ -1458,10 +1477,10 @@ static bool is_host_field(const char *text)
 
 /* host: preserve | upstream | NAME, the Host field a route's upstream sees. Not match.host,
  * which says which requests the route takes. */
-static void parse_route_host(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_route_host(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
-    const char *text = scalar(ld, node, "host");
+    const char *text = config_scalar(ld, node, "host");
 
     if (text == NULL)
         return;
@@ -1476,16 +1495,16 @@ static void parse_route_host(struct loader *ld, yaml_node_t *node, void *object)
         return;
     }
     if (!is_host_field(text)) {
-        errorf(ld, node,
-               "host: \"%s\" is not preserve, upstream or a host name (an address, IPv6 in "
-               "brackets; a :port may follow)",
-               text);
+        config_error(ld, node,
+                     "host: \"%s\" is not preserve, upstream or a host name (an address, IPv6 in "
+                     "brackets; a :port may follow)",
+                     text);
         return;
     }
     route->host_mode = CONFIG_HOST_NAME;
     route->host_name = strdup(text);
     if (route->host_name == NULL) {
-        errorf(ld, node, "host: out of memory");
+        config_error(ld, node, "host: out of memory");
         return;
     }
     for (char *c = route->host_name; *c != '\0'; c++)
@@ -1523,15 +1542,15 @@ static const struct {
 static bool check_field_name(struct loader *ld, yaml_node_t *node, const char *key,
                              const char *name, bool removing)
 {
-    if (!is_token(name)) {
-        errorf(ld, node, "%s: \"%s\" is not a header field name", key, name);
+    if (!config_is_token(name)) {
+        config_error(ld, node, "%s: \"%s\" is not a header field name", key, name);
         return false;
     }
     for (size_t i = 0; i < sizeof reserved_fields / sizeof reserved_fields[0]; i++)
         if (strcasecmp(name, reserved_fields[i].name) == 0 &&
             !(removing && reserved_fields[i].removable)) {
-            errorf(ld, node, "%s: %s cannot be %s: %s", key, name, removing ? "removed" : "set",
-                   reserved_fields[i].why);
+            config_error(ld, node, "%s: %s cannot be %s: %s", key, name,
+                         removing ? "removed" : "set", reserved_fields[i].why);
             return false;
         }
     return true;
@@ -1552,10 +1571,10 @@ static bool check_request_parts(struct loader *ld, yaml_node_t *node, const char
         for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
             known = known || (strlen(parts[i]) == len && strncmp(name, parts[i], len) == 0);
         if (!known) {
-            errorf(ld, node,
-                   "set_headers: ${request.%.*s} is not one of ${request.client_addr}, "
-                   "${request.consumer} or ${request.id}",
-                   (int)len, name);
+            config_error(ld, node,
+                         "set_headers: ${request.%.*s} is not one of ${request.client_addr}, "
+                         "${request.consumer} or ${request.id}",
+                         (int)len, name);
             return false;
         }
     }
@@ -1563,60 +1582,63 @@ static bool check_request_parts(struct loader *ld, yaml_node_t *node, const char
 }
 
 /* set_headers: {NAME: value, ...}, set on every request forwarded. */
-static void parse_set_headers(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_set_headers(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
     yaml_node_pair_t *pairs;
     size_t n;
 
     if (node->type != YAML_MAPPING_NODE) {
-        errorf(ld, node, "set_headers: expected a mapping of field names to values, found %s",
-               kind_name(node));
+        config_error(ld, node, "set_headers: expected a mapping of field names to values, found %s",
+                     config_kind_name(node));
         return;
     }
     pairs = node->data.mapping.pairs.start;
     n = (size_t)(node->data.mapping.pairs.top - pairs);
     if (n > MAX_HEADER_FIELDS) {
-        errorf(ld, node_at(ld, pairs[MAX_HEADER_FIELDS].key),
-               "set_headers: at most %d fields; this is field %d", MAX_HEADER_FIELDS,
-               MAX_HEADER_FIELDS + 1);
+        config_error(ld, config_node_at(ld, pairs[MAX_HEADER_FIELDS].key),
+                     "set_headers: at most %d fields; this is field %d", MAX_HEADER_FIELDS,
+                     MAX_HEADER_FIELDS + 1);
         n = MAX_HEADER_FIELDS;
     }
     route->set_headers = calloc(n + 1, sizeof *route->set_headers);
     if (route->set_headers == NULL) {
-        errorf(ld, node, "set_headers: out of memory");
+        config_error(ld, node, "set_headers: out of memory");
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        yaml_node_t *key = node_at(ld, pairs[i].key), *value = node_at(ld, pairs[i].value);
+        yaml_node_t *key = config_node_at(ld, pairs[i].key),
+                    *value = config_node_at(ld, pairs[i].value);
         struct config_set_header *field = &route->set_headers[route->n_set_headers];
         const char *name, *text;
         bool repeated = false;
 
         if (key->type != YAML_SCALAR_NODE) {
-            errorf(ld, key, "set_headers: keys must be field names, not %s", kind_name(key));
+            config_error(ld, key, "set_headers: keys must be field names, not %s",
+                         config_kind_name(key));
             continue;
         }
         name = (const char *)key->data.scalar.value;
         if (!check_field_name(ld, key, "set_headers", name, false))
             continue;
-        /* Field names are compared without case, so repeated_keys() does not serve; there are
-         * at most MAX_HEADER_FIELDS. */
+        /* Field names are compared without case, so config_repeated_keys() does not serve; there
+         * are at most MAX_HEADER_FIELDS. */
         for (size_t j = 0; j < i && !repeated; j++) {
-            const yaml_node_t *earlier = node_at(ld, pairs[j].key);
+            const yaml_node_t *earlier = config_node_at(ld, pairs[j].key);
 
             repeated = earlier->type == YAML_SCALAR_NODE &&
                        strcasecmp((const char *)earlier->data.scalar.value, name) == 0;
             if (repeated)
-                errorf(ld, key, "set_headers: %s appears twice (first at line %zu)", name,
-                       earlier->start_mark.line + 1);
+                config_error(ld, key, "set_headers: %s appears twice (first at line %zu)", name,
+                             earlier->start_mark.line + 1);
         }
-        text = repeated ? NULL : scalar(ld, value, "set_headers");
+        text = repeated ? NULL : config_scalar(ld, value, "set_headers");
         if (text == NULL)
             continue;
         if (strlen(text) > MAX_HEADER_VALUE || strpbrk(text, "\r\n") != NULL) {
-            errorf(ld, value, "set_headers: the value of %s must be one line of at most %d bytes",
-                   name, MAX_HEADER_VALUE);
+            config_error(ld, value,
+                         "set_headers: the value of %s must be one line of at most %d bytes", name,
+                         MAX_HEADER_VALUE);
             continue;
         }
         if (!check_request_parts(ld, value, text))
@@ -1625,47 +1647,48 @@ static void parse_set_headers(struct loader *ld, yaml_node_t *node, void *object
         field->value = strdup(text);
         route->n_set_headers++;
         if (field->name == NULL || field->value == NULL)
-            errorf(ld, value, "set_headers: out of memory");
+            config_error(ld, value, "set_headers: out of memory");
     }
 }
 
 /* upgrades: [TOKEN, ...], the protocols a request may upgrade its connection to. */
-static void parse_upgrades(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_upgrades(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
     size_t n;
 
     route->n_upgrades = 0;
     if (node->type != YAML_SEQUENCE_NODE) {
-        errorf(ld, node, "upgrades: expected a list of protocol names, found %s", kind_name(node));
+        config_error(ld, node, "upgrades: expected a list of protocol names, found %s",
+                     config_kind_name(node));
         return;
     }
     n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
     if (n > CONFIG_MAX_UPGRADES) {
-        errorf(ld, node_at(ld, node->data.sequence.items.start[CONFIG_MAX_UPGRADES]),
-               "upgrades: at most %d protocols; this is protocol %d", CONFIG_MAX_UPGRADES,
-               CONFIG_MAX_UPGRADES + 1);
+        config_error(ld, config_node_at(ld, node->data.sequence.items.start[CONFIG_MAX_UPGRADES]),
+                     "upgrades: at most %d protocols; this is protocol %d", CONFIG_MAX_UPGRADES,
+                     CONFIG_MAX_UPGRADES + 1);
         n = CONFIG_MAX_UPGRADES;
     }
     for (size_t i = 0; i < n; i++) {
-        yaml_node_t *item = node_at(ld, node->data.sequence.items.start[i]);
-        const char *text = scalar(ld, item, "upgrades");
+        yaml_node_t *item = config_node_at(ld, node->data.sequence.items.start[i]);
+        const char *text = config_scalar(ld, item, "upgrades");
         char *token;
         bool valid;
 
         if (text == NULL)
             continue;
-        valid = is_token(text) && strlen(text) < CONFIG_UPGRADE_LEN;
+        valid = config_is_token(text) && strlen(text) < CONFIG_UPGRADE_LEN;
         if (!valid) {
-            errorf(ld, item,
-                   "upgrades: \"%s\" is not a protocol name (a token of at most %d bytes)", text,
-                   CONFIG_UPGRADE_LEN - 1);
+            config_error(ld, item,
+                         "upgrades: \"%s\" is not a protocol name (a token of at most %d bytes)",
+                         text, CONFIG_UPGRADE_LEN - 1);
             continue;
         }
         if (strcasecmp(text, "h2c") == 0) {
-            errorf(ld, item,
-                   "upgrades: h2c is refused: it would carry HTTP/2 requests past the "
-                   "limiter");
+            config_error(ld, item,
+                         "upgrades: h2c is refused: it would carry HTTP/2 requests past the "
+                         "limiter");
             continue;
         }
         token = route->upgrades[route->n_upgrades];
@@ -1674,7 +1697,7 @@ static void parse_upgrades(struct loader *ld, yaml_node_t *node, void *object)
         token[strlen(text)] = '\0';
         for (size_t j = 0; j < route->n_upgrades; j++)
             if (strcmp(route->upgrades[j], token) == 0) {
-                errorf(ld, item, "upgrades: %s appears twice", text);
+                config_error(ld, item, "upgrades: %s appears twice", text);
                 token = NULL;
                 break;
             }
@@ -1684,35 +1707,35 @@ static void parse_upgrades(struct loader *ld, yaml_node_t *node, void *object)
 }
 
 /* remove_headers: [NAME, ...], dropped from every request forwarded. */
-static void parse_remove_headers(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_remove_headers(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
     size_t n;
 
     if (node->type != YAML_SEQUENCE_NODE) {
-        errorf(ld, node, "remove_headers: expected a list of field names, found %s",
-               kind_name(node));
+        config_error(ld, node, "remove_headers: expected a list of field names, found %s",
+                     config_kind_name(node));
         return;
     }
     n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
     if (n == 0) {
-        errorf(ld, node, "remove_headers: an empty list removes nothing; leave it out");
+        config_error(ld, node, "remove_headers: an empty list removes nothing; leave it out");
         return;
     }
     if (n > MAX_HEADER_FIELDS) {
-        errorf(ld, node_at(ld, node->data.sequence.items.start[MAX_HEADER_FIELDS]),
-               "remove_headers: at most %d fields; this is field %d", MAX_HEADER_FIELDS,
-               MAX_HEADER_FIELDS + 1);
+        config_error(ld, config_node_at(ld, node->data.sequence.items.start[MAX_HEADER_FIELDS]),
+                     "remove_headers: at most %d fields; this is field %d", MAX_HEADER_FIELDS,
+                     MAX_HEADER_FIELDS + 1);
         n = MAX_HEADER_FIELDS;
     }
     route->remove_headers = calloc(n + 1, sizeof *route->remove_headers);
     if (route->remove_headers == NULL) {
-        errorf(ld, node, "remove_headers: out of memory");
+        config_error(ld, node, "remove_headers: out of memory");
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        yaml_node_t *item = node_at(ld, node->data.sequence.items.start[i]);
-        const char *text = scalar(ld, item, "remove_headers");
+        yaml_node_t *item = config_node_at(ld, node->data.sequence.items.start[i]);
+        const char *text = config_scalar(ld, item, "remove_headers");
         bool repeated = false;
 
         if (text == NULL || !check_field_name(ld, item, "remove_headers", text, true))
@@ -1720,12 +1743,12 @@ static void parse_remove_headers(struct loader *ld, yaml_node_t *node, void *obj
         for (size_t j = 0; j < route->n_remove_headers && !repeated; j++)
             repeated = strcasecmp(route->remove_headers[j], text) == 0;
         if (repeated) {
-            errorf(ld, item, "remove_headers: %s appears twice", text);
+            config_error(ld, item, "remove_headers: %s appears twice", text);
             continue;
         }
         route->remove_headers[route->n_remove_headers] = strdup(text);
         if (route->remove_headers[route->n_remove_headers] == NULL)
-            errorf(ld, item, "remove_headers: out of memory");
+            config_error(ld, item, "remove_headers: out of memory");
         else
             route->n_remove_headers++;
     }
@@ -1735,7 +1758,7 @@ static void parse_remove_headers(struct loader *ld, yaml_node_t *node, void *obj
 static void parse_key_into(struct loader *ld, yaml_node_t *node, enum config_key_kind *kind,
                            char **key_name)
 {
-    const char *text = scalar(ld, node, "key");
+    const char *text = config_scalar(ld, node, "key");
     const char *name = NULL;
     struct underscore_key *grown;
 
@@ -1754,34 +1777,34 @@ static void parse_key_into(struct loader *ld, yaml_node_t *node, enum config_key
         *kind = CONFIG_KEY_QUERY;
         name = text + 6;
     }
-    if (name == NULL || !is_token(name)) {
-        errorf(ld, node, "key: expected ip, header:NAME or query:NAME, not \"%s\"", text);
+    if (name == NULL || !config_is_token(name)) {
+        config_error(ld, node, "key: expected ip, header:NAME or query:NAME, not \"%s\"", text);
         return;
     }
     free(*key_name);
     *key_name = strdup(name);
     if (*key_name == NULL) {
-        errorf(ld, node, "key: out of memory");
+        config_error(ld, node, "key: out of memory");
         return;
     }
     if (*kind != CONFIG_KEY_HEADER || strchr(name, '_') == NULL)
         return;
-    grown =
-        grow(ld->underscore_keys, &ld->cap_underscore_keys, ld->n_underscore_keys, sizeof *grown);
+    grown = config_grow(ld->underscore_keys, &ld->cap_underscore_keys, ld->n_underscore_keys,
+                        sizeof *grown);
     if (grown == NULL) {
-        errorf(ld, node, "key: out of memory");
+        config_error(ld, node, "key: out of memory");
         return;
     }
     ld->underscore_keys = grown;
     grown[ld->n_underscore_keys].node = node;
     grown[ld->n_underscore_keys].header = strdup(name);
     if (grown[ld->n_underscore_keys].header == NULL)
-        errorf(ld, node, "key: out of memory");
+        config_error(ld, node, "key: out of memory");
     else
         ld->n_underscore_keys++;
 }
 
-static void parse_route_key(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_route_key(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
@@ -1800,13 +1823,13 @@ static void parse_limit_key(struct loader *ld, yaml_node_t *node, void *object)
  * them before forwarding, so a limit would count clients by a field the upstream never sees,
  * most likely a config written for an upstream that spells it with '-'. Nodes are valid until
  * the document is deleted. */
-static void check_underscore_keys(struct loader *ld, const struct config *config)
+static void config_check_underscore_keys(struct loader *ld, const struct config *config)
 {
     for (size_t i = 0; i < ld->n_underscore_keys && !config->server.underscores_in_headers; i++)
-        errorf(ld, ld->underscore_keys[i].node,
-               "key: header %s has '_', which sluice drops unless "
-               "server.underscores_in_headers: true",
-               ld->underscore_keys[i].header);
+        config_error(ld, ld->underscore_keys[i].node,
+                     "key: header %s has '_', which sluice drops unless "
+                     "server.underscores_in_headers: true",
+                     ld->underscore_keys[i].header);
 }
 
 /* cost: {METHOD: units, ..., default: units}; bounded by the limit once it is whole. */
@@ -1816,9 +1839,9 @@ static void parse_cost(struct loader *ld, yaml_node_t *node, void *object)
     size_t n;
 
     if (node->type != YAML_MAPPING_NODE) {
-        errorf(ld, node,
-               "cost: expected a mapping of methods to units, such as {POST: 5, "
-               "default: 1}");
+        config_error(ld, node,
+                     "cost: expected a mapping of methods to units, such as {POST: 5, "
+                     "default: 1}");
         return;
     }
     n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
@@ -1826,15 +1849,15 @@ static void parse_cost(struct loader *ld, yaml_node_t *node, void *object)
     limit->costs = calloc(n + 1, sizeof *limit->costs);
     limit->n_costs = 0;
     if (limit->costs == NULL) {
-        errorf(ld, node, "cost: out of memory");
+        config_error(ld, node, "cost: out of memory");
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        yaml_node_t *key = node_at(ld, node->data.mapping.pairs.start[i].key);
-        yaml_node_t *value = node_at(ld, node->data.mapping.pairs.start[i].value);
+        yaml_node_t *key = config_node_at(ld, node->data.mapping.pairs.start[i].key);
+        yaml_node_t *value = config_node_at(ld, node->data.mapping.pairs.start[i].value);
         const char *method =
             key->type == YAML_SCALAR_NODE ? (const char *)key->data.scalar.value : "";
-        const char *text = scalar(ld, value, "cost");
+        const char *text = config_scalar(ld, value, "cost");
         char *end = NULL;
         unsigned long long units;
 
@@ -1844,7 +1867,7 @@ static void parse_cost(struct loader *ld, yaml_node_t *node, void *object)
         units = strtoull(text, &end, 10);
         if (text[0] < '0' || text[0] > '9' || *end != '\0' || errno != 0 || units == 0 ||
             units > LIMITER_MAX_REQUESTS) {
-            errorf(ld, value, "cost: \"%s\" is not a whole number of units from 1", text);
+            config_error(ld, value, "cost: \"%s\" is not a whole number of units from 1", text);
             continue;
         }
         if (strcmp(method, "default") == 0) {
@@ -1852,18 +1875,19 @@ static void parse_cost(struct loader *ld, yaml_node_t *node, void *object)
             continue;
         }
         /* In capitals, as the request line carries it and the lookup compares it. */
-        if (known_method(method) == NULL || strcmp(known_method(method), method) != 0) {
-            errorf(ld, key, "cost: \"%s\" is not default or a method in capitals (%s)", method,
-                   METHOD_LIST);
+        if (config_known_method(method) == NULL ||
+            strcmp(config_known_method(method), method) != 0) {
+            config_error(ld, key, "cost: \"%s\" is not default or a method in capitals (%s)",
+                         method, METHOD_LIST);
             continue;
         }
         for (size_t j = 0; j < limit->n_costs; j++)
             if (strcmp(limit->costs[j].method, method) == 0)
-                errorf(ld, key, "cost: %s appears twice", method);
+                config_error(ld, key, "cost: %s appears twice", method);
         limit->costs[limit->n_costs].method = strdup(method);
         limit->costs[limit->n_costs].units = units;
         if (limit->costs[limit->n_costs].method == NULL)
-            errorf(ld, key, "cost: out of memory");
+            config_error(ld, key, "cost: out of memory");
         else
             limit->n_costs++;
     }
@@ -1882,7 +1906,7 @@ static const struct field limit_fields[] = {
 };
 
 /* Route and limit names: they go into headers, metrics and Redis keys. */
-static bool is_plain_name(const char *s)
+static bool config_is_plain_name(const char *s)
 {
     size_t len = strlen(s);
 
@@ -1890,14 +1914,14 @@ static bool is_plain_name(const char *s)
            strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == len;
 }
 
-/* Keeps a sliding_window_log limit for check_log_memory(). */
+/* Keeps a sliding_window_log limit for config_check_log_memory(). */
 static void note_log_limit(struct loader *ld, yaml_node_t *node, uint64_t requests)
 {
     struct log_limit *grown =
-        grow(ld->log_limits, &ld->cap_log_limits, ld->n_log_limits, sizeof *grown);
+        config_grow(ld->log_limits, &ld->cap_log_limits, ld->n_log_limits, sizeof *grown);
 
     if (grown == NULL) {
-        errorf(ld, node, "limit: out of memory");
+        config_error(ld, node, "limit: out of memory");
         return;
     }
     ld->log_limits = grown;
@@ -1908,7 +1932,7 @@ static void note_log_limit(struct loader *ld, yaml_node_t *node, uint64_t reques
  * worst requests x 8 B x limiter.max_clients, which must fit in limiter.max_memory. A log of
  * 100,000 a minute is 80 GB for the default 100,000 clients; the sliding window counter
  * limits as closely in 24 bytes a client. */
-static void check_log_memory(struct loader *ld, const struct config *config)
+static void config_check_log_memory(struct loader *ld, const struct config *config)
 {
     char budget[32];
 
@@ -1918,14 +1942,14 @@ static void check_log_memory(struct loader *ld, const struct config *config)
 
         if (worst <= config->max_memory)
             continue;
-        errorf(ld, value_or_self(ld, l->node, "requests"),
-               "limit: sliding_window_log keeps 8 bytes per request for each client: %llu "
-               "requests x 8 B x %u clients (limiter.max_clients) is %.1f MiB at worst, over "
-               "limiter.max_memory (%s); use sliding_window_counter, which needs no more memory "
-               "for more requests, or fewer requests or max_clients",
-               (unsigned long long)l->requests, config->max_clients,
-               (double)worst / (1024.0 * 1024.0),
-               config_format_size(config->max_memory, budget, sizeof budget));
+        config_error(
+            ld, config_value_or_self(ld, l->node, "requests"),
+            "limit: sliding_window_log keeps 8 bytes per request for each client: %llu "
+            "requests x 8 B x %u clients (limiter.max_clients) is %.1f MiB at worst, over "
+            "limiter.max_memory (%s); use sliding_window_counter, which needs no more memory "
+            "for more requests, or fewer requests or max_clients",
+            (unsigned long long)l->requests, config->max_clients, (double)worst / (1024.0 * 1024.0),
+            config_format_size(config->max_memory, budget, sizeof budget));
     }
 }
 
@@ -1941,14 +1965,15 @@ static void report_missing_limit_keys(struct loader *ld, yaml_node_t *node,
         missing[n++] = "algorithm";
     if (p->requests == 0)
         missing[n++] = "requests";
-    if (find_value(ld, node, "per") == NULL)
+    if (config_find_value(ld, node, "per") == NULL)
         missing[n++] = "per";
     if (n == 1)
-        errorf(ld, node, "limit: %s is required", missing[0]);
+        config_error(ld, node, "limit: %s is required", missing[0]);
     else if (n == 2)
-        errorf(ld, node, "limit: %s and %s are required", missing[0], missing[1]);
+        config_error(ld, node, "limit: %s and %s are required", missing[0], missing[1]);
     else
-        errorf(ld, node, "limit: %s, %s and %s are required", missing[0], missing[1], missing[2]);
+        config_error(ld, node, "limit: %s, %s and %s are required", missing[0], missing[1],
+                     missing[2]);
 }
 
 /* One limit, checked by building the limiter itself, so the config accepts exactly what the
@@ -1961,29 +1986,29 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
     unsigned errors_before = ld->n_errors;
 
     limit->default_cost = 1;
-    walk_mapping(ld, node, limit_fields, limit, "limit");
+    config_walk_mapping(ld, node, limit_fields, limit, "limit");
     if (ld->n_errors != errors_before)
         return;
-    if (limit->name != NULL && !is_plain_name(limit->name)) {
-        errorf(ld, value_or_self(ld, node, "name"),
-               "name: \"%s\" may hold only letters, digits, '_', '.' and '-', 64 at most",
-               limit->name);
+    if (limit->name != NULL && !config_is_plain_name(limit->name)) {
+        config_error(ld, config_value_or_self(ld, node, "name"),
+                     "name: \"%s\" may hold only letters, digits, '_', '.' and '-', 64 at most",
+                     limit->name);
         return;
     }
-    if (p->algorithm == NULL || p->requests == 0 || find_value(ld, node, "per") == NULL) {
+    if (p->algorithm == NULL || p->requests == 0 || config_find_value(ld, node, "per") == NULL) {
         report_missing_limit_keys(ld, node, p);
         return;
     }
     if (p->per_ns < LIMITER_MIN_PER_NS || p->per_ns > LIMITER_MAX_PER_NS) {
-        errorf(ld, value_or_self(ld, node, "per"), "per must be %s",
-               p->per_ns < LIMITER_MIN_PER_NS ? "at least 1ms" : "at most 366d");
+        config_error(ld, config_value_or_self(ld, node, "per"), "per must be %s",
+                     p->per_ns < LIMITER_MIN_PER_NS ? "at least 1ms" : "at most 366d");
         return;
     }
     if (!limiter_algorithm_exists(p->algorithm)) {
-        errorf(ld, value_or_self(ld, node, "algorithm"),
-               "algorithm: unknown \"%s\" (expected token_bucket, gcra, fixed_window, "
-               "sliding_window_log or sliding_window_counter)",
-               p->algorithm);
+        config_error(ld, config_value_or_self(ld, node, "algorithm"),
+                     "algorithm: unknown \"%s\" (expected token_bucket, gcra, fixed_window, "
+                     "sliding_window_log or sliding_window_counter)",
+                     p->algorithm);
         return;
     }
     if (strcmp(p->algorithm, "sliding_window_log") == 0)
@@ -1992,31 +2017,33 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
     probe = limiter_create(p, err);
     p->max_clients = 0;
     if (probe == NULL)
-        errorf(ld, strncmp(err, "burst", 5) == 0 ? value_or_self(ld, node, "burst") : node,
-               "limit: %s", err);
+        config_error(ld,
+                     strncmp(err, "burst", 5) == 0 ? config_value_or_self(ld, node, "burst") : node,
+                     "limit: %s", err);
     /* A cost the limit can never let through would deny that method for good. */
     for (size_t i = 0; probe != NULL && i <= limit->n_costs; i++) {
         uint64_t units = i < limit->n_costs ? limit->costs[i].units : limit->default_cost;
 
         if (units > limiter_quota(probe))
-            errorf(ld, value_or_self(ld, node, "cost"),
-                   "cost: %llu units is more than this limit lets through at once (%llu)",
-                   (unsigned long long)units, (unsigned long long)limiter_quota(probe));
+            config_error(ld, config_value_or_self(ld, node, "cost"),
+                         "cost: %llu units is more than this limit lets through at once (%llu)",
+                         (unsigned long long)units, (unsigned long long)limiter_quota(probe));
     }
     limiter_free(probe);
 }
 
 /* One mapping, or a list of named ones (all of which must allow a request), into `*limits`;
  * a single unnamed limit is named `name`. For a route's limit: and each plan. */
-static void parse_limit_list(struct loader *ld, yaml_node_t *node, const char *name,
-                             struct config_limit **limits, size_t *n_limits)
+static void config_parse_limit_list(struct loader *ld, yaml_node_t *node, const char *name,
+                                    struct config_limit **limits, size_t *n_limits)
 {
     bool list = node->type == YAML_SEQUENCE_NODE;
     size_t n = list ? (size_t)(node->data.sequence.items.top - node->data.sequence.items.start) : 1;
     struct config_limit *parsed;
 
     if (n == 0 || n > LIMITER_MAX_PER_REQUEST) {
-        errorf(ld, node, "limit: a list of 1 to %d limits is expected", LIMITER_MAX_PER_REQUEST);
+        config_error(ld, node, "limit: a list of 1 to %d limits is expected",
+                     LIMITER_MAX_PER_REQUEST);
         return;
     }
     parsed = calloc(n, sizeof *parsed);
@@ -2025,26 +2052,26 @@ static void parse_limit_list(struct loader *ld, yaml_node_t *node, const char *n
     *limits = parsed;
     *n_limits = n;
     for (size_t i = 0; i < n; i++) {
-        yaml_node_t *item = list ? node_at(ld, node->data.sequence.items.start[i]) : node;
+        yaml_node_t *item = list ? config_node_at(ld, node->data.sequence.items.start[i]) : node;
 
         parse_one_limit(ld, item, &parsed[i]);
         if (list && parsed[i].name == NULL && item->type == YAML_MAPPING_NODE)
-            errorf(ld, item, "limit: each limit of a list needs a name");
+            config_error(ld, item, "limit: each limit of a list needs a name");
         for (size_t j = 0; j < i && parsed[i].name != NULL; j++)
             if (parsed[j].name != NULL && strcmp(parsed[j].name, parsed[i].name) == 0)
-                errorf(ld, value_or_self(ld, item, "name"), "name: limit \"%s\" appears twice",
-                       parsed[i].name);
+                config_error(ld, config_value_or_self(ld, item, "name"),
+                             "name: limit \"%s\" appears twice", parsed[i].name);
     }
     if (n == 1 && parsed[0].name == NULL && name != NULL)
         parsed[0].name = strdup(name);
 }
 
-static void parse_limit(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_limit(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
     /* Named after the route once its name is known (parse_route()). */
-    parse_limit_list(ld, node, NULL, &route->limits, &route->n_limits);
+    config_parse_limit_list(ld, node, NULL, &route->limits, &route->n_limits);
 }
 
 /* plans: NAME: limit(s), at the top level or a route's own. */
@@ -2055,48 +2082,49 @@ static void parse_plans_into(struct loader *ld, yaml_node_t *node, struct config
     size_t n;
 
     if (node->type != YAML_MAPPING_NODE) {
-        errorf(ld, node, "plans: expected a mapping of plan names to limits, found %s",
-               kind_name(node));
+        config_error(ld, node, "plans: expected a mapping of plan names to limits, found %s",
+                     config_kind_name(node));
         return;
     }
     n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
     *plans = calloc(n + 1, sizeof **plans);
-    first = repeated_keys(ld, node);
+    first = config_repeated_keys(ld, node);
     if (*plans == NULL || first == NULL) {
-        errorf(ld, node, "plans: out of memory");
+        config_error(ld, node, "plans: out of memory");
         free(first);
         return;
     }
     for (size_t i = 0; i < n; i++) {
         yaml_node_pair_t *p = &node->data.mapping.pairs.start[i];
-        yaml_node_t *key = node_at(ld, p->key);
+        yaml_node_t *key = config_node_at(ld, p->key);
         const char *name =
             key->type == YAML_SCALAR_NODE ? (const char *)key->data.scalar.value : NULL;
         struct config_plan *plan = &(*plans)[*n_plans];
 
-        if (name == NULL || !is_plain_name(name)) {
-            errorf(ld, key,
-                   "plans: a plan's name may hold only letters, digits, '_', '.' and "
-                   "'-', 64 at most");
+        if (name == NULL || !config_is_plain_name(name)) {
+            config_error(ld, key,
+                         "plans: a plan's name may hold only letters, digits, '_', '.' and "
+                         "'-', 64 at most");
             continue;
         }
         if (first[i] != NULL) {
-            errorf(ld, key, "plans: \"%s\" appears twice (first at line %zu)", name,
-                   first[i]->start_mark.line + 1);
+            config_error(ld, key, "plans: \"%s\" appears twice (first at line %zu)", name,
+                         first[i]->start_mark.line + 1);
             continue;
         }
         plan->name = strdup(name);
         if (plan->name == NULL) {
-            errorf(ld, key, "plans: out of memory");
+            config_error(ld, key, "plans: out of memory");
             continue;
         }
         (*n_plans)++;
-        parse_limit_list(ld, node_at(ld, p->value), name, &plan->limits, &plan->n_limits);
+        config_parse_limit_list(ld, config_node_at(ld, p->value), name, &plan->limits,
+                                &plan->n_limits);
     }
     free(first);
 }
 
-static void parse_route_plans(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_route_plans(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
@@ -2107,7 +2135,7 @@ static void parse_route_plans(struct loader *ld, yaml_node_t *node, void *object
  * caller frees it; NUL-terminated) and `*len`. 0; or -1 with `why` saying what went wrong. A
  * file that is not a regular one (a FIFO, a device, /dev/stdin) is refused rather than waited
  * on. */
-static int read_whole_file(const char *path, size_t max, char **text, size_t *len, char why[128])
+int config_read_file(const char *path, size_t max, char **text, size_t *len, char why[128])
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
@@ -2152,42 +2180,37 @@ fail:
     return -1;
 }
 
-int config_read_file(const char *path, size_t max, char **text, size_t *len, char why[128])
-{
-    return read_whole_file(path, max, text, len, why);
-}
-
 /* A path in the config, taken from the config file's directory when relative, into `*out`. */
 static void config_relative_path(struct loader *ld, yaml_node_t *node, const char *key, char **out)
 {
-    const char *text = scalar(ld, node, key);
+    const char *text = config_scalar(ld, node, key);
     const char *slash = strrchr(ld->path, '/');
     int dir_len = slash != NULL && text != NULL && text[0] != '/' ? (int)(slash - ld->path) : 0;
 
     if (text == NULL)
         return;
     if (text[0] == '\0') {
-        errorf(ld, node, "%s: empty", key);
+        config_error(ld, node, "%s: empty", key);
         return;
     }
     free(*out);
     if (asprintf(out, "%.*s%s%s", dir_len, ld->path, dir_len > 0 ? "/" : "", text) < 0) {
         *out = NULL;
-        errorf(ld, node, "%s: out of memory", key);
+        config_error(ld, node, "%s: out of memory", key);
     }
 }
 
 static void parse_on_limit_status(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
-    const char *text = scalar(ld, node, "status");
+    const char *text = config_scalar(ld, node, "status");
 
     if (text != NULL && strcmp(text, "429") == 0)
         route->on_limit.status = 429;
     else if (text != NULL && strcmp(text, "503") == 0)
         route->on_limit.status = 503;
     else if (text != NULL)
-        errorf(ld, node, "status: \"%s\" is not 429 or 503", text);
+        config_error(ld, node, "status: \"%s\" is not 429 or 503", text);
 }
 
 /* body_file: read now, whole, so that a denial never touches the disk. */
@@ -2200,28 +2223,28 @@ static void parse_on_limit_body(struct loader *ld, yaml_node_t *node, void *obje
     if (path == NULL)
         return;
     free(route->on_limit.body);
-    if (read_whole_file(path, CONFIG_MAX_BODY_FILE, &route->on_limit.body,
-                        &route->on_limit.body_len, why) != 0)
-        errorf(ld, node, "body_file: %s", why);
+    if (config_read_file(path, CONFIG_MAX_BODY_FILE, &route->on_limit.body,
+                         &route->on_limit.body_len, why) != 0)
+        config_error(ld, node, "body_file: %s", why);
     free(path);
 }
 
 static void parse_on_limit_content_type(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
-    const char *text = scalar(ld, node, "content_type");
+    const char *text = config_scalar(ld, node, "content_type");
 
     if (text == NULL)
         return;
     /* A field value goes out as it is: nothing that could end the field or the head. */
     if (text[0] == '\0' || strlen(text) > 200 || strpbrk(text, "\r\n") != NULL) {
-        errorf(ld, node, "content_type: expected a media type such as text/plain");
+        config_error(ld, node, "content_type: expected a media type such as text/plain");
         return;
     }
     free(route->on_limit.content_type);
     route->on_limit.content_type = strdup(text);
     if (route->on_limit.content_type == NULL)
-        errorf(ld, node, "content_type: out of memory");
+        config_error(ld, node, "content_type: out of memory");
 }
 
 static const struct field on_limit_fields[] = {
@@ -2231,20 +2254,20 @@ static const struct field on_limit_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
-static void parse_on_limit(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_on_limit(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
-    walk_mapping(ld, node, on_limit_fields, route, "on_limit");
+    config_walk_mapping(ld, node, on_limit_fields, route, "on_limit");
     if ((route->on_limit.body != NULL) != (route->on_limit.content_type != NULL))
-        errorf(ld, node, "on_limit: body_file and content_type go together");
+        config_error(ld, node, "on_limit: body_file and content_type go together");
 }
 
 static void parse_unknown_key(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const char *const names[] = {"anonymous", "reject"};
     struct config_route *route = object;
-    int choice = parse_choice(ld, node, "unknown_key", names, 2);
+    int choice = config_parse_choice(ld, node, "unknown_key", names, 2);
 
     if (choice >= 0) {
         route->unknown_key = (enum config_unknown_key)choice;
@@ -2256,47 +2279,47 @@ static void parse_route_store(struct loader *ld, yaml_node_t *node, void *object
 {
     struct config_route *route = object;
 
-    parse_store(ld, node, &route->store);
+    config_parse_store(ld, node, &route->store);
     route->store_set = true;
 }
 
 static const struct field route_fields[] = {
     {"name", V_STRING, offsetof(struct config_route, name), 0, 0, NULL},
     {"match", V_CUSTOM, 0, 0, 0, parse_match},
-    {"upstream", V_CUSTOM, 0, 0, 0, parse_upstream},
-    {"retries", V_CUSTOM, 0, 0, 0, parse_retries},
+    {"upstream", V_CUSTOM, 0, 0, 0, config_parse_upstream},
+    {"retries", V_CUSTOM, 0, 0, 0, config_parse_retries},
     {"strip_prefix", V_BOOL, offsetof(struct config_route, strip_prefix), 0, 0, NULL},
-    {"host", V_CUSTOM, 0, 0, 0, parse_route_host},
-    {"set_headers", V_CUSTOM, 0, 0, 0, parse_set_headers},
-    {"remove_headers", V_CUSTOM, 0, 0, 0, parse_remove_headers},
+    {"host", V_CUSTOM, 0, 0, 0, config_parse_route_host},
+    {"set_headers", V_CUSTOM, 0, 0, 0, config_parse_set_headers},
+    {"remove_headers", V_CUSTOM, 0, 0, 0, config_parse_remove_headers},
     {"timeout", V_DURATION, offsetof(struct config_route, timeout_ns), 1, DAY, NULL},
     {"connect_timeout", V_DURATION, offsetof(struct config_route, connect_timeout_ns), 1, DAY,
      NULL},
-    {"upgrades", V_CUSTOM, 0, 0, 0, parse_upgrades},
+    {"upgrades", V_CUSTOM, 0, 0, 0, config_parse_upgrades},
     {"tunnel_idle_timeout", V_DURATION, offsetof(struct config_route, tunnel_idle_timeout_ns),
      SECOND, DAY, NULL},
-    {"key", V_CUSTOM, 0, 0, 0, parse_route_key},
+    {"key", V_CUSTOM, 0, 0, 0, config_parse_route_key},
     {"ipv6_prefix", V_U32, offsetof(struct config_route, ipv6_prefix_len), 1, 128, NULL},
-    {"limit", V_CUSTOM, 0, 0, 0, parse_limit},
+    {"limit", V_CUSTOM, 0, 0, 0, config_parse_limit},
     {"store", V_CUSTOM, 0, 0, 0, parse_route_store},
     {"dry_run", V_BOOL, offsetof(struct config_route, dry_run), 0, 0, NULL},
     {"exempt", V_CIDRS, offsetof(struct config_route, exempt), 0, 0, NULL},
     {"deny", V_CIDRS, offsetof(struct config_route, deny), 0, 0, NULL},
     {"headers", V_CUSTOM, 0, 0, 0, parse_route_headers},
-    {"on_limit", V_CUSTOM, 0, 0, 0, parse_on_limit},
+    {"on_limit", V_CUSTOM, 0, 0, 0, config_parse_on_limit},
     {"tls_verify", V_BOOL, offsetof(struct config_route, tls_verify), 0, 0, NULL},
-    {"proxy", V_CUSTOM, 0, 0, 0, parse_proxy},
+    {"proxy", V_CUSTOM, 0, 0, 0, config_parse_proxy},
     {"plan", V_STRING, offsetof(struct config_route, plan), 0, 0, NULL},
-    {"plans", V_CUSTOM, 0, 0, 0, parse_route_plans},
+    {"plans", V_CUSTOM, 0, 0, 0, config_parse_route_plans},
     {"unknown_key", V_CUSTOM, 0, 0, 0, parse_unknown_key},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
 /* Limits that name no key of their own count under the route's. Done once the whole route is
  * read, since its key: may come after its limit:. */
-static void inherit_route_key(struct loader *ld, yaml_node_t *node,
-                              const struct config_route *route, struct config_limit *limits,
-                              size_t n_limits)
+static void config_inherit_route_key(struct loader *ld, yaml_node_t *node,
+                                     const struct config_route *route, struct config_limit *limits,
+                                     size_t n_limits)
 {
     for (size_t i = 0; i < n_limits; i++) {
         struct config_limit *limit = &limits[i];
@@ -2307,7 +2330,7 @@ static void inherit_route_key(struct loader *ld, yaml_node_t *node,
         free(limit->key_name);
         limit->key_name = route->key_name != NULL ? strdup(route->key_name) : NULL;
         if (route->key_name != NULL && limit->key_name == NULL)
-            errorf(ld, node, "key: out of memory");
+            config_error(ld, node, "key: out of memory");
     }
 }
 
@@ -2329,27 +2352,27 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config_rout
     route->fail_window_ns = 10 * (int64_t)SECOND;
     route->fail_timeout_ns = 10 * (int64_t)SECOND;
     route->fail_on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET;
-    /* Without retries: one attempt; parse_retries() has the defaults of retries: {}. */
+    /* Without retries: one attempt; config_parse_retries() has the defaults of retries: {}. */
     route->retries.attempts = 1;
     route->retries.on = 0;
     route->retries.budget_percent = 20;
     route->host_mode = CONFIG_HOST_PRESERVE;
-    walk_mapping(ld, node, route_fields, route, "route");
+    config_walk_mapping(ld, node, route_fields, route, "route");
     if (node->type != YAML_MAPPING_NODE)
         return;
-    inherit_route_key(ld, node, route, route->limits, route->n_limits);
+    config_inherit_route_key(ld, node, route, route->limits, route->n_limits);
 
     if (route->name == NULL || route->name[0] == '\0') {
-        errorf(ld, node, "route: name is required");
-    } else if (!is_plain_name(route->name)) {
-        errorf(ld, value_or_self(ld, node, "name"),
-               "name: \"%s\" may hold only letters, digits, '_', '.' and '-', 64 at most",
-               route->name);
+        config_error(ld, node, "route: name is required");
+    } else if (!config_is_plain_name(route->name)) {
+        config_error(ld, config_value_or_self(ld, node, "name"),
+                     "name: \"%s\" may hold only letters, digits, '_', '.' and '-', 64 at most",
+                     route->name);
     }
-    if (find_value(ld, node, "match") == NULL)
-        errorf(ld, node, "route: match (with path_prefix) is required");
-    if (find_value(ld, node, "upstream") == NULL)
-        errorf(ld, node, "route: upstream is required");
+    if (config_find_value(ld, node, "match") == NULL)
+        config_error(ld, node, "route: match (with path_prefix) is required");
+    if (config_find_value(ld, node, "upstream") == NULL)
+        config_error(ld, node, "route: upstream is required");
     /* A single unnamed limit speaks for its route. */
     if (route->n_limits == 1 && route->limits[0].name == NULL && route->name != NULL)
         route->limits[0].name = strdup(route->name);
@@ -2372,11 +2395,11 @@ static void check_route_names(struct loader *ld, yaml_node_t *list, struct confi
     size_t n = 0;
 
     if (named == NULL) {
-        errorf(ld, list, "routes: out of memory");
+        config_error(ld, list, "routes: out of memory");
         return;
     }
     for (size_t i = 0; i < config->n_routes; i++) /* a bad name was reported already */
-        if (config->routes[i].name != NULL && is_plain_name(config->routes[i].name))
+        if (config->routes[i].name != NULL && config_is_plain_name(config->routes[i].name))
             named[n++] = &config->routes[i];
     qsort(named, n, sizeof *named, by_route_name_then_place);
     for (size_t i = 1; i < n; i++) {
@@ -2384,9 +2407,9 @@ static void check_route_names(struct loader *ld, yaml_node_t *list, struct confi
 
         if (strcmp(named[i]->name, named[i - 1]->name) != 0)
             continue;
-        route = node_at(ld, list->data.sequence.items.start[named[i] - config->routes]);
-        errorf(ld, value_or_self(ld, route, "name"), "name: route \"%s\" is defined twice",
-               named[i]->name);
+        route = config_node_at(ld, list->data.sequence.items.start[named[i] - config->routes]);
+        config_error(ld, config_value_or_self(ld, route, "name"),
+                     "name: route \"%s\" is defined twice", named[i]->name);
     }
     free(named);
 }
@@ -2394,7 +2417,7 @@ static void check_route_names(struct loader *ld, yaml_node_t *list, struct confi
 #define ANY_OTHER_METHOD (1u << (sizeof http_methods / sizeof http_methods[0]))
 
 /* The bit of `method` among http_methods; 0 for none of them. */
-static unsigned method_bit(const char *method)
+static unsigned config_method_bit(const char *method)
 {
     for (size_t i = 0; i < sizeof http_methods / sizeof http_methods[0]; i++)
         if (strcmp(method, http_methods[i]) == 0)
@@ -2411,7 +2434,7 @@ static unsigned methods_taken(const struct config_route *route)
     if (route->methods == NULL)
         return ANY_OTHER_METHOD | (ANY_OTHER_METHOD - 1);
     for (char **m = route->methods; *m != NULL; m++)
-        bits |= method_bit(*m) | (strcmp(*m, "GET") == 0 ? method_bit("HEAD") : 0);
+        bits |= config_method_bit(*m) | (strcmp(*m, "GET") == 0 ? config_method_bit("HEAD") : 0);
     return bits;
 }
 
@@ -2453,7 +2476,7 @@ static void check_shadowed_routes(struct loader *ld, yaml_node_t *list, struct c
     struct route_match *m = calloc(config->n_routes + 1, sizeof *m);
 
     if (m == NULL) {
-        errorf(ld, list, "routes: out of memory");
+        config_error(ld, list, "routes: out of memory");
         return;
     }
     for (size_t i = 0; i < config->n_routes; i++) {
@@ -2474,54 +2497,56 @@ static void check_shadowed_routes(struct loader *ld, yaml_node_t *list, struct c
 
             if (a->path_prefix == NULL || a->name == NULL || !shadows(a, &m[j], b, &m[i]))
                 continue;
-            b_node = node_at(ld, list->data.sequence.items.start[i]);
-            a_node = node_at(ld, list->data.sequence.items.start[j]);
-            warnf_at(ld, value_or_self(ld, b_node, "match")->start_mark,
-                     "route \"%s\" can never match: route \"%s\" (line %zu) comes first with "
-                     "the same path_prefix %s, %s and %s",
-                     b->name, a->name, value_or_self(ld, a_node, "match")->start_mark.line + 1,
-                     a->path_prefix, a->methods == NULL ? "any method" : "every method of this one",
-                     a->host == NULL ? "any host" : "the same host");
+            b_node = config_node_at(ld, list->data.sequence.items.start[i]);
+            a_node = config_node_at(ld, list->data.sequence.items.start[j]);
+            config_warn_at(
+                ld, config_value_or_self(ld, b_node, "match")->start_mark,
+                "route \"%s\" can never match: route \"%s\" (line %zu) comes first with "
+                "the same path_prefix %s, %s and %s",
+                b->name, a->name, config_value_or_self(ld, a_node, "match")->start_mark.line + 1,
+                a->path_prefix, a->methods == NULL ? "any method" : "every method of this one",
+                a->host == NULL ? "any host" : "the same host");
             break;
         }
     }
     free(m);
 }
 
-static void parse_routes(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_routes(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
     size_t n;
 
     if (node->type != YAML_SEQUENCE_NODE) {
-        errorf(ld, node, "routes: expected a list of routes, found %s", kind_name(node));
+        config_error(ld, node, "routes: expected a list of routes, found %s",
+                     config_kind_name(node));
         return;
     }
     n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
     if (n == 0) {
-        errorf(ld, node, "routes: at least one route is required");
+        config_error(ld, node, "routes: at least one route is required");
         return;
     }
     /* The routes within the bound are still read, for their own problems. */
     if (n > CONFIG_MAX_ROUTES) {
-        errorf(ld, node_at(ld, node->data.sequence.items.start[CONFIG_MAX_ROUTES]),
-               "routes: at most %d routes are allowed; this is route %d of %zu", CONFIG_MAX_ROUTES,
-               CONFIG_MAX_ROUTES + 1, n);
+        config_error(ld, config_node_at(ld, node->data.sequence.items.start[CONFIG_MAX_ROUTES]),
+                     "routes: at most %d routes are allowed; this is route %d of %zu",
+                     CONFIG_MAX_ROUTES, CONFIG_MAX_ROUTES + 1, n);
         n = CONFIG_MAX_ROUTES;
     }
     config->routes = calloc(n, sizeof *config->routes);
     if (config->routes == NULL) {
-        errorf(ld, node, "routes: out of memory");
+        config_error(ld, node, "routes: out of memory");
         return;
     }
     config->n_routes = n;
     for (size_t i = 0; i < n; i++)
-        parse_route(ld, node_at(ld, node->data.sequence.items.start[i]), &config->routes[i]);
+        parse_route(ld, config_node_at(ld, node->data.sequence.items.start[i]), &config->routes[i]);
     check_route_names(ld, node, config);
     check_shadowed_routes(ld, node, config);
 }
 
-static void parse_plans(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_plans(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
 
@@ -2549,11 +2574,11 @@ static const char *key_digest(const char *text, unsigned char digest[32])
 static void parse_consumer_key(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_consumer *consumer = object;
-    const char *text = scalar(ld, node, "key");
+    const char *text = config_scalar(ld, node, "key");
     const char *wrong = text != NULL ? key_digest(text, consumer->key_sha256) : NULL;
 
     if (wrong != NULL)
-        errorf(ld, node, "%s", wrong);
+        config_error(ld, node, "%s", wrong);
 }
 
 static const struct field consumer_fields[] = {
@@ -2594,7 +2619,7 @@ static void consumer_error(struct loader *ld, size_t i, yaml_mark_t mark, const 
 
     ld->path = ld->places[i].file;
     va_start(ap, fmt);
-    verrorf_at(ld, mark, fmt, ap);
+    config_verror_at(ld, mark, fmt, ap);
     va_end(ap);
     ld->path = path;
 }
@@ -2606,7 +2631,7 @@ static void check_consumers_apart(struct loader *ld, struct config *config)
     size_t n = 0;
 
     if (sorted == NULL) {
-        errorf_at(ld, (yaml_mark_t){0, 0, 0}, "consumers: out of memory");
+        config_error_at(ld, (yaml_mark_t){0, 0, 0}, "consumers: out of memory");
         return;
     }
     for (size_t i = 0; i < config->n_consumers; i++)
@@ -2659,48 +2684,48 @@ static void check_consumer(struct loader *ld, struct config *config, size_t i, b
 
     if (c->name == NULL || !has_key || c->plan == NULL)
         consumer_error(ld, i, ld->places[i].item, "consumer: name, key and plan are all required");
-    else if (!is_plain_name(c->name))
+    else if (!config_is_plain_name(c->name))
         consumer_error(ld, i, ld->places[i].name,
                        "name: \"%s\" may hold only letters, digits, '_', '.' and '-', 64 at most",
                        c->name);
 }
 
-static void parse_consumers(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_consumers(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
     size_t n;
 
     if (node->type != YAML_SEQUENCE_NODE) {
-        errorf(ld, node, "consumers: expected a list of {name, key, plan}, found %s",
-               kind_name(node));
+        config_error(ld, node, "consumers: expected a list of {name, key, plan}, found %s",
+                     config_kind_name(node));
         return;
     }
     n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
     if (make_room_for_consumers(ld, config, n) != 0) {
-        errorf(ld, node, "consumers: out of memory");
+        config_error(ld, node, "consumers: out of memory");
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        yaml_node_t *item = node_at(ld, node->data.sequence.items.start[i]);
+        yaml_node_t *item = config_node_at(ld, node->data.sequence.items.start[i]);
         size_t at = config->n_consumers++;
         unsigned errors_before = ld->n_errors;
 
         ld->places[at] = (struct consumer_place){
             .file = ld->path,
             .item = item->start_mark,
-            .name = value_or_self(ld, item, "name")->start_mark,
-            .key = value_or_self(ld, item, "key")->start_mark,
-            .plan = value_or_self(ld, item, "plan")->start_mark,
+            .name = config_value_or_self(ld, item, "name")->start_mark,
+            .key = config_value_or_self(ld, item, "key")->start_mark,
+            .plan = config_value_or_self(ld, item, "plan")->start_mark,
         };
-        walk_mapping(ld, item, consumer_fields, &config->consumers[at], "consumer");
+        config_walk_mapping(ld, item, consumer_fields, &config->consumers[at], "consumer");
         if (ld->n_errors == errors_before)
-            check_consumer(ld, config, at, find_value(ld, item, "key") != NULL);
+            check_consumer(ld, config, at, config_find_value(ld, item, "key") != NULL);
     }
 }
 
 /* --- consumers_file ------------------------------------------------------------------ */
 
-static void syntax_error(struct loader *ld, const yaml_parser_t *parser);
+static void config_syntax_error(struct loader *ld, const yaml_parser_t *parser);
 
 /* The next event of the consumers file into `*event` (the last one deleted first); false after
  * reporting a syntax problem or an alias. */
@@ -2708,11 +2733,11 @@ static bool next_event(struct loader *ld, yaml_parser_t *parser, yaml_event_t *e
 {
     yaml_event_delete(event);
     if (!yaml_parser_parse(parser, event)) {
-        syntax_error(ld, parser);
+        config_syntax_error(ld, parser);
         return false;
     }
     if (event->type == YAML_ALIAS_EVENT) {
-        errorf_at(ld, event->start_mark, "aliases (*name) are not allowed");
+        config_error_at(ld, event->start_mark, "aliases (*name) are not allowed");
         return false;
     }
     return true;
@@ -2745,7 +2770,7 @@ static bool read_file_consumer(struct loader *ld, yaml_parser_t *parser, yaml_ev
         if (event->type == YAML_MAPPING_END_EVENT)
             break;
         if (!is_scalar(event, NULL)) {
-            errorf_at(ld, event->start_mark, "consumer: expected a key (name, key or plan)");
+            config_error_at(ld, event->start_mark, "consumer: expected a key (name, key or plan)");
             return false;
         }
         field = strdup((const char *)event->data.scalar.value);
@@ -2755,21 +2780,21 @@ static bool read_file_consumer(struct loader *ld, yaml_parser_t *parser, yaml_ev
             return false;
         }
         if (!is_scalar(event, NULL) || event->data.scalar.length > CONFIG_MAX_SCALAR) {
-            errorf_at(ld, event->start_mark, "%s: expected a plain value of at most %d bytes",
-                      field, CONFIG_MAX_SCALAR);
+            config_error_at(ld, event->start_mark, "%s: expected a plain value of at most %d bytes",
+                            field, CONFIG_MAX_SCALAR);
             free(field);
             return false;
         }
         if ((strcmp(field, "name") == 0 && c->name != NULL) ||
             (strcmp(field, "key") == 0 && has_key) ||
             (strcmp(field, "plan") == 0 && c->plan != NULL)) {
-            errorf_at(ld, key_at, "consumer: \"%s\" appears twice", field);
+            config_error_at(ld, key_at, "consumer: \"%s\" appears twice", field);
         } else if (strcmp(field, "name") == 0 || strcmp(field, "plan") == 0) {
             char **to = field[0] == 'n' ? &c->name : &c->plan;
 
             *to = strdup((const char *)event->data.scalar.value);
             if (*to == NULL)
-                errorf_at(ld, event->start_mark, "consumers_file: out of memory");
+                config_error_at(ld, event->start_mark, "consumers_file: out of memory");
             *(field[0] == 'n' ? &place->name : &place->plan) = event->start_mark;
         } else if (strcmp(field, "key") == 0) {
             const char *wrong = key_digest((const char *)event->data.scalar.value, c->key_sha256);
@@ -2777,9 +2802,9 @@ static bool read_file_consumer(struct loader *ld, yaml_parser_t *parser, yaml_ev
             has_key = true;
             place->key = event->start_mark;
             if (wrong != NULL)
-                errorf_at(ld, event->start_mark, "%s", wrong);
+                config_error_at(ld, event->start_mark, "%s", wrong);
         } else {
-            report_unknown_key(ld, key_at, "consumer", field, consumer_fields);
+            config_report_unknown_key(ld, key_at, "consumer", field, consumer_fields);
         }
         free(field);
     }
@@ -2792,7 +2817,7 @@ static bool read_file_consumer(struct loader *ld, yaml_parser_t *parser, yaml_ev
  * `consumers:` and a list, as in the config, and nothing else. The file can hold far more
  * than the config's bounds allow (CONFIG_MAX_CONSUMERS), so it is read as libyaml's event
  * stream, one consumer at a time, never as a document. */
-static void read_consumers_file(struct loader *ld, struct config *config)
+static void config_read_consumers_file(struct loader *ld, struct config *config)
 {
     const char *config_path = ld->path;
     char *text = NULL, why[128];
@@ -2800,8 +2825,9 @@ static void read_consumers_file(struct loader *ld, struct config *config)
     yaml_event_t event = {0};
     size_t len = 0;
 
-    if (read_whole_file(config->consumers_file, CONFIG_MAX_CONSUMERS_FILE, &text, &len, why) != 0) {
-        errorf_at(ld, ld->consumers_file_at, "consumers_file: %s", why);
+    if (config_read_file(config->consumers_file, CONFIG_MAX_CONSUMERS_FILE, &text, &len, why) !=
+        0) {
+        config_error_at(ld, ld->consumers_file_at, "consumers_file: %s", why);
         return;
     }
     ld->path = config->consumers_file;
@@ -2819,29 +2845,30 @@ static void read_consumers_file(struct loader *ld, struct config *config)
                 break;
             if (event.type == YAML_SEQUENCE_END_EVENT) {
                 if (next_event(ld, &parser, &event) && event.type != YAML_MAPPING_END_EVENT)
-                    errorf_at(ld, event.start_mark,
-                              "consumers_file: holds consumers: and nothing else");
+                    config_error_at(ld, event.start_mark,
+                                    "consumers_file: holds consumers: and nothing else");
                 break;
             }
             if (event.type != YAML_MAPPING_START_EVENT) {
-                errorf_at(ld, event.start_mark, "consumers: expected a consumer {name, key, plan}");
+                config_error_at(ld, event.start_mark,
+                                "consumers: expected a consumer {name, key, plan}");
                 break;
             }
             if (++read > CONFIG_MAX_CONSUMERS) {
-                errorf_at(ld, event.start_mark, "consumers_file: at most %d consumers",
-                          CONFIG_MAX_CONSUMERS);
+                config_error_at(ld, event.start_mark, "consumers_file: at most %d consumers",
+                                CONFIG_MAX_CONSUMERS);
                 break;
             }
             if (config->n_consumers + 1 >= ld->cap_places &&
                 make_room_for_consumers(ld, config, config->n_consumers + 1024) != 0) {
-                errorf_at(ld, event.start_mark, "consumers_file: out of memory");
+                config_error_at(ld, event.start_mark, "consumers_file: out of memory");
                 break;
             }
             if (!read_file_consumer(ld, &parser, &event, config, config->n_consumers++))
                 break;
         }
     } else if (ld->n_errors == 0) {
-        errorf_at(ld, event.start_mark, "consumers_file: expected consumers: and a list");
+        config_error_at(ld, event.start_mark, "consumers_file: expected consumers: and a list");
     }
     yaml_event_delete(&event);
     yaml_parser_delete(&parser);
@@ -2850,7 +2877,7 @@ static void read_consumers_file(struct loader *ld, struct config *config)
 }
 
 /* The plan of that name in `plans`, or -1. */
-static int plan_index(const struct config_plan *plans, size_t n_plans, const char *name)
+static int config_plan_index(const struct config_plan *plans, size_t n_plans, const char *name)
 {
     for (size_t i = 0; i < n_plans; i++)
         if (strcmp(plans[i].name, name) == 0)
@@ -2859,7 +2886,7 @@ static int plan_index(const struct config_plan *plans, size_t n_plans, const cha
 }
 
 /* A deep copy of `n` limits into `*out`; -1 when memory is short. */
-static int copy_limits(const struct config_limit *from, size_t n, struct config_limit **out)
+static int config_copy_limits(const struct config_limit *from, size_t n, struct config_limit **out)
 {
     struct config_limit *to = calloc(n + 1, sizeof *to);
 
@@ -2887,7 +2914,7 @@ static int copy_limits(const struct config_limit *from, size_t n, struct config_
     return 0;
 }
 
-static void free_limits(struct config_limit *limits, size_t n)
+static void config_free_limits(struct config_limit *limits, size_t n)
 {
     for (size_t i = 0; limits != NULL && i < n; i++) {
         free(limits[i].name);
@@ -2900,11 +2927,11 @@ static void free_limits(struct config_limit *limits, size_t n)
     free(limits);
 }
 
-static void free_plans(struct config_plan *plans, size_t n)
+static void config_free_plans(struct config_plan *plans, size_t n)
 {
     for (size_t i = 0; plans != NULL && i < n; i++) {
         free(plans[i].name);
-        free_limits(plans[i].limits, plans[i].n_limits);
+        config_free_limits(plans[i].limits, plans[i].n_limits);
     }
     free(plans);
 }
@@ -2921,29 +2948,30 @@ static void resolve_route_plans(struct loader *ld, yaml_node_t *node, struct con
     route->plans = NULL;
     route->n_plans = 0;
     for (size_t i = 0; i < n_own; i++)
-        if (plan_index(config->plans, config->n_plans, own[i].name) < 0)
-            errorf(ld, value_or_self(ld, node, "plans"),
-                   "plans: \"%s\" is not one of the top-level plans", own[i].name);
+        if (config_plan_index(config->plans, config->n_plans, own[i].name) < 0)
+            config_error(ld, config_value_or_self(ld, node, "plans"),
+                         "plans: \"%s\" is not one of the top-level plans", own[i].name);
     if (route->plan != NULL) {
-        default_plan = plan_index(config->plans, config->n_plans, route->plan);
-        if (find_value(ld, node, "limit") != NULL)
-            errorf(ld, value_or_self(ld, node, "plan"),
-                   "plan: a route takes plan: or limit:, not both");
+        default_plan = config_plan_index(config->plans, config->n_plans, route->plan);
+        if (config_find_value(ld, node, "limit") != NULL)
+            config_error(ld, config_value_or_self(ld, node, "plan"),
+                         "plan: a route takes plan: or limit:, not both");
         else if (default_plan < 0)
-            errorf(ld, value_or_self(ld, node, "plan"),
-                   "plan: \"%s\" is not one of the top-level plans", route->plan);
+            config_error(ld, config_value_or_self(ld, node, "plan"),
+                         "plan: \"%s\" is not one of the top-level plans", route->plan);
     }
     route->identifies_consumers = config->n_consumers > 0 && route->key_kind != CONFIG_KEY_IP;
     /* The consumer header replaces what the client sent in it: it cannot be the key itself. */
     if (config->server.consumer_header != NULL && route->key_kind == CONFIG_KEY_HEADER &&
         strcasecmp(config->server.consumer_header, route->key_name) == 0)
-        errorf(ld, value_or_self(ld, node, "key"),
-               "key: header %s is server.consumer_header, which the gateway sets itself",
-               route->key_name);
+        config_error(ld, config_value_or_self(ld, node, "key"),
+                     "key: header %s is server.consumer_header, which the gateway sets itself",
+                     route->key_name);
     if (route->unknown_key_set && !route->identifies_consumers)
-        errorf(ld, value_or_self(ld, node, "unknown_key"),
-               "unknown_key: needs consumers: and a route key: header:NAME or query:NAME that "
-               "carries their keys");
+        config_error(
+            ld, config_value_or_self(ld, node, "unknown_key"),
+            "unknown_key: needs consumers: and a route key: header:NAME or query:NAME that "
+            "carries their keys");
     if (!route->unknown_key_set)
         route->unknown_key =
             route->identifies_consumers ? CONFIG_UNKNOWN_KEY_REJECT : CONFIG_UNKNOWN_KEY_ANONYMOUS;
@@ -2953,51 +2981,51 @@ static void resolve_route_plans(struct loader *ld, yaml_node_t *node, struct con
         route->n_plans = resolved != NULL ? config->n_plans : 0;
         for (size_t i = 0; resolved != NULL && i < config->n_plans; i++) {
             const struct config_plan *top = &config->plans[i];
-            int mine = plan_index(own, n_own, top->name);
+            int mine = config_plan_index(own, n_own, top->name);
             const struct config_plan *from = mine >= 0 ? &own[mine] : top;
 
             resolved[i].name = strdup(top->name);
             resolved[i].n_limits = from->n_limits;
             if (resolved[i].name == NULL ||
-                copy_limits(from->limits, from->n_limits, &resolved[i].limits) != 0) {
-                errorf(ld, node, "plans: out of memory");
+                config_copy_limits(from->limits, from->n_limits, &resolved[i].limits) != 0) {
+                config_error(ld, node, "plans: out of memory");
                 break;
             }
-            inherit_route_key(ld, node, route, resolved[i].limits, resolved[i].n_limits);
+            config_inherit_route_key(ld, node, route, resolved[i].limits, resolved[i].n_limits);
         }
         if (resolved == NULL)
-            errorf(ld, node, "plans: out of memory");
-        route->anonymous_plan = plan_index(config->plans, config->n_plans, "anonymous");
+            config_error(ld, node, "plans: out of memory");
+        route->anonymous_plan = config_plan_index(config->plans, config->n_plans, "anonymous");
     }
     if (default_plan >= 0 && route->plans != NULL && route->limits == NULL) {
         const struct config_plan *plan = &route->plans[default_plan];
 
         route->n_limits = plan->n_limits;
-        if (copy_limits(plan->limits, plan->n_limits, &route->limits) != 0)
-            errorf(ld, node, "plan: out of memory");
+        if (config_copy_limits(plan->limits, plan->n_limits, &route->limits) != 0)
+            config_error(ld, node, "plan: out of memory");
     }
-    free_plans(own, n_own);
+    config_free_plans(own, n_own);
 }
 
 /* Consumers' plans exist, and each route's plans are resolved. */
 static void resolve_plans(struct loader *ld, yaml_node_t *root, struct config *config)
 {
-    yaml_node_t *routes = find_value(ld, root, "routes");
+    yaml_node_t *routes = config_find_value(ld, root, "routes");
 
     check_consumers_apart(ld, config);
     for (size_t i = 0; i < config->n_consumers; i++)
         if (config->consumers[i].plan != NULL &&
-            plan_index(config->plans, config->n_plans, config->consumers[i].plan) < 0)
+            config_plan_index(config->plans, config->n_plans, config->consumers[i].plan) < 0)
             consumer_error(ld, i, ld->places[i].plan,
                            "plan: \"%s\" is not one of the top-level plans",
                            config->consumers[i].plan);
     for (size_t i = 0; routes != NULL && i < config->n_routes; i++)
-        resolve_route_plans(ld, node_at(ld, routes->data.sequence.items.start[i]), config,
+        resolve_route_plans(ld, config_node_at(ld, routes->data.sequence.items.start[i]), config,
                             &config->routes[i]);
 }
 
 /* consumers_file: a path, taken from the config file's directory when relative. */
-static void parse_consumers_file(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_consumers_file(struct loader *ld, yaml_node_t *node, void *object)
 {
     ld->consumers_file_at = node->start_mark;
     config_relative_path(ld, node, "consumers_file", &((struct config *)object)->consumers_file);
@@ -3008,7 +3036,7 @@ static void parse_consumers_file(struct loader *ld, yaml_node_t *node, void *obj
 static void parse_trace_sample(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
-    const char *text = scalar(ld, node, "sample");
+    const char *text = config_scalar(ld, node, "sample");
     char *end = NULL;
     double sample;
 
@@ -3018,7 +3046,7 @@ static void parse_trace_sample(struct loader *ld, yaml_node_t *node, void *objec
     sample = strtod(text, &end);
     if (text[0] == '\0' || strspn(text, "0123456789.eE+-") != strlen(text) || *end != '\0' ||
         errno != 0 || !(sample >= 0 && sample <= 1)) {
-        errorf(ld, node, "sample: \"%s\" is not a number from 0 to 1 (like 0.01)", text);
+        config_error(ld, node, "sample: \"%s\" is not a number from 0 to 1 (like 0.01)", text);
         return;
     }
     config->tracing.sample = sample;
@@ -3029,9 +3057,9 @@ static const struct field tracing_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
-static void parse_tracing(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_tracing(struct loader *ld, yaml_node_t *node, void *object)
 {
-    walk_mapping(ld, node, tracing_fields, object, "tracing");
+    config_walk_mapping(ld, node, tracing_fields, object, "tracing");
 }
 
 /* --- server.tls ----------------------------------------------------------------------- */
@@ -3076,7 +3104,7 @@ static const struct field tls_pair_fields[] = {
 static void parse_tls_min_version(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const char *const names[] = {[CONFIG_TLS_1_2] = "1.2", [CONFIG_TLS_1_3] = "1.3"};
-    int choice = parse_choice(ld, node, "min_version", names, 2);
+    int choice = config_parse_choice(ld, node, "min_version", names, 2);
 
     if (choice >= 0)
         ((struct tls_walk *)object)->tls->min_version = (enum config_tls_version)choice;
@@ -3085,19 +3113,19 @@ static void parse_tls_min_version(struct loader *ld, yaml_node_t *node, void *ob
 static void parse_tls_ciphers(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct tls_walk *tw = object;
-    const char *text = scalar(ld, node, "ciphers");
+    const char *text = config_scalar(ld, node, "ciphers");
 
     if (text == NULL)
         return;
     if (text[0] == '\0') {
-        errorf(ld, node, "ciphers: empty (leave it out for GnuTLS's NORMAL)");
+        config_error(ld, node, "ciphers: empty (leave it out for GnuTLS's NORMAL)");
         return;
     }
     tw->ciphers_at = node;
     free(tw->tls->ciphers);
     tw->tls->ciphers = strdup(text);
     if (tw->tls->ciphers == NULL)
-        errorf(ld, node, "ciphers: out of memory");
+        config_error(ld, node, "ciphers: out of memory");
 }
 
 static void parse_tls_certificates(struct loader *ld, yaml_node_t *node, void *object)
@@ -3107,23 +3135,23 @@ static void parse_tls_certificates(struct loader *ld, yaml_node_t *node, void *o
 
     if (node->type != YAML_SEQUENCE_NODE ||
         node->data.sequence.items.top == node->data.sequence.items.start) {
-        errorf(ld, node, "certificates: expected a list of {cert, key}");
+        config_error(ld, node, "certificates: expected a list of {cert, key}");
         return;
     }
     n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
     tw->items = calloc(n, sizeof *tw->items);
     if (tw->items == NULL) {
-        errorf(ld, node, "certificates: out of memory");
+        config_error(ld, node, "certificates: out of memory");
         return;
     }
     tw->n_items = n;
     for (size_t i = 0; i < n; i++) {
-        yaml_node_t *item = node_at(ld, node->data.sequence.items.start[i]);
+        yaml_node_t *item = config_node_at(ld, node->data.sequence.items.start[i]);
 
-        walk_mapping(ld, item, tls_pair_fields, &tw->items[i], "certificates");
+        config_walk_mapping(ld, item, tls_pair_fields, &tw->items[i], "certificates");
         if (item->type == YAML_MAPPING_NODE &&
             (tw->items[i].cert_at == NULL || tw->items[i].key_at == NULL))
-            errorf(ld, item, "certificates: each needs cert and key");
+            config_error(ld, item, "certificates: each needs cert and key");
     }
 }
 
@@ -3146,8 +3174,8 @@ static void add_tls_cert(struct loader *ld, struct config_tls *tls, struct tls_p
     if (pair->cert == NULL || pair->key == NULL)
         return; /* reported where it was read */
     if (config_tls_keypair_load(pair->cert, pair->key, &loaded, &blame, why, sizeof why) != 0) {
-        errorf(ld, blame == CONFIG_TLS_BLAME_CERT ? pair->cert_at : pair->key_at, "%s: %s",
-               blame == CONFIG_TLS_BLAME_CERT ? "cert" : "key", why);
+        config_error(ld, blame == CONFIG_TLS_BLAME_CERT ? pair->cert_at : pair->key_at, "%s: %s",
+                     blame == CONFIG_TLS_BLAME_CERT ? "cert" : "key", why);
         return;
     }
     config_tls_keypair_free(&loaded);
@@ -3165,16 +3193,16 @@ static void parse_tls(struct loader *ld, yaml_node_t *node, void *object)
     gnutls_priority_t priority = NULL;
     const char *bad_at = NULL;
 
-    walk_mapping(ld, node, tls_fields, &tw, "tls");
+    config_walk_mapping(ld, node, tls_fields, &tw, "tls");
     if (node->type == YAML_MAPPING_NODE &&
         (tw.single.cert_at == NULL) != (tw.single.key_at == NULL))
-        errorf(ld, node, "tls: cert and key go together");
+        config_error(ld, node, "tls: cert and key go together");
     else if (node->type == YAML_MAPPING_NODE && tw.single.cert_at == NULL && tw.n_items == 0 &&
-             find_value(ld, node, "certificates") == NULL)
-        errorf(ld, node, "tls: needs cert and key, or certificates");
+             config_find_value(ld, node, "certificates") == NULL)
+        config_error(ld, node, "tls: needs cert and key, or certificates");
     tls->certs = calloc(1 + tw.n_items, sizeof *tls->certs);
     if (tls->certs == NULL) {
-        errorf(ld, node, "tls: out of memory");
+        config_error(ld, node, "tls: out of memory");
     } else {
         add_tls_cert(ld, tls, &tw.single);
         for (size_t i = 0; i < tw.n_items; i++)
@@ -3182,13 +3210,14 @@ static void parse_tls(struct loader *ld, yaml_node_t *node, void *object)
     }
     tls->priorities = config_tls_priorities(tls->ciphers, tls->min_version);
     if (tls->priorities == NULL)
-        errorf(ld, node, "tls: out of memory");
+        config_error(ld, node, "tls: out of memory");
     else if (gnutls_priority_init(&priority, tls->priorities, &bad_at) < 0)
         /* bad_at points into the whole string: the part the config wrote is quoted. */
-        errorf(ld, tw.ciphers_at != NULL ? tw.ciphers_at : node,
-               "ciphers: \"%s\" is not a GnuTLS priority string (the trouble starts at \"%.*s\")",
-               tls->ciphers != NULL ? tls->ciphers : "NORMAL",
-               bad_at != NULL ? (int)strcspn(bad_at, ":") : 0, bad_at != NULL ? bad_at : "");
+        config_error(
+            ld, tw.ciphers_at != NULL ? tw.ciphers_at : node,
+            "ciphers: \"%s\" is not a GnuTLS priority string (the trouble starts at \"%.*s\")",
+            tls->ciphers != NULL ? tls->ciphers : "NORMAL",
+            bad_at != NULL ? (int)strcspn(bad_at, ":") : 0, bad_at != NULL ? bad_at : "");
     else
         gnutls_priority_deinit(priority);
     tls->on = true;
@@ -3201,36 +3230,37 @@ static void parse_tls(struct loader *ld, yaml_node_t *node, void *object)
     free(tw.items);
 }
 
-static void parse_server(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_server(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
     yaml_node_t *from;
 
-    walk_mapping(ld, node, server_fields, object, "server");
+    config_walk_mapping(ld, node, server_fields, object, "server");
     if (config->server.park_idle_after_ns > 0 &&
         config->server.park_idle_after_ns < (int64_t)SECOND)
-        errorf(ld, find_value(ld, node, "park_idle_after"),
-               "park_idle_after: at least 1s, or 0 to never park a connection");
+        config_error(ld, config_find_value(ld, node, "park_idle_after"),
+                     "park_idle_after: at least 1s, or 0 to never park a connection");
     /* Anyone who may send the header may say they are anyone: it takes a list of peers (one
      * with a bad item is reported as such). */
-    from = find_value(ld, node, "proxy_protocol_from");
+    from = config_find_value(ld, node, "proxy_protocol_from");
     if (config->server.proxy_protocol != CONFIG_PROXY_PROTOCOL_OFF &&
         (from == NULL || (from->type == YAML_SEQUENCE_NODE &&
                           from->data.sequence.items.start == from->data.sequence.items.top)))
-        errorf(ld, find_value(ld, node, "proxy_protocol"),
-               "proxy_protocol: needs server.proxy_protocol_from, the addresses of the proxies "
-               "that send it");
+        config_error(
+            ld, config_find_value(ld, node, "proxy_protocol"),
+            "proxy_protocol: needs server.proxy_protocol_from, the addresses of the proxies "
+            "that send it");
 }
 
-static void parse_limiter(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_limiter(struct loader *ld, yaml_node_t *node, void *object)
 {
-    walk_mapping(ld, node, limiter_fields, object, "limiter");
+    config_walk_mapping(ld, node, limiter_fields, object, "limiter");
 }
 
 static void parse_log_format(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const char *const names[] = {"text", "json"};
-    int choice = parse_choice(ld, node, "format", names, 2);
+    int choice = config_parse_choice(ld, node, "format", names, 2);
 
     if (choice >= 0)
         ((struct config *)object)->log.format = (enum config_log_format)choice;
@@ -3239,7 +3269,7 @@ static void parse_log_format(struct loader *ld, yaml_node_t *node, void *object)
 static void parse_log_level(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const char *const names[] = {"debug", "info", "warn", "error"};
-    int choice = parse_choice(ld, node, "level", names, 4);
+    int choice = config_parse_choice(ld, node, "level", names, 4);
 
     if (choice >= 0)
         ((struct config *)object)->log.level = (enum config_log_level)choice;
@@ -3251,20 +3281,20 @@ static const struct field log_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
-static void parse_log(struct loader *ld, yaml_node_t *node, void *object)
+static void config_parse_log(struct loader *ld, yaml_node_t *node, void *object)
 {
-    walk_mapping(ld, node, log_fields, object, "log");
+    config_walk_mapping(ld, node, log_fields, object, "log");
 }
 
 static const struct field top_fields[] = {
-    {"server", V_CUSTOM, 0, 0, 0, parse_server},
-    {"log", V_CUSTOM, 0, 0, 0, parse_log},
-    {"limiter", V_CUSTOM, 0, 0, 0, parse_limiter},
-    {"routes", V_CUSTOM, 0, 0, 0, parse_routes},
-    {"plans", V_CUSTOM, 0, 0, 0, parse_plans},
-    {"consumers", V_CUSTOM, 0, 0, 0, parse_consumers},
-    {"consumers_file", V_CUSTOM, 0, 0, 0, parse_consumers_file},
-    {"tracing", V_CUSTOM, 0, 0, 0, parse_tracing},
+    {"server", V_CUSTOM, 0, 0, 0, config_parse_server},
+    {"log", V_CUSTOM, 0, 0, 0, config_parse_log},
+    {"limiter", V_CUSTOM, 0, 0, 0, config_parse_limiter},
+    {"routes", V_CUSTOM, 0, 0, 0, config_parse_routes},
+    {"plans", V_CUSTOM, 0, 0, 0, config_parse_plans},
+    {"consumers", V_CUSTOM, 0, 0, 0, config_parse_consumers},
+    {"consumers_file", V_CUSTOM, 0, 0, 0, config_parse_consumers_file},
+    {"tracing", V_CUSTOM, 0, 0, 0, config_parse_tracing},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -3327,11 +3357,11 @@ static void set_defaults(struct config *config)
     config->tracing.sample = 0;
 }
 
-static void syntax_error(struct loader *ld, const yaml_parser_t *parser)
+static void config_syntax_error(struct loader *ld, const yaml_parser_t *parser)
 {
-    errorf_at(ld, parser->problem_mark, "YAML syntax: %s%s%s",
-              parser->problem ? parser->problem : "unreadable", parser->context ? " " : "",
-              parser->context ? parser->context : "");
+    config_error_at(ld, parser->problem_mark, "YAML syntax: %s%s%s",
+                    parser->problem ? parser->problem : "unreadable", parser->context ? " " : "",
+                    parser->context ? parser->context : "");
 }
 
 /* A mapping or list being read by check_shape(). */
@@ -3351,10 +3381,10 @@ static void count_item(struct loader *ld, struct open_collection *c, yaml_mark_t
     if (items <= CONFIG_MAX_ITEMS || c->over_bound)
         return;
     c->over_bound = true;
-    errorf_at(ld, at,
-              c->mapping ? "a mapping may hold at most %d keys; this is key %d"
-                         : "a list may hold at most %d items; this is item %d",
-              CONFIG_MAX_ITEMS, CONFIG_MAX_ITEMS + 1);
+    config_error_at(ld, at,
+                    c->mapping ? "a mapping may hold at most %d keys; this is key %d"
+                               : "a list may hold at most %d items; this is item %d",
+                    CONFIG_MAX_ITEMS, CONFIG_MAX_ITEMS + 1);
 }
 
 /* Whether `e` is a plain << as a key of the mapping `in` (its item just counted): YAML 1.1's
@@ -3384,7 +3414,7 @@ static int check_shape(struct loader *ld, const char *text, size_t len)
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     while (!done) {
         if (!yaml_parser_parse(&parser, &event)) {
-            syntax_error(ld, &parser);
+            config_syntax_error(ld, &parser);
             break;
         }
         switch (event.type) {
@@ -3404,29 +3434,31 @@ static int check_shape(struct loader *ld, const char *text, size_t len)
         case YAML_SCALAR_EVENT:
             merge_key = is_merge_key(&event, depth > 0 ? &open[depth - 1] : NULL);
             if (merge_key)
-                errorf_at(ld, event.start_mark,
-                          "<<: merge keys are not supported; give routes the same limits with "
-                          "plans: (each route then says plan: NAME), and write other settings "
-                          "out in each route");
+                config_error_at(
+                    ld, event.start_mark,
+                    "<<: merge keys are not supported; give routes the same limits with "
+                    "plans: (each route then says plan: NAME), and write other settings "
+                    "out in each route");
             else if (event.data.scalar.length > CONFIG_MAX_SCALAR)
-                errorf_at(ld, event.start_mark, "a key or value may hold at most %d bytes",
-                          CONFIG_MAX_SCALAR);
+                config_error_at(ld, event.start_mark, "a key or value may hold at most %d bytes",
+                                CONFIG_MAX_SCALAR);
             else if (memchr(event.data.scalar.value, '\0', event.data.scalar.length) != NULL)
-                errorf_at(ld, event.start_mark, "a key or value may not hold a NUL character");
+                config_error_at(ld, event.start_mark,
+                                "a key or value may not hold a NUL character");
             break;
         case YAML_ALIAS_EVENT:
             if (!merge_value) /* reported at its << */
-                errorf_at(ld, event.start_mark,
-                          "*%s: aliases are not supported; write the value out in full",
-                          (const char *)event.data.alias.anchor);
+                config_error_at(ld, event.start_mark,
+                                "*%s: aliases are not supported; write the value out in full",
+                                (const char *)event.data.alias.anchor);
             break;
         case YAML_SEQUENCE_START_EVENT:
         case YAML_MAPPING_START_EVENT:
             if (depth == CONFIG_MAX_DEPTH) {
-                errorf_at(ld, event.start_mark,
-                          "mappings and lists may be nested at most %d deep; the file is not "
-                          "read past here",
-                          CONFIG_MAX_DEPTH);
+                config_error_at(ld, event.start_mark,
+                                "mappings and lists may be nested at most %d deep; the file is not "
+                                "read past here",
+                                CONFIG_MAX_DEPTH);
                 done = true;
                 break;
             }
@@ -3459,9 +3491,10 @@ static int read_document(struct loader *ld, const char *text, size_t len)
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &ld->doc)) {
-        syntax_error(ld, &parser);
+        config_syntax_error(ld, &parser);
     } else if (yaml_document_get_root_node(&ld->doc) == NULL) {
-        errorf_at(ld, (yaml_mark_t){0, 0, 0}, "the file is empty; at least one route is required");
+        config_error_at(ld, (yaml_mark_t){0, 0, 0},
+                        "the file is empty; at least one route is required");
         yaml_document_delete(&ld->doc);
     } else {
         rc = 0;
@@ -3484,8 +3517,8 @@ static void too_large(struct loader *ld, const char *text)
             at.column++;
         }
     }
-    errorf_at(ld, at, "the file goes on past %s, the most sluice reads",
-              config_format_size(CONFIG_MAX_FILE, limit, sizeof limit));
+    config_error_at(ld, at, "the file goes on past %s, the most sluice reads",
+                    config_format_size(CONFIG_MAX_FILE, limit, sizeof limit));
 }
 
 struct config *config_parse(const char *name, const char *text, size_t len, char **errors)
@@ -3511,20 +3544,20 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
     set_defaults(config);
     config->path = strdup(name);
     if (sodium_init() < 0) /* for the consumers' key digests */
-        errorf_at(&ld, (yaml_mark_t){0, 0, 0}, "libsodium could not start");
+        config_error_at(&ld, (yaml_mark_t){0, 0, 0}, "libsodium could not start");
     if (len > CONFIG_MAX_FILE)
         too_large(&ld, text);
     else if (check_shape(&ld, text, len) == 0 && read_document(&ld, text, len) == 0) {
         root = yaml_document_get_root_node(&ld.doc);
-        walk_mapping(&ld, root, top_fields, config, "top level");
-        if (root->type == YAML_MAPPING_NODE && find_value(&ld, root, "routes") == NULL)
-            errorf(&ld, root, "routes: at least one route is required");
+        config_walk_mapping(&ld, root, top_fields, config, "top level");
+        if (root->type == YAML_MAPPING_NODE && config_find_value(&ld, root, "routes") == NULL)
+            config_error(&ld, root, "routes: at least one route is required");
         if (ld.n_errors == 0 && config->consumers_file != NULL)
-            read_consumers_file(&ld, config);
+            config_read_consumers_file(&ld, config);
         if (ld.n_errors == 0)
             resolve_plans(&ld, root, config);
-        check_underscore_keys(&ld, config);
-        check_log_memory(&ld, config);
+        config_check_underscore_keys(&ld, config);
+        config_check_log_memory(&ld, config);
         yaml_document_delete(&ld.doc);
     }
     if (config->server.listen.host == NULL && ld.n_errors == 0)
@@ -3538,7 +3571,7 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
     if (ld.n_errors == 0 && (config->path == NULL || config->server.listen.host == NULL ||
                              config->server.access_log == NULL || config->redis.prefix == NULL ||
                              config->redis.address.host == NULL))
-        errorf_at(&ld, (yaml_mark_t){0, 0, 0}, "out of memory");
+        config_error_at(&ld, (yaml_mark_t){0, 0, 0}, "out of memory");
     if (ld.n_errors > CONFIG_MAX_ERRORS)
         fprintf(ld.errors, "%s:%zu:%zu: %u more problems from here on are not listed\n", ld.path,
                 ld.first_unlisted.line + 1, ld.first_unlisted.column + 1,
@@ -3642,7 +3675,7 @@ void config_free(struct config *config)
             free(r->remove_headers[j]);
         free(r->remove_headers);
         free(r->key_name);
-        free_limits(r->limits, r->n_limits);
+        config_free_limits(r->limits, r->n_limits);
         free(r->exempt.items);
         free(r->deny.items);
         free(r->on_limit.body);
@@ -3650,10 +3683,10 @@ void config_free(struct config *config)
         free(r->proxy);
         free(r->plan);
         /* Resolved, one per config plan; or, if loading stopped before, the route's own. */
-        free_plans(r->plans, r->n_plans);
+        config_free_plans(r->plans, r->n_plans);
     }
     free(config->routes);
-    free_plans(config->plans, config->n_plans);
+    config_free_plans(config->plans, config->n_plans);
     for (size_t i = 0; i < config->n_consumers; i++) {
         free(config->consumers[i].name);
         free(config->consumers[i].plan);
