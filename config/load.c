@@ -3396,6 +3396,25 @@ static bool is_merge_key(const yaml_event_t *e, const struct open_collection *in
            strcmp((const char *)e->data.scalar.value, "<<") == 0;
 }
 
+/* Checks the scalar `e`, an item of `in` (NULL at the top): its bounds, or that it is no merge
+ * key. Whether it is one, so that the alias after it is not reported again. */
+static bool check_scalar(struct loader *ld, const yaml_event_t *e, const struct open_collection *in)
+{
+    bool merge_key = is_merge_key(e, in);
+
+    if (merge_key)
+        config_error_at(ld, e->start_mark,
+                        "<<: merge keys are not supported; give routes the same limits with "
+                        "plans: (each route then says plan: NAME), and write other settings "
+                        "out in each route");
+    else if (e->data.scalar.length > CONFIG_MAX_SCALAR)
+        config_error_at(ld, e->start_mark, "a key or value may hold at most %d bytes",
+                        CONFIG_MAX_SCALAR);
+    else if (memchr(e->data.scalar.value, '\0', e->data.scalar.length) != NULL)
+        config_error_at(ld, e->start_mark, "a key or value may not hold a NUL character");
+    return merge_key;
+}
+
 /* Checks the bounds of the first document's shape (see config.h) on libyaml's event stream,
  * before any node is built. Every problem is reported, but the first collection nested too
  * deep ends the reading: libyaml's scanner goes over every open flow level for each token, so
@@ -3432,19 +3451,7 @@ static int check_shape(struct loader *ld, const char *text, size_t len)
         merge_key = false;
         switch (event.type) {
         case YAML_SCALAR_EVENT:
-            merge_key = is_merge_key(&event, depth > 0 ? &open[depth - 1] : NULL);
-            if (merge_key)
-                config_error_at(
-                    ld, event.start_mark,
-                    "<<: merge keys are not supported; give routes the same limits with "
-                    "plans: (each route then says plan: NAME), and write other settings "
-                    "out in each route");
-            else if (event.data.scalar.length > CONFIG_MAX_SCALAR)
-                config_error_at(ld, event.start_mark, "a key or value may hold at most %d bytes",
-                                CONFIG_MAX_SCALAR);
-            else if (memchr(event.data.scalar.value, '\0', event.data.scalar.length) != NULL)
-                config_error_at(ld, event.start_mark,
-                                "a key or value may not hold a NUL character");
+            merge_key = check_scalar(ld, &event, depth > 0 ? &open[depth - 1] : NULL);
             break;
         case YAML_ALIAS_EVENT:
             if (!merge_value) /* reported at its << */
@@ -3521,46 +3528,90 @@ static void too_large(struct loader *ld, const char *text)
                     config_format_size(CONFIG_MAX_FILE, limit, sizeof limit));
 }
 
-struct config *config_parse(const char *name, const char *text, size_t len, char **errors)
+/* Starts loading the file `path`: the loader's error and warning texts opened. 0; or -1, with
+ * nothing left open, when memory is short. */
+static int config_loader_open(struct loader *ld, const char *path)
 {
-    struct loader ld = {.path = name};
-    struct config *config = calloc(1, sizeof *config);
-    yaml_node_t *root;
+    *ld = (struct loader){.path = path};
+    ld->errors = open_memstream(&ld->errors_text, &ld->errors_len);
+    ld->warnings = open_memstream(&ld->warnings_text, &ld->warnings_len);
+    if (ld->errors != NULL && ld->warnings != NULL)
+        return 0;
+    if (ld->errors != NULL)
+        fclose(ld->errors);
+    if (ld->warnings != NULL)
+        fclose(ld->warnings);
+    free(ld->errors_text);
+    free(ld->warnings_text);
+    return -1;
+}
 
-    *errors = NULL;
-    ld.errors = open_memstream(&ld.errors_text, &ld.errors_len);
-    ld.warnings = open_memstream(&ld.warnings_text, &ld.warnings_len);
-    if (config == NULL || ld.errors == NULL || ld.warnings == NULL) {
-        free(config);
-        if (ld.errors != NULL)
-            fclose(ld.errors);
-        if (ld.warnings != NULL)
-            fclose(ld.warnings);
-        free(ld.errors_text);
-        free(ld.warnings_text);
-        *errors = strdup("out of memory\n");
-        return NULL;
+/* Reads `len` bytes of YAML into ld->doc, once their size and shape are within the bounds
+ * (config.h); the caller deletes the document. 0, or -1 after reporting. */
+static int config_read_yaml(struct loader *ld, const char *text, size_t len)
+{
+    if (len > CONFIG_MAX_FILE) {
+        too_large(ld, text);
+        return -1;
     }
-    set_defaults(config);
-    config->path = strdup(name);
-    if (sodium_init() < 0) /* for the consumers' key digests */
-        config_error_at(&ld, (yaml_mark_t){0, 0, 0}, "libsodium could not start");
-    if (len > CONFIG_MAX_FILE)
-        too_large(&ld, text);
-    else if (check_shape(&ld, text, len) == 0 && read_document(&ld, text, len) == 0) {
-        root = yaml_document_get_root_node(&ld.doc);
-        config_walk_mapping(&ld, root, top_fields, config, "top level");
-        if (root->type == YAML_MAPPING_NODE && config_find_value(&ld, root, "routes") == NULL)
-            config_error(&ld, root, "routes: at least one route is required");
-        if (ld.n_errors == 0 && config->consumers_file != NULL)
-            config_read_consumers_file(&ld, config);
-        if (ld.n_errors == 0)
-            resolve_plans(&ld, root, config);
-        config_check_underscore_keys(&ld, config);
-        config_check_log_memory(&ld, config);
-        yaml_document_delete(&ld.doc);
-    }
-    if (config->server.listen.host == NULL && ld.n_errors == 0)
+    if (check_shape(ld, text, len) != 0)
+        return -1;
+    return read_document(ld, text, len);
+}
+
+/* Ends loading: counts the problems and warnings past CONFIG_MAX_ERRORS on one more line each,
+ * and frees what the sections kept until the whole file was read. Returns the problems, one
+ * line each (the caller frees them), or NULL when there are none; `*warnings` likewise. */
+static char *config_loader_close(struct loader *ld, char **warnings)
+{
+    if (ld->n_errors > CONFIG_MAX_ERRORS)
+        fprintf(ld->errors, "%s:%zu:%zu: %u more problems from here on are not listed\n", ld->path,
+                ld->first_unlisted.line + 1, ld->first_unlisted.column + 1,
+                ld->n_errors - CONFIG_MAX_ERRORS);
+    free(ld->expanded);
+    free(ld->places);
+    for (size_t i = 0; i < ld->n_underscore_keys; i++)
+        free(ld->underscore_keys[i].header);
+    free(ld->underscore_keys);
+    free(ld->log_limits);
+
+    if (ld->n_warnings > CONFIG_MAX_ERRORS)
+        fprintf(ld->warnings, "%s: %u more warnings are not listed\n", ld->path,
+                ld->n_warnings - CONFIG_MAX_ERRORS);
+    fclose(ld->warnings);
+    *warnings = ld->n_warnings > 0 ? ld->warnings_text : NULL;
+    if (*warnings == NULL)
+        free(ld->warnings_text);
+    fclose(ld->errors);
+    if (ld->n_errors > 0)
+        return ld->errors_text;
+    free(ld->errors_text);
+    return NULL;
+}
+
+/* Walks the document's sections into `config`, then checks what spans sections, once the
+ * whole file is read; deletes the document. */
+static void read_sections(struct loader *ld, struct config *config)
+{
+    yaml_node_t *root = yaml_document_get_root_node(&ld->doc);
+
+    config_walk_mapping(ld, root, top_fields, config, "top level");
+    if (root->type == YAML_MAPPING_NODE && config_find_value(ld, root, "routes") == NULL)
+        config_error(ld, root, "routes: at least one route is required");
+    if (ld->n_errors == 0 && config->consumers_file != NULL)
+        config_read_consumers_file(ld, config);
+    if (ld->n_errors == 0)
+        resolve_plans(ld, root, config);
+    config_check_underscore_keys(ld, config);
+    config_check_log_memory(ld, config);
+    yaml_document_delete(&ld->doc);
+}
+
+/* The defaults that set_defaults() cannot give before the file is read: the allocated ones,
+ * and the server's store and headers for routes that name none of their own. */
+static void fill_in_unset(struct loader *ld, struct config *config)
+{
+    if (config->server.listen.host == NULL && ld->n_errors == 0)
         config_parse_endpoint("127.0.0.1:8080", &config->server.listen);
     if (config->server.access_log == NULL)
         config->server.access_log = strdup("stdout");
@@ -3568,42 +3619,41 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
         config->redis.prefix = strdup("sluice:");
     if (config->redis.address.host == NULL)
         config_parse_endpoint("127.0.0.1:6379", &config->redis.address);
-    if (ld.n_errors == 0 && (config->path == NULL || config->server.listen.host == NULL ||
-                             config->server.access_log == NULL || config->redis.prefix == NULL ||
-                             config->redis.address.host == NULL))
-        config_error_at(&ld, (yaml_mark_t){0, 0, 0}, "out of memory");
-    if (ld.n_errors > CONFIG_MAX_ERRORS)
-        fprintf(ld.errors, "%s:%zu:%zu: %u more problems from here on are not listed\n", ld.path,
-                ld.first_unlisted.line + 1, ld.first_unlisted.column + 1,
-                ld.n_errors - CONFIG_MAX_ERRORS);
-    /* Routes that name no store or headers of their own use the server's. */
+    if (ld->n_errors == 0 && (config->path == NULL || config->server.listen.host == NULL ||
+                              config->server.access_log == NULL || config->redis.prefix == NULL ||
+                              config->redis.address.host == NULL))
+        config_error_at(ld, (yaml_mark_t){0, 0, 0}, "out of memory");
     for (size_t i = 0; i < config->n_routes; i++) {
         if (!config->routes[i].store_set)
             config->routes[i].store = config->store;
         if (!config->routes[i].headers_set)
             config->routes[i].headers = config->server.headers;
     }
-    free(ld.expanded);
-    free(ld.places);
-    for (size_t i = 0; i < ld.n_underscore_keys; i++)
-        free(ld.underscore_keys[i].header);
-    free(ld.underscore_keys);
-    free(ld.log_limits);
+}
 
-    if (ld.n_warnings > CONFIG_MAX_ERRORS)
-        fprintf(ld.warnings, "%s: %u more warnings are not listed\n", ld.path,
-                ld.n_warnings - CONFIG_MAX_ERRORS);
-    fclose(ld.warnings);
-    config->warnings = ld.n_warnings > 0 ? ld.warnings_text : NULL;
-    if (config->warnings == NULL)
-        free(ld.warnings_text);
-    fclose(ld.errors);
-    if (ld.n_errors > 0) {
-        config_free(config);
-        *errors = ld.errors_text;
+struct config *config_parse(const char *name, const char *text, size_t len, char **errors)
+{
+    struct loader ld;
+    struct config *config = calloc(1, sizeof *config);
+
+    *errors = NULL;
+    if (config == NULL || config_loader_open(&ld, name) != 0) {
+        free(config);
+        *errors = strdup("out of memory\n");
         return NULL;
     }
-    free(ld.errors_text);
+    set_defaults(config);
+    config->path = strdup(name);
+    if (sodium_init() < 0) /* for the consumers' key digests */
+        config_error_at(&ld, (yaml_mark_t){0, 0, 0}, "libsodium could not start");
+    if (config_read_yaml(&ld, text, len) == 0)
+        read_sections(&ld, config);
+    fill_in_unset(&ld, config);
+    *errors = config_loader_close(&ld, &config->warnings);
+    if (*errors != NULL) {
+        config_free(config);
+        return NULL;
+    }
     return config;
 }
 
