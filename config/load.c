@@ -299,6 +299,13 @@ struct field {
     void (*custom)(struct loader *ld, yaml_node_t *value, void *object);
 };
 
+/* A table of keys and the section it walks ("routes.limit"; "" for the top level), for
+ * config_known_keys(); each file's list of them ends with a NULL section. */
+struct key_table {
+    const char *section;
+    const struct field *fields;
+};
+
 /* "from 4KiB to 1MiB", "above zero, at most 1d": the bounds of a duration or size field. */
 static const char *describe_range(const struct field *f, char *out, size_t cap)
 {
@@ -1426,6 +1433,14 @@ static const struct field retries_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
+static const struct key_table config_upstream_keys[] = {
+    {"routes.upstream", upstream_fields},
+    {"routes.upstream.servers", upstream_server_fields},
+    {"routes.upstream.health_check", health_check_fields},
+    {"routes.retries", retries_fields},
+    {NULL, NULL},
+};
+
 /* retries: {attempts, on, budget}; without it, one attempt (parse_route()). */
 static void config_parse_retries(struct loader *ld, yaml_node_t *node, void *object)
 {
@@ -2315,6 +2330,12 @@ static const struct field route_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
+static const struct key_table config_route_keys[] = {
+    {"routes", route_fields},
+    {"routes.match", match_fields},
+    {NULL, NULL},
+};
+
 /* Limits that name no key of their own count under the route's. Done once the whole route is
  * read, since its key: may come after its limit:. */
 static void config_inherit_route_key(struct loader *ld, yaml_node_t *node,
@@ -2586,6 +2607,11 @@ static const struct field consumer_fields[] = {
     {"key", V_CUSTOM, 0, 0, 0, parse_consumer_key},
     {"plan", V_STRING, offsetof(struct config_consumer, plan), 0, 0, NULL},
     {NULL, 0, 0, 0, 0, NULL},
+};
+
+static const struct key_table config_consumer_keys[] = {
+    {"consumers", consumer_fields},
+    {NULL, NULL},
 };
 
 static int by_digest_then_place(const void *a, const void *b)
@@ -3230,6 +3256,14 @@ static void parse_tls(struct loader *ld, yaml_node_t *node, void *object)
     free(tw.items);
 }
 
+static const struct key_table config_server_keys[] = {
+    {"server", server_fields},
+    {"server.access_log", access_log_fields},
+    {"server.tls", tls_fields},
+    {"server.tls.certificates", tls_pair_fields},
+    {NULL, NULL},
+};
+
 static void config_parse_server(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
@@ -3257,6 +3291,15 @@ static void config_parse_limiter(struct loader *ld, yaml_node_t *node, void *obj
     config_walk_mapping(ld, node, limiter_fields, object, "limiter");
 }
 
+/* Top-level plans: hold limits too (routes.limit). */
+static const struct key_table config_limit_keys[] = {
+    {"limiter", limiter_fields},
+    {"limiter.redis", redis_fields},
+    {"routes.limit", limit_fields},
+    {"routes.on_limit", on_limit_fields},
+    {NULL, NULL},
+};
+
 static void parse_log_format(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const char *const names[] = {"text", "json"};
@@ -3281,6 +3324,12 @@ static const struct field log_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
+static const struct key_table config_log_keys[] = {
+    {"log", log_fields},
+    {"tracing", tracing_fields},
+    {NULL, NULL},
+};
+
 static void config_parse_log(struct loader *ld, yaml_node_t *node, void *object)
 {
     config_walk_mapping(ld, node, log_fields, object, "log");
@@ -3298,38 +3347,25 @@ static const struct field top_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
-/* Every table of keys, by the section it walks: a new table goes here too, so that the test
- * that holds config/sluice.yaml and README.md to the loader (tests/config/test_load.c) sees
- * its keys. Top-level plans: hold limits (routes.limit). */
-static const struct {
-    const char *section;
-    const struct field *fields;
-} key_tables[] = {
+static const struct key_table top_keys[] = {
     {"", top_fields},
-    {"server", server_fields},
-    {"server.access_log", access_log_fields},
-    {"server.tls", tls_fields},
-    {"server.tls.certificates", tls_pair_fields},
-    {"log", log_fields},
-    {"limiter", limiter_fields},
-    {"limiter.redis", redis_fields},
-    {"tracing", tracing_fields},
-    {"routes", route_fields},
-    {"routes.match", match_fields},
-    {"routes.upstream", upstream_fields},
-    {"routes.upstream.servers", upstream_server_fields},
-    {"routes.upstream.health_check", health_check_fields},
-    {"routes.retries", retries_fields},
-    {"routes.limit", limit_fields},
-    {"routes.on_limit", on_limit_fields},
-    {"consumers", consumer_fields},
+    {NULL, NULL},
+};
+
+/* Every section's tables of keys: a new section's list goes here too, so that the test that
+ * holds config/sluice.yaml and README.md to the loader (tests/config/test_load.c) sees its
+ * keys. */
+static const struct key_table *const key_tables[] = {
+    top_keys,          config_server_keys,   config_log_keys,      config_limit_keys,
+    config_route_keys, config_upstream_keys, config_consumer_keys,
 };
 
 void config_known_keys(void (*each)(const char *section, const char *key, void *cls), void *cls)
 {
     for (size_t i = 0; i < sizeof key_tables / sizeof key_tables[0]; i++)
-        for (const struct field *f = key_tables[i].fields; f->key != NULL; f++)
-            each(key_tables[i].section, f->key, cls);
+        for (const struct key_table *t = key_tables[i]; t->section != NULL; t++)
+            for (const struct field *f = t->fields; f->key != NULL; f++)
+                each(t->section, f->key, cls);
 }
 
 static void set_defaults(struct config *config)
