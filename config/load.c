@@ -2438,7 +2438,7 @@ static void check_route_names(struct loader *ld, yaml_node_t *list, struct confi
 #define ANY_OTHER_METHOD (1u << (sizeof http_methods / sizeof http_methods[0]))
 
 /* The bit of `method` among http_methods; 0 for none of them. */
-static unsigned config_method_bit(const char *method)
+static unsigned method_bit(const char *method)
 {
     for (size_t i = 0; i < sizeof http_methods / sizeof http_methods[0]; i++)
         if (strcmp(method, http_methods[i]) == 0)
@@ -2455,7 +2455,7 @@ static unsigned methods_taken(const struct config_route *route)
     if (route->methods == NULL)
         return ANY_OTHER_METHOD | (ANY_OTHER_METHOD - 1);
     for (char **m = route->methods; *m != NULL; m++)
-        bits |= config_method_bit(*m) | (strcmp(*m, "GET") == 0 ? config_method_bit("HEAD") : 0);
+        bits |= method_bit(*m) | (strcmp(*m, "GET") == 0 ? method_bit("HEAD") : 0);
     return bits;
 }
 
@@ -3033,11 +3033,10 @@ static void resolve_route_plans(struct loader *ld, yaml_node_t *node, struct con
     config_free_plans(own, n_own);
 }
 
-/* Consumers' plans exist, and each route's plans are resolved. */
-static void resolve_plans(struct loader *ld, yaml_node_t *root, struct config *config)
+/* Consumers, once all are read (consumers_file: too): no two share a name or a key, and each
+ * one's plan exists. */
+static void config_check_consumers(struct loader *ld, struct config *config)
 {
-    yaml_node_t *routes = config_find_value(ld, root, "routes");
-
     check_consumers_apart(ld, config);
     for (size_t i = 0; i < config->n_consumers; i++)
         if (config->consumers[i].plan != NULL &&
@@ -3045,6 +3044,13 @@ static void resolve_plans(struct loader *ld, yaml_node_t *root, struct config *c
             consumer_error(ld, i, ld->places[i].plan,
                            "plan: \"%s\" is not one of the top-level plans",
                            config->consumers[i].plan);
+}
+
+/* Each route's plans, resolved against the top-level ones and the consumers. */
+static void config_resolve_plans(struct loader *ld, yaml_node_t *root, struct config *config)
+{
+    yaml_node_t *routes = config_find_value(ld, root, "routes");
+
     for (size_t i = 0; routes != NULL && i < config->n_routes; i++)
         resolve_route_plans(ld, config_node_at(ld, routes->data.sequence.items.start[i]), config,
                             &config->routes[i]);
@@ -3636,8 +3642,10 @@ static void read_sections(struct loader *ld, struct config *config)
         config_error(ld, root, "routes: at least one route is required");
     if (ld->n_errors == 0 && config->consumers_file != NULL)
         config_read_consumers_file(ld, config);
-    if (ld->n_errors == 0)
-        resolve_plans(ld, root, config);
+    if (ld->n_errors == 0) {
+        config_check_consumers(ld, config);
+        config_resolve_plans(ld, root, config);
+    }
     config_check_underscore_keys(ld, config);
     config_check_log_memory(ld, config);
     yaml_document_delete(&ld->doc);
