@@ -17,63 +17,15 @@
 #include <yaml.h>
 
 #include "config.h"
+#include "loader.h"
+#include "sections.h"
 #include "tls.h"
-
-/* A key naming a header with '_' in it, kept until the whole file is read. */
-struct underscore_key {
-    yaml_node_t *node;
-    char *header; /* owned */
-};
-
-/* Where a consumer was read: the file (the config, or consumers_file) and the marks to point
- * an error at. */
-struct consumer_place {
-    const char *file;
-    yaml_mark_t item, name, key, plan;
-};
-
-/* A sliding_window_log limit: where it is written, and its requests. */
-struct log_limit {
-    yaml_node_t *node;
-    uint64_t requests;
-};
-
-struct loader {
-    const char *path;
-    struct consumer_place *places; /* one per config->consumers */
-    size_t cap_places;
-    yaml_mark_t consumers_file_at; /* the consumers_file: value */
-    yaml_document_t doc;
-    FILE *errors; /* one line per problem, into errors_text */
-    char *errors_text;
-    size_t errors_len;
-    unsigned n_errors; /* all of them; only the first CONFIG_MAX_ERRORS are listed */
-    yaml_mark_t first_unlisted;
-    /* The last value with ${VAR} replaced. Each caller of config_scalar() is done with its value
-     * before the next call, so one is kept at a time: a file naming a long variable a hundred
-     * thousand times must not hold a hundred thousand copies of it. */
-    char *expanded;
-    /* Keys naming a header with '_' in it: errors unless server.underscores_in_headers, which
-     * may come later in the file, so they are judged once the whole file is read. */
-    struct underscore_key *underscore_keys;
-    size_t n_underscore_keys, cap_underscore_keys;
-    /* The sliding_window_log limits, judged against limiter.max_memory once the whole file
-     * is read (limiter: may come after routes:). */
-    struct log_limit *log_limits;
-    size_t n_log_limits, cap_log_limits;
-    /* What is legal but surely unintended, one "FILE:LINE:COL: warning: ..." line each, for
-     * config->warnings; only the first CONFIG_MAX_ERRORS are listed. */
-    FILE *warnings;
-    char *warnings_text;
-    size_t warnings_len;
-    unsigned n_warnings;
-};
 
 /* One problem at `mark`, on one line: a value quoted in the message keeps its line breaks and
  * other control characters as \n or \x1b. Past CONFIG_MAX_ERRORS problems are only counted:
  * a file of thousands of unknown keys would otherwise make as many lines in the log of every
  * reload. */
-static void config_verror_at(struct loader *ld, yaml_mark_t mark, const char *fmt, va_list ap)
+void config_verror_at(struct loader *ld, yaml_mark_t mark, const char *fmt, va_list ap)
 {
     char *message = NULL;
 
@@ -97,10 +49,7 @@ static void config_verror_at(struct loader *ld, yaml_mark_t mark, const char *fm
     free(message);
 }
 
-static void config_error_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void config_error_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
+void config_error_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
 {
     va_list ap;
 
@@ -109,10 +58,7 @@ static void config_error_at(struct loader *ld, yaml_mark_t mark, const char *fmt
     va_end(ap);
 }
 
-static void config_error(struct loader *ld, const yaml_node_t *node, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void config_error(struct loader *ld, const yaml_node_t *node, const char *fmt, ...)
+void config_error(struct loader *ld, const yaml_node_t *node, const char *fmt, ...)
 {
     va_list ap;
 
@@ -121,11 +67,7 @@ static void config_error(struct loader *ld, const yaml_node_t *node, const char 
     va_end(ap);
 }
 
-/* A warning at `mark`: the config stays valid (config->warnings). */
-static void config_warn_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void config_warn_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
+void config_warn_at(struct loader *ld, yaml_mark_t mark, const char *fmt, ...)
 {
     va_list ap;
 
@@ -140,7 +82,7 @@ static void config_warn_at(struct loader *ld, yaml_mark_t mark, const char *fmt,
 
 /* `items` (`n` of `*cap`, each `size` bytes) with room for one more, doubling so that appends
  * stay linear; NULL, with `items` untouched, when memory is short. */
-static void *config_grow(void *items, size_t *cap, size_t n, size_t size)
+void *config_grow(void *items, size_t *cap, size_t n, size_t size)
 {
     size_t new_cap = *cap ? *cap * 2 : 16;
     void *grown;
@@ -153,12 +95,12 @@ static void *config_grow(void *items, size_t *cap, size_t n, size_t size)
     return grown;
 }
 
-static yaml_node_t *config_node_at(struct loader *ld, int id)
+yaml_node_t *config_node_at(struct loader *ld, int id)
 {
     return yaml_document_get_node(&ld->doc, id);
 }
 
-static const char *config_kind_name(const yaml_node_t *node)
+const char *config_kind_name(const yaml_node_t *node)
 {
     switch (node->type) {
     case YAML_MAPPING_NODE:
@@ -260,7 +202,7 @@ static const char *expand(struct loader *ld, yaml_node_t *node, const char *text
 
 /* The value's text, environment expanded; NULL after reporting that `key` needs a single
  * value or that a variable is missing. */
-static const char *config_scalar(struct loader *ld, yaml_node_t *node, const char *key)
+const char *config_scalar(struct loader *ld, yaml_node_t *node, const char *key)
 {
     if (node->type != YAML_SCALAR_NODE) {
         config_error(ld, node, "%s: expected a single value, found %s", key,
@@ -271,40 +213,6 @@ static const char *config_scalar(struct loader *ld, yaml_node_t *node, const cha
 }
 
 /* --- typed values ---------------------------------------------------------------------- */
-
-enum value_type {
-    V_STRING,
-    V_DURATION,
-    V_SIZE,
-    V_U32,
-    V_U64,
-    V_BOOL,
-    V_CIDRS,
-    V_ENDPOINT,
-    V_CUSTOM
-};
-
-#define MILLISECOND    ((uint64_t)1000000) /* in ns */
-#define SECOND         ((uint64_t)1000000000)
-#define HOUR           (3600 * SECOND)
-#define DAY            (86400 * SECOND) /* the longest timeout */
-#define KIB            ((uint64_t)1024)
-#define MAX_BODY_BOUND (64 * 1024 * 1024 * KIB) /* 64GiB: server.max_body's most */
-
-struct field {
-    const char *key;
-    enum value_type type;
-    size_t offset;     /* of the target within the object */
-    uint64_t min, max; /* for V_U32 and V_U64; for V_DURATION (ns) and V_SIZE when max is not 0 */
-    void (*custom)(struct loader *ld, yaml_node_t *value, void *object);
-};
-
-/* A table of keys and the section it walks ("routes.limit"; "" for the top level), for
- * config_known_keys(); each file's list of them ends with a NULL section. */
-struct key_table {
-    const char *section;
-    const struct field *fields;
-};
 
 /* "from 4KiB to 1MiB", "above zero, at most 1d": the bounds of a duration or size field. */
 static const char *describe_range(const struct field *f, char *out, size_t cap)
@@ -367,8 +275,7 @@ static void parse_cidrs(struct loader *ld, yaml_node_t *node, const char *key,
     }
 }
 
-static void config_parse_value(struct loader *ld, const struct field *f, yaml_node_t *node,
-                               void *object)
+void config_parse_value(struct loader *ld, const struct field *f, yaml_node_t *node, void *object)
 {
     void *target = (char *)object + f->offset;
     const char *text;
@@ -464,7 +371,7 @@ static int by_name_then_place(const void *a, const void *b)
  * that earlier key's first appearance; NULL for the others. Sorting the keys makes this
  * n log n, where comparing each key with all before it took 28 s for 40,000 keys. NULL when
  * memory is short; the caller frees the array. */
-static const yaml_node_t **config_repeated_keys(struct loader *ld, yaml_node_t *node)
+const yaml_node_t **config_repeated_keys(struct loader *ld, yaml_node_t *node)
 {
     size_t n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start), n_refs = 0;
     struct key_ref *refs = calloc(n ? n : 1, sizeof *refs);
@@ -548,8 +455,8 @@ static const char *suggest_key(const struct field *fields, const char *name)
 }
 
 /* Reports `name`, which none of `fields` is, at `mark`, with the key it most likely meant. */
-static void config_report_unknown_key(struct loader *ld, yaml_mark_t mark, const char *section,
-                                      const char *name, const struct field *fields)
+void config_report_unknown_key(struct loader *ld, yaml_mark_t mark, const char *section,
+                               const char *name, const struct field *fields)
 {
     const char *meant = suggest_key(fields, name);
 
@@ -559,8 +466,8 @@ static void config_report_unknown_key(struct loader *ld, yaml_mark_t mark, const
 }
 
 /* Applies `fields` to every pair of the mapping `node`; unknown and repeated keys are errors. */
-static void config_walk_mapping(struct loader *ld, yaml_node_t *node, const struct field *fields,
-                                void *object, const char *section)
+void config_walk_mapping(struct loader *ld, yaml_node_t *node, const struct field *fields,
+                         void *object, const char *section)
 {
     const yaml_node_t **first = NULL;
 
@@ -603,7 +510,7 @@ static void config_walk_mapping(struct loader *ld, yaml_node_t *node, const stru
 }
 
 /* The value node of `key` in a mapping, or NULL. */
-static yaml_node_t *config_find_value(struct loader *ld, yaml_node_t *mapping, const char *key)
+yaml_node_t *config_find_value(struct loader *ld, yaml_node_t *mapping, const char *key)
 {
     if (mapping->type != YAML_MAPPING_NODE)
         return NULL;
@@ -619,18 +526,20 @@ static yaml_node_t *config_find_value(struct loader *ld, yaml_node_t *mapping, c
 
 /* The value of `key` in `mapping`, or the mapping itself when the key is absent: where to
  * point an error about that key. */
-static yaml_node_t *config_value_or_self(struct loader *ld, yaml_node_t *mapping, const char *key)
+yaml_node_t *config_value_or_self(struct loader *ld, yaml_node_t *mapping, const char *key)
 {
     yaml_node_t *value = config_find_value(ld, mapping, key);
 
     return value != NULL ? value : mapping;
 }
 
+#define MAX_BODY_BOUND (64 * 1024 * 1024 * KIB) /* 64GiB: server.max_body's most */
+
 /* --- sections ------------------------------------------------------------------------- */
 
 /* An enumeration: the index of `text` in `names`, or -1 after reporting it. */
-static int config_parse_choice(struct loader *ld, yaml_node_t *node, const char *key,
-                               const char *const *names, size_t n_names)
+int config_parse_choice(struct loader *ld, yaml_node_t *node, const char *key,
+                        const char *const *names, size_t n_names)
 {
     const char *text = config_scalar(ld, node, key);
 
@@ -670,12 +579,10 @@ static void parse_proxy_protocol(struct loader *ld, yaml_node_t *node, void *obj
         ((struct config *)object)->server.proxy_protocol = (enum config_proxy_protocol)choice;
 }
 
-static bool config_is_token(const char *s);
-
 static const char *const header_modes[] = {"ietf", "x-ratelimit", "both", "none"};
 
 /* headers: ietf | x-ratelimit | both | none, for the server or a route. */
-static int config_parse_headers_mode(struct loader *ld, yaml_node_t *node)
+int config_parse_headers_mode(struct loader *ld, yaml_node_t *node)
 {
     return config_parse_choice(ld, node, "headers", header_modes,
                                sizeof header_modes / sizeof header_modes[0]);
@@ -817,7 +724,7 @@ static const struct field server_fields[] = {
 
 static const char *const store_names[] = {"memory", "redis"};
 
-static void config_parse_store(struct loader *ld, yaml_node_t *node, void *target)
+void config_parse_store(struct loader *ld, yaml_node_t *node, void *target)
 {
     int choice = config_parse_choice(ld, node, "store", store_names, 2);
 
@@ -873,11 +780,10 @@ static const struct field limiter_fields[] = {
  * sends would never match. */
 static const char *const http_methods[] = {"GET",     "HEAD",    "POST",  "PUT",  "DELETE",
                                            "CONNECT", "OPTIONS", "TRACE", "PATCH"};
-#define METHOD_LIST "GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE or PATCH"
 
 /* The method `text` names, in capitals as a request line carries it (get is GET); NULL when
  * it is none of http_methods. */
-static const char *config_known_method(const char *text)
+const char *config_known_method(const char *text)
 {
     for (size_t i = 0; i < sizeof http_methods / sizeof http_methods[0]; i++)
         if (strcasecmp(text, http_methods[i]) == 0)
@@ -1294,7 +1200,7 @@ static const struct field upstream_fields[] = {
 
 /* upstream: a URL, one server of weight 1; or {servers: [...], balance, ...}. The defaults of
  * the rest are the route's (parse_route()), whichever form is used. */
-static void config_parse_upstream(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_upstream(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
@@ -1322,7 +1228,7 @@ static void config_parse_upstream(struct loader *ld, yaml_node_t *node, void *ob
 /* proxy: a forward proxy for the route's upstream requests, scheme://host:port and nothing
  * more. The port is required: libcurl would take 1080 for http:// too. "" (as "${PROXY:-}"
  * gives) is no proxy, as when the key is absent. */
-static void config_parse_proxy(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_proxy(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const char *const schemes[] = {"http", "https", "socks5"};
     struct config_route *route = object;
@@ -1388,7 +1294,7 @@ out:
     curl_url_cleanup(url);
 }
 
-static bool config_is_token(const char *s)
+bool config_is_token(const char *s)
 {
     static const char extra[] = "!#$%&'*+-.^_`|~";
 
@@ -1433,7 +1339,7 @@ static const struct field retries_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
-static const struct key_table config_upstream_keys[] = {
+const struct key_table config_upstream_keys[] = {
     {"routes.upstream", upstream_fields},
     {"routes.upstream.servers", upstream_server_fields},
     {"routes.upstream.health_check", health_check_fields},
@@ -1442,7 +1348,7 @@ static const struct key_table config_upstream_keys[] = {
 };
 
 /* retries: {attempts, on, budget}; without it, one attempt (parse_route()). */
-static void config_parse_retries(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_retries(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
@@ -1492,7 +1398,7 @@ static bool is_host_field(const char *text)
 
 /* host: preserve | upstream | NAME, the Host field a route's upstream sees. Not match.host,
  * which says which requests the route takes. */
-static void config_parse_route_host(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_route_host(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
     const char *text = config_scalar(ld, node, "host");
@@ -1597,7 +1503,7 @@ static bool check_request_parts(struct loader *ld, yaml_node_t *node, const char
 }
 
 /* set_headers: {NAME: value, ...}, set on every request forwarded. */
-static void config_parse_set_headers(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_set_headers(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
     yaml_node_pair_t *pairs;
@@ -1667,7 +1573,7 @@ static void config_parse_set_headers(struct loader *ld, yaml_node_t *node, void 
 }
 
 /* upgrades: [TOKEN, ...], the protocols a request may upgrade its connection to. */
-static void config_parse_upgrades(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_upgrades(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
     size_t n;
@@ -1722,7 +1628,7 @@ static void config_parse_upgrades(struct loader *ld, yaml_node_t *node, void *ob
 }
 
 /* remove_headers: [NAME, ...], dropped from every request forwarded. */
-static void config_parse_remove_headers(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_remove_headers(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
     size_t n;
@@ -1819,7 +1725,7 @@ static void parse_key_into(struct loader *ld, yaml_node_t *node, enum config_key
         ld->n_underscore_keys++;
 }
 
-static void config_parse_route_key(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_route_key(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
@@ -1838,7 +1744,7 @@ static void parse_limit_key(struct loader *ld, yaml_node_t *node, void *object)
  * them before forwarding, so a limit would count clients by a field the upstream never sees,
  * most likely a config written for an upstream that spells it with '-'. Nodes are valid until
  * the document is deleted. */
-static void config_check_underscore_keys(struct loader *ld, const struct config *config)
+void config_check_underscore_keys(struct loader *ld, const struct config *config)
 {
     for (size_t i = 0; i < ld->n_underscore_keys && !config->server.underscores_in_headers; i++)
         config_error(ld, ld->underscore_keys[i].node,
@@ -1921,7 +1827,7 @@ static const struct field limit_fields[] = {
 };
 
 /* Route and limit names: they go into headers, metrics and Redis keys. */
-static bool config_is_plain_name(const char *s)
+bool config_is_plain_name(const char *s)
 {
     size_t len = strlen(s);
 
@@ -1947,7 +1853,7 @@ static void note_log_limit(struct loader *ld, yaml_node_t *node, uint64_t reques
  * worst requests x 8 B x limiter.max_clients, which must fit in limiter.max_memory. A log of
  * 100,000 a minute is 80 GB for the default 100,000 clients; the sliding window counter
  * limits as closely in 24 bytes a client. */
-static void config_check_log_memory(struct loader *ld, const struct config *config)
+void config_check_log_memory(struct loader *ld, const struct config *config)
 {
     char budget[32];
 
@@ -2049,8 +1955,8 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
 
 /* One mapping, or a list of named ones (all of which must allow a request), into `*limits`;
  * a single unnamed limit is named `name`. For a route's limit: and each plan. */
-static void config_parse_limit_list(struct loader *ld, yaml_node_t *node, const char *name,
-                                    struct config_limit **limits, size_t *n_limits)
+void config_parse_limit_list(struct loader *ld, yaml_node_t *node, const char *name,
+                             struct config_limit **limits, size_t *n_limits)
 {
     bool list = node->type == YAML_SEQUENCE_NODE;
     size_t n = list ? (size_t)(node->data.sequence.items.top - node->data.sequence.items.start) : 1;
@@ -2081,7 +1987,7 @@ static void config_parse_limit_list(struct loader *ld, yaml_node_t *node, const 
         parsed[0].name = strdup(name);
 }
 
-static void config_parse_limit(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_limit(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
@@ -2139,7 +2045,7 @@ static void parse_plans_into(struct loader *ld, yaml_node_t *node, struct config
     free(first);
 }
 
-static void config_parse_route_plans(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_route_plans(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
@@ -2196,7 +2102,7 @@ fail:
 }
 
 /* A path in the config, taken from the config file's directory when relative, into `*out`. */
-static void config_relative_path(struct loader *ld, yaml_node_t *node, const char *key, char **out)
+void config_relative_path(struct loader *ld, yaml_node_t *node, const char *key, char **out)
 {
     const char *text = config_scalar(ld, node, key);
     const char *slash = strrchr(ld->path, '/');
@@ -2269,7 +2175,7 @@ static const struct field on_limit_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
-static void config_parse_on_limit(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_on_limit(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
@@ -2330,7 +2236,7 @@ static const struct field route_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
-static const struct key_table config_route_keys[] = {
+const struct key_table config_route_keys[] = {
     {"routes", route_fields},
     {"routes.match", match_fields},
     {NULL, NULL},
@@ -2338,9 +2244,9 @@ static const struct key_table config_route_keys[] = {
 
 /* Limits that name no key of their own count under the route's. Done once the whole route is
  * read, since its key: may come after its limit:. */
-static void config_inherit_route_key(struct loader *ld, yaml_node_t *node,
-                                     const struct config_route *route, struct config_limit *limits,
-                                     size_t n_limits)
+void config_inherit_route_key(struct loader *ld, yaml_node_t *node,
+                              const struct config_route *route, struct config_limit *limits,
+                              size_t n_limits)
 {
     for (size_t i = 0; i < n_limits; i++) {
         struct config_limit *limit = &limits[i];
@@ -2533,7 +2439,7 @@ static void check_shadowed_routes(struct loader *ld, yaml_node_t *list, struct c
     free(m);
 }
 
-static void config_parse_routes(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_routes(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
     size_t n;
@@ -2567,7 +2473,7 @@ static void config_parse_routes(struct loader *ld, yaml_node_t *node, void *obje
     check_shadowed_routes(ld, node, config);
 }
 
-static void config_parse_plans(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_plans(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
 
@@ -2609,7 +2515,7 @@ static const struct field consumer_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
-static const struct key_table config_consumer_keys[] = {
+const struct key_table config_consumer_keys[] = {
     {"consumers", consumer_fields},
     {NULL, NULL},
 };
@@ -2716,7 +2622,7 @@ static void check_consumer(struct loader *ld, struct config *config, size_t i, b
                        c->name);
 }
 
-static void config_parse_consumers(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_consumers(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
     size_t n;
@@ -2750,8 +2656,6 @@ static void config_parse_consumers(struct loader *ld, yaml_node_t *node, void *o
 }
 
 /* --- consumers_file ------------------------------------------------------------------ */
-
-static void config_syntax_error(struct loader *ld, const yaml_parser_t *parser);
 
 /* The next event of the consumers file into `*event` (the last one deleted first); false after
  * reporting a syntax problem or an alias. */
@@ -2843,7 +2747,7 @@ static bool read_file_consumer(struct loader *ld, yaml_parser_t *parser, yaml_ev
  * `consumers:` and a list, as in the config, and nothing else. The file can hold far more
  * than the config's bounds allow (CONFIG_MAX_CONSUMERS), so it is read as libyaml's event
  * stream, one consumer at a time, never as a document. */
-static void config_read_consumers_file(struct loader *ld, struct config *config)
+void config_read_consumers_file(struct loader *ld, struct config *config)
 {
     const char *config_path = ld->path;
     char *text = NULL, why[128];
@@ -2903,7 +2807,7 @@ static void config_read_consumers_file(struct loader *ld, struct config *config)
 }
 
 /* The plan of that name in `plans`, or -1. */
-static int config_plan_index(const struct config_plan *plans, size_t n_plans, const char *name)
+int config_plan_index(const struct config_plan *plans, size_t n_plans, const char *name)
 {
     for (size_t i = 0; i < n_plans; i++)
         if (strcmp(plans[i].name, name) == 0)
@@ -2912,7 +2816,7 @@ static int config_plan_index(const struct config_plan *plans, size_t n_plans, co
 }
 
 /* A deep copy of `n` limits into `*out`; -1 when memory is short. */
-static int config_copy_limits(const struct config_limit *from, size_t n, struct config_limit **out)
+int config_copy_limits(const struct config_limit *from, size_t n, struct config_limit **out)
 {
     struct config_limit *to = calloc(n + 1, sizeof *to);
 
@@ -2940,7 +2844,7 @@ static int config_copy_limits(const struct config_limit *from, size_t n, struct 
     return 0;
 }
 
-static void config_free_limits(struct config_limit *limits, size_t n)
+void config_free_limits(struct config_limit *limits, size_t n)
 {
     for (size_t i = 0; limits != NULL && i < n; i++) {
         free(limits[i].name);
@@ -2953,7 +2857,7 @@ static void config_free_limits(struct config_limit *limits, size_t n)
     free(limits);
 }
 
-static void config_free_plans(struct config_plan *plans, size_t n)
+void config_free_plans(struct config_plan *plans, size_t n)
 {
     for (size_t i = 0; plans != NULL && i < n; i++) {
         free(plans[i].name);
@@ -3035,7 +2939,7 @@ static void resolve_route_plans(struct loader *ld, yaml_node_t *node, struct con
 
 /* Consumers, once all are read (consumers_file: too): no two share a name or a key, and each
  * one's plan exists. */
-static void config_check_consumers(struct loader *ld, struct config *config)
+void config_check_consumers(struct loader *ld, struct config *config)
 {
     check_consumers_apart(ld, config);
     for (size_t i = 0; i < config->n_consumers; i++)
@@ -3047,7 +2951,7 @@ static void config_check_consumers(struct loader *ld, struct config *config)
 }
 
 /* Each route's plans, resolved against the top-level ones and the consumers. */
-static void config_resolve_plans(struct loader *ld, yaml_node_t *root, struct config *config)
+void config_resolve_plans(struct loader *ld, yaml_node_t *root, struct config *config)
 {
     yaml_node_t *routes = config_find_value(ld, root, "routes");
 
@@ -3057,7 +2961,7 @@ static void config_resolve_plans(struct loader *ld, yaml_node_t *root, struct co
 }
 
 /* consumers_file: a path, taken from the config file's directory when relative. */
-static void config_parse_consumers_file(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_consumers_file(struct loader *ld, yaml_node_t *node, void *object)
 {
     ld->consumers_file_at = node->start_mark;
     config_relative_path(ld, node, "consumers_file", &((struct config *)object)->consumers_file);
@@ -3089,7 +2993,7 @@ static const struct field tracing_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
-static void config_parse_tracing(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_tracing(struct loader *ld, yaml_node_t *node, void *object)
 {
     config_walk_mapping(ld, node, tracing_fields, object, "tracing");
 }
@@ -3262,7 +3166,7 @@ static void parse_tls(struct loader *ld, yaml_node_t *node, void *object)
     free(tw.items);
 }
 
-static const struct key_table config_server_keys[] = {
+const struct key_table config_server_keys[] = {
     {"server", server_fields},
     {"server.access_log", access_log_fields},
     {"server.tls", tls_fields},
@@ -3270,7 +3174,7 @@ static const struct key_table config_server_keys[] = {
     {NULL, NULL},
 };
 
-static void config_parse_server(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_server(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
     yaml_node_t *from;
@@ -3292,13 +3196,13 @@ static void config_parse_server(struct loader *ld, yaml_node_t *node, void *obje
             "that send it");
 }
 
-static void config_parse_limiter(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_limiter(struct loader *ld, yaml_node_t *node, void *object)
 {
     config_walk_mapping(ld, node, limiter_fields, object, "limiter");
 }
 
 /* Top-level plans: hold limits too (routes.limit). */
-static const struct key_table config_limit_keys[] = {
+const struct key_table config_limit_keys[] = {
     {"limiter", limiter_fields},
     {"limiter.redis", redis_fields},
     {"routes.limit", limit_fields},
@@ -3330,13 +3234,13 @@ static const struct field log_fields[] = {
     {NULL, 0, 0, 0, 0, NULL},
 };
 
-static const struct key_table config_log_keys[] = {
+const struct key_table config_log_keys[] = {
     {"log", log_fields},
     {"tracing", tracing_fields},
     {NULL, NULL},
 };
 
-static void config_parse_log(struct loader *ld, yaml_node_t *node, void *object)
+void config_parse_log(struct loader *ld, yaml_node_t *node, void *object)
 {
     config_walk_mapping(ld, node, log_fields, object, "log");
 }
@@ -3399,7 +3303,7 @@ static void set_defaults(struct config *config)
     config->tracing.sample = 0;
 }
 
-static void config_syntax_error(struct loader *ld, const yaml_parser_t *parser)
+void config_syntax_error(struct loader *ld, const yaml_parser_t *parser)
 {
     config_error_at(ld, parser->problem_mark, "YAML syntax: %s%s%s",
                     parser->problem ? parser->problem : "unreadable", parser->context ? " " : "",
@@ -3572,7 +3476,7 @@ static void too_large(struct loader *ld, const char *text)
 
 /* Starts loading the file `path`: the loader's error and warning texts opened. 0; or -1, with
  * nothing left open, when memory is short. */
-static int config_loader_open(struct loader *ld, const char *path)
+int config_loader_open(struct loader *ld, const char *path)
 {
     *ld = (struct loader){.path = path};
     ld->errors = open_memstream(&ld->errors_text, &ld->errors_len);
@@ -3590,7 +3494,7 @@ static int config_loader_open(struct loader *ld, const char *path)
 
 /* Reads `len` bytes of YAML into ld->doc, once their size and shape are within the bounds
  * (config.h); the caller deletes the document. 0, or -1 after reporting. */
-static int config_read_yaml(struct loader *ld, const char *text, size_t len)
+int config_read_yaml(struct loader *ld, const char *text, size_t len)
 {
     if (len > CONFIG_MAX_FILE) {
         too_large(ld, text);
@@ -3604,7 +3508,7 @@ static int config_read_yaml(struct loader *ld, const char *text, size_t len)
 /* Ends loading: counts the problems and warnings past CONFIG_MAX_ERRORS on one more line each,
  * and frees what the sections kept until the whole file was read. Returns the problems, one
  * line each (the caller frees them), or NULL when there are none; `*warnings` likewise. */
-static char *config_loader_close(struct loader *ld, char **warnings)
+char *config_loader_close(struct loader *ld, char **warnings)
 {
     if (ld->n_errors > CONFIG_MAX_ERRORS)
         fprintf(ld->errors, "%s:%zu:%zu: %u more problems from here on are not listed\n", ld->path,
