@@ -1,17 +1,12 @@
-/* YAML to `struct config`: a walk over libyaml's document tree, driven by one table of known
- * keys per section. Every problem is reported with its position; see config.h. */
-#include <arpa/inet.h>
-#include <ctype.h>
-#include <curl/curl.h>
+/* YAML to `struct config`, the top level: config_parse() and config_load() run the YAML engine
+ * (loader.h) over the top level's table of keys, each section parsed by its own file
+ * (sections.h), then the checks that need the whole file; config_free(). See config.h. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
-#include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
@@ -19,9 +14,6 @@
 #include "config.h"
 #include "loader.h"
 #include "sections.h"
-#include "tls.h"
-
-/* --- sections ------------------------------------------------------------------------- */
 
 /* The whole of the regular file at `path`, at most `max` bytes, into `*text` (allocated, the
  * caller frees it; NUL-terminated) and `*len`. 0; or -1 with `why` saying what went wrong. A
