@@ -131,8 +131,8 @@ static bool check_field_name(struct loader *ld, yaml_node_t *node, const char *k
     return true;
 }
 
-/* Whether each ${request.NAME} in a set_headers: value is one the gateway fills in (expand()
- * left them as they are); the first that is not is reported. */
+/* Whether each ${request.NAME} in a set_headers: value is one the gateway fills in (loader.c's
+ * expand() left them as they are); the first that is not is reported. */
 static bool check_request_parts(struct loader *ld, yaml_node_t *node, const char *value)
 {
     static const char *const parts[] = {"client_addr", "consumer", "id"};

@@ -367,7 +367,7 @@ void config_parse_limit(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
 
-    /* Named after the route once its name is known (parse_route()). */
+    /* Named after the route once its name is known (parse_route(), routes.c). */
     config_parse_limit_list(ld, node, NULL, &route->limits, &route->n_limits);
 }
 

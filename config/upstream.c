@@ -363,7 +363,7 @@ static const struct field upstream_fields[] = {
 };
 
 /* upstream: a URL, one server of weight 1; or {servers: [...], balance, ...}. The defaults of
- * the rest are the route's (parse_route()), whichever form is used. */
+ * the rest are the route's (parse_route(), routes.c), whichever form is used. */
 void config_parse_upstream(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
@@ -499,7 +499,7 @@ const struct key_table config_upstream_keys[] = {
     {NULL, NULL},
 };
 
-/* retries: {attempts, on, budget}; without it, one attempt (parse_route()). */
+/* retries: {attempts, on, budget}; without it, one attempt (parse_route(), routes.c). */
 void config_parse_retries(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config_route *route = object;
