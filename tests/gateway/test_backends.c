@@ -11,7 +11,7 @@
 #define SECOND_NS ((int64_t)1000000000)
 #define T0        (1000 * SECOND_NS) /* an arbitrary start, well past zero ("never failed") */
 
-/* A route of `n` servers built by hand, as config/load.c would, and its chosen-from set. */
+/* A route of `n` servers built by hand, as config/upstream.c would, and its chosen-from set. */
 struct fixture {
     char urls[CONFIG_MAX_SERVERS][48];
     struct config_server servers[CONFIG_MAX_SERVERS];

@@ -1,0 +1,115 @@
+/*
+ * sections: what the files that parse the config's sections offer one another and the top
+ * level (load.c). Internal to config/: nothing outside it includes this header.
+ *
+ * One file per section or group of sections, each holding its tables of keys (loader.h), the
+ * custom parsers they name, and the checks that guard its invariants:
+ *
+ *   server.c     server:, with its access_log: and tls:
+ *   log.c        log: and tracing:
+ *   routes.c     routes: and a route's match:, names, store:, headers:; the checks across
+ *                routes (a name twice, a route an earlier one shadows)
+ *   upstream.c   a route's upstream: (servers, balancing, passive and active health),
+ *                retries: and proxy:, the URLs read with libcurl's parser
+ *   forward.c    what a route changes in the requests it forwards: host:, set_headers:,
+ *                remove_headers:, upgrades:
+ *   limits.c     limiter:, and a route's key:, limit: (or a list of them) and on_limit:
+ *   plans.c      plans:, the top level's and a route's own, resolved for each route
+ *   consumers.c  consumers:, and consumers_file: read as a stream
+ *
+ * A section is entered through a custom parser that the table above it names (the top level's
+ * routes: calls config_parse_routes(), a route's upstream: config_parse_upstream()), and lists
+ * its tables in a `config_*_keys` array for config_known_keys(). What can be judged only once
+ * the whole file is read runs from config_parse(), in this order: config_read_consumers_file(),
+ * config_check_consumers(), config_resolve_plans() (all three only while there is no problem
+ * yet), config_check_underscore_keys(), config_check_log_memory().
+ */
+#ifndef SLUICE_CONFIG_SECTIONS_H
+#define SLUICE_CONFIG_SECTIONS_H
+
+#include <stddef.h>
+#include <yaml.h>
+
+#include "config.h"
+#include "loader.h"
+
+/* server.c */
+extern const struct key_table config_server_keys[];
+void config_parse_server(struct loader *ld, yaml_node_t *node, void *object);
+
+/* log.c */
+extern const struct key_table config_log_keys[];
+void config_parse_log(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_tracing(struct loader *ld, yaml_node_t *node, void *object);
+
+/* routes.c */
+extern const struct key_table config_route_keys[];
+void config_parse_routes(struct loader *ld, yaml_node_t *node, void *object);
+
+/* The method `text` names, in capitals (get is GET); NULL when it is none of the methods a
+ * route may name, which METHOD_LIST lists. */
+const char *config_known_method(const char *text);
+#define METHOD_LIST "GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE or PATCH"
+
+/* upstream.c: a route's upstream:, retries: and proxy:. */
+extern const struct key_table config_upstream_keys[];
+void config_parse_upstream(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_retries(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_proxy(struct loader *ld, yaml_node_t *node, void *object);
+
+/* forward.c: a route's host:, set_headers:, remove_headers: and upgrades:. */
+void config_parse_route_host(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_set_headers(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_remove_headers(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_upgrades(struct loader *ld, yaml_node_t *node, void *object);
+
+/* limits.c: limiter:, and a route's key:, limit: and on_limit:. */
+extern const struct key_table config_limit_keys[];
+void config_parse_limiter(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_route_key(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_limit(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_on_limit(struct loader *ld, yaml_node_t *node, void *object);
+
+/* One limit mapping, or a list of named ones, into `*limits` (allocated); a single unnamed
+ * limit is named `name`. For a route's limit: and for each plan. */
+void config_parse_limit_list(struct loader *ld, yaml_node_t *node, const char *name,
+                             struct config_limit **limits, size_t *n_limits);
+
+/* Gives each of `limits` that names no key of its own the route's key. */
+void config_inherit_route_key(struct loader *ld, yaml_node_t *node,
+                              const struct config_route *route, struct config_limit *limits,
+                              size_t n_limits);
+
+/* A deep copy of `n` limits into `*out` (allocated, freed with config_free_limits()); 0, or
+ * -1 when memory is short. */
+int config_copy_limits(const struct config_limit *from, size_t n, struct config_limit **out);
+void config_free_limits(struct config_limit *limits, size_t n);
+
+/* Once the whole file is read: key: header names with '_' against
+ * server.underscores_in_headers, and sliding_window_log limits against limiter.max_memory. */
+void config_check_underscore_keys(struct loader *ld, const struct config *config);
+void config_check_log_memory(struct loader *ld, const struct config *config);
+
+/* plans.c: the top level's plans: and a route's own. */
+void config_parse_plans(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_route_plans(struct loader *ld, yaml_node_t *node, void *object);
+
+/* The index of the plan `name` in `plans`, or -1. */
+int config_plan_index(const struct config_plan *plans, size_t n_plans, const char *name);
+void config_free_plans(struct config_plan *plans, size_t n);
+
+/* Once the whole file is read: each route's plan:, plans: and unknown_key: resolved against
+ * the top-level plans and the consumers. `root` is the document's top level. */
+void config_resolve_plans(struct loader *ld, yaml_node_t *root, struct config *config);
+
+/* consumers.c */
+extern const struct key_table config_consumer_keys[];
+void config_parse_consumers(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_consumers_file(struct loader *ld, yaml_node_t *node, void *object);
+
+/* Once the whole file is read: the consumers of config->consumers_file, after the config's
+ * own; then no two consumers share a name or a key, and each one's plan exists. */
+void config_read_consumers_file(struct loader *ld, struct config *config);
+void config_check_consumers(struct loader *ld, struct config *config);
+
+#endif

@@ -1,0 +1,510 @@
+/* A route's upstream: (its servers, balancing, passive and active health), retries: and
+ * proxy:; URLs are read with libcurl's own parser, the one that will use them. See
+ * sections.h. */
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+#include "config.h"
+#include "loader.h"
+#include "sections.h"
+
+/* One server's URL, http(s)://host[:port][/base-path], checked with libcurl's own URL parser,
+ * into `server`; `key` (upstream, servers or url) names it in errors. The host is kept in
+ * lower case: a server is the same server however its host is spelt. */
+static void parse_server_url(struct loader *ld, yaml_node_t *node, const char *key,
+                             struct config_server *server)
+{
+    const char *text = config_scalar(ld, node, key);
+    CURLU *url = NULL;
+    char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *query = NULL, *user = NULL;
+    size_t path_len;
+    bool default_port;
+
+    if (text == NULL)
+        goto out;
+    url = curl_url();
+    if (url == NULL) {
+        config_error(ld, node, "%s: out of memory", key);
+        goto out;
+    }
+    if (curl_url_set(url, CURLUPART_URL, text, 0) != CURLUE_OK ||
+        curl_url_get(url, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        curl_url_get(url, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(url, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK ||
+        curl_url_get(url, CURLUPART_PATH, &path, 0) != CURLUE_OK) {
+        config_error(ld, node, "%s: \"%s\" is not a URL like http://127.0.0.1:9000", key, text);
+        goto out;
+    }
+    if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
+        config_error(ld, node, "%s: scheme must be http or https, not \"%s\"", key, scheme);
+        goto out;
+    }
+    if (curl_url_get(url, CURLUPART_QUERY, &query, 0) == CURLUE_OK ||
+        curl_url_get(url, CURLUPART_USER, &user, 0) == CURLUE_OK || strchr(text, '#') != NULL) {
+        config_error(ld, node, "%s: only scheme, host, port and a base path are allowed", key);
+        goto out;
+    }
+    for (char *c = host; *c != '\0'; c++)
+        *c = (char)tolower((unsigned char)*c);
+    path_len = strlen(path);
+    while (path_len > 0 && path[path_len - 1] == '/')
+        path_len--; /* "/base/" + "/x" must not become "/base//x" */
+    /* A Host field leaves out the scheme's own port, as clients write it. */
+    default_port = strcmp(port, strcmp(scheme, "https") == 0 ? "443" : "80") == 0;
+    free(server->url);
+    free(server->origin);
+    free(server->base_path);
+    free(server->authority);
+    if (asprintf(&server->origin, "%s://%s:%s", scheme, host, port) < 0)
+        server->origin = NULL;
+    if (asprintf(&server->url, "%s://%s:%s%.*s", scheme, host, port, (int)path_len, path) < 0)
+        server->url = NULL;
+    if (asprintf(&server->authority, "%s%s%s", host, default_port ? "" : ":",
+                 default_port ? "" : port) < 0)
+        server->authority = NULL;
+    server->base_path = strndup(path, path_len);
+    if (server->origin == NULL || server->url == NULL || server->authority == NULL ||
+        server->base_path == NULL)
+        config_error(ld, node, "%s: out of memory", key);
+out:
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_free(path);
+    curl_free(query);
+    curl_free(user);
+    curl_url_cleanup(url);
+}
+
+static void parse_server_item_url(struct loader *ld, yaml_node_t *node, void *object)
+{
+    parse_server_url(ld, node, "url", object);
+}
+
+static const struct field upstream_server_fields[] = {
+    {"url", V_CUSTOM, 0, 0, 0, parse_server_item_url},
+    {"weight", V_U32, offsetof(struct config_server, weight), 1, 1000, NULL},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* Where a server item's URL stands: the item itself, or its url:. */
+static yaml_node_t *server_url_node(struct loader *ld, yaml_node_t *item)
+{
+    return item->type == YAML_MAPPING_NODE ? config_value_or_self(ld, item, "url") : item;
+}
+
+/* servers: a list of 1 to CONFIG_MAX_SERVERS items, each a URL or {url, weight}. */
+static void parse_servers(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    size_t n;
+
+    if (node->type != YAML_SEQUENCE_NODE) {
+        config_error(ld, node, "servers: expected a list of URLs or {url, weight}, found %s",
+                     config_kind_name(node));
+        return;
+    }
+    n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+    if (n == 0) {
+        config_error(ld, node, "servers: at least one server is required");
+        return;
+    }
+    /* The servers within the bound are still read, for their own problems. */
+    if (n > CONFIG_MAX_SERVERS) {
+        config_error(ld, config_node_at(ld, node->data.sequence.items.start[CONFIG_MAX_SERVERS]),
+                     "servers: at most %d servers are allowed; this is server %d of %zu",
+                     CONFIG_MAX_SERVERS, CONFIG_MAX_SERVERS + 1, n);
+        n = CONFIG_MAX_SERVERS;
+    }
+    route->servers = calloc(n, sizeof *route->servers);
+    if (route->servers == NULL) {
+        config_error(ld, node, "servers: out of memory");
+        return;
+    }
+    route->n_servers = n;
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = config_node_at(ld, node->data.sequence.items.start[i]);
+        struct config_server *server = &route->servers[i];
+
+        server->weight = 1;
+        if (item->type == YAML_SCALAR_NODE) {
+            parse_server_url(ld, item, "servers", server);
+        } else if (item->type == YAML_MAPPING_NODE) {
+            config_walk_mapping(ld, item, upstream_server_fields, server, "servers");
+            if (config_find_value(ld, item, "url") == NULL)
+                config_error(ld, item, "servers: each server needs a url");
+        } else {
+            config_error(ld, item, "servers: expected a URL or {url, weight}, found %s",
+                         config_kind_name(item));
+        }
+        /* At most CONFIG_MAX_SERVERS squared comparisons a route. */
+        for (size_t j = 0; j < i && server->url != NULL; j++) {
+            const yaml_node_t *first;
+
+            if (route->servers[j].url == NULL || strcmp(route->servers[j].url, server->url) != 0)
+                continue;
+            first = server_url_node(ld, config_node_at(ld, node->data.sequence.items.start[j]));
+            config_error(ld, server_url_node(ld, item),
+                         "servers: %s appears twice (first at line %zu)", server->url,
+                         first->start_mark.line + 1);
+            break;
+        }
+    }
+}
+
+static void parse_balance(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const char *const names[] = {"round_robin", "least_request", "random_two"};
+    int choice = config_parse_choice(ld, node, "balance", names, 3);
+
+    if (choice >= 0)
+        ((struct config_route *)object)->balance = (enum config_balance)choice;
+}
+
+/* Upstream outcomes by the names fail_on: and retries.on: give them. */
+static const struct {
+    const char *name;
+    unsigned bit;
+} outcome_names[] = {
+    {"connect_failure", CONFIG_FAIL_CONNECT},
+    {"timeout", CONFIG_FAIL_TIMEOUT},
+    {"reset", CONFIG_FAIL_RESET},
+    {"502", CONFIG_FAIL_502},
+    {"503", CONFIG_FAIL_503},
+    {"504", CONFIG_FAIL_504},
+};
+
+/* A list of outcomes into `*bits` (CONFIG_FAIL_*); [] is none of them. */
+static void parse_outcomes(struct loader *ld, yaml_node_t *node, const char *key, unsigned *bits)
+{
+    if (node->type != YAML_SEQUENCE_NODE) {
+        config_error(ld, node,
+                     "%s: expected a list such as [connect_failure, reset, 503], found %s", key,
+                     config_kind_name(node));
+        return;
+    }
+    *bits = 0;
+    for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top;
+         it++) {
+        yaml_node_t *item = config_node_at(ld, *it);
+        const char *text = config_scalar(ld, item, key);
+        size_t i = 0;
+
+        if (text == NULL)
+            continue;
+        while (i < sizeof outcome_names / sizeof outcome_names[0] &&
+               strcmp(text, outcome_names[i].name) != 0)
+            i++;
+        if (i == sizeof outcome_names / sizeof outcome_names[0]) {
+            config_error(
+                ld, item,
+                "%s: \"%s\" is not one of connect_failure, timeout, reset, 502, 503 or 504", key,
+                text);
+            continue;
+        }
+        if ((*bits & outcome_names[i].bit) != 0)
+            config_error(ld, item, "%s: %s appears twice", key, text);
+        *bits |= outcome_names[i].bit;
+    }
+}
+
+static void parse_fail_on(struct loader *ld, yaml_node_t *node, void *object)
+{
+    parse_outcomes(ld, node, "fail_on", &((struct config_route *)object)->fail_on);
+}
+
+/* health_check.path: sent as the target of a request line, so nothing that could end or
+ * split that line, and no fragment. */
+static void parse_health_path(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    const char *text = config_scalar(ld, node, "path");
+    bool plain;
+
+    if (text == NULL)
+        return;
+    plain = text[0] == '/';
+    for (const unsigned char *c = (const unsigned char *)text; plain && *c != '\0'; c++)
+        plain = *c > ' ' && *c != 0x7f && *c != '#';
+    if (!plain) {
+        config_error(ld, node,
+                     "path: \"%s\" is not a path like /healthz (starting with /, without spaces, "
+                     "line breaks or #)",
+                     text);
+        return;
+    }
+    free(route->health_check.path);
+    route->health_check.path = strdup(text);
+    if (route->health_check.path == NULL)
+        config_error(ld, node, "path: out of memory");
+}
+
+#define MAX_EXPECT_STATUS 32
+
+/* expect_status: the answers to a check that count as healthy. */
+static void parse_expect_status(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    size_t n = node->type == YAML_SEQUENCE_NODE
+                   ? (size_t)(node->data.sequence.items.top - node->data.sequence.items.start)
+                   : 0;
+
+    if (n == 0 || n > MAX_EXPECT_STATUS) {
+        config_error(ld, node,
+                     "expect_status: expected a list of 1 to %d status codes, such as [200]",
+                     MAX_EXPECT_STATUS);
+        return;
+    }
+    free(route->health_check.expect_status);
+    route->health_check.n_expect_status = 0;
+    route->health_check.expect_status = calloc(n, sizeof *route->health_check.expect_status);
+    if (route->health_check.expect_status == NULL) {
+        config_error(ld, node, "expect_status: out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = config_node_at(ld, node->data.sequence.items.start[i]);
+        const char *text = config_scalar(ld, item, "expect_status");
+        char *end = NULL;
+        unsigned long status;
+        bool repeated = false;
+
+        if (text == NULL)
+            continue;
+        errno = 0;
+        status = strtoul(text, &end, 10);
+        if (!isdigit((unsigned char)text[0]) || *end != '\0' || errno != 0 || status < 100 ||
+            status > 599) {
+            config_error(ld, item, "expect_status: \"%s\" is not a status code from 100 to 599",
+                         text);
+            continue;
+        }
+        for (size_t j = 0; j < route->health_check.n_expect_status; j++)
+            repeated = repeated || route->health_check.expect_status[j] == status;
+        if (repeated)
+            config_error(ld, item, "expect_status: %lu appears twice", status);
+        else
+            route->health_check.expect_status[route->health_check.n_expect_status++] =
+                (unsigned)status;
+    }
+}
+
+static const struct field health_check_fields[] = {
+    {"path", V_CUSTOM, 0, 0, 0, parse_health_path},
+    /* 100ms: more often than that, the checks are a load of their own. */
+    {"interval", V_DURATION, offsetof(struct config_route, health_check.interval_ns),
+     100 * MILLISECOND, HOUR, NULL},
+    {"timeout", V_DURATION, offsetof(struct config_route, health_check.timeout_ns),
+     10 * MILLISECOND, HOUR, NULL},
+    {"healthy", V_U32, offsetof(struct config_route, health_check.healthy), 1, 100, NULL},
+    {"unhealthy", V_U32, offsetof(struct config_route, health_check.unhealthy), 1, 100, NULL},
+    {"expect_status", V_CUSTOM, 0, 0, 0, parse_expect_status},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* health_check: {path, interval, timeout, healthy, unhealthy, expect_status}. */
+static void parse_health_check(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    unsigned errors_before = ld->n_errors;
+    yaml_node_t *timeout_at;
+    char timeout[32], interval[32];
+
+    route->health_check.enabled = true;
+    route->health_check.interval_ns = 5 * (int64_t)SECOND;
+    route->health_check.timeout_ns = 2 * (int64_t)SECOND;
+    route->health_check.healthy = 2;
+    route->health_check.unhealthy = 3;
+    config_walk_mapping(ld, node, health_check_fields, route, "health_check");
+    if (node->type != YAML_MAPPING_NODE)
+        return;
+    if (config_find_value(ld, node, "path") == NULL)
+        config_error(ld, node, "health_check: path is required");
+    if (route->health_check.expect_status == NULL &&
+        config_find_value(ld, node, "expect_status") == NULL) {
+        route->health_check.expect_status = calloc(1, sizeof *route->health_check.expect_status);
+        if (route->health_check.expect_status == NULL) {
+            config_error(ld, node, "health_check: out of memory");
+            return;
+        }
+        route->health_check.expect_status[0] = 200;
+        route->health_check.n_expect_status = 1;
+    }
+    /* A check must be over before the next one starts. Reported at the timeout, or at the
+     * interval when the timeout is the default. */
+    timeout_at = config_find_value(ld, node, "timeout");
+    if (timeout_at == NULL)
+        timeout_at = config_value_or_self(ld, node, "interval");
+    if (ld->n_errors == errors_before &&
+        route->health_check.timeout_ns > route->health_check.interval_ns)
+        config_error(
+            ld, timeout_at, "health_check: timeout (%s) is longer than interval (%s)",
+            config_format_duration(route->health_check.timeout_ns, timeout, sizeof timeout),
+            config_format_duration(route->health_check.interval_ns, interval, sizeof interval));
+}
+
+static const struct field upstream_fields[] = {
+    {"servers", V_CUSTOM, 0, 0, 0, parse_servers},
+    {"balance", V_CUSTOM, 0, 0, 0, parse_balance},
+    {"max_fails", V_U32, offsetof(struct config_route, max_fails), 0, 1000, NULL},
+    {"fail_window", V_DURATION, offsetof(struct config_route, fail_window_ns), SECOND, HOUR, NULL},
+    {"fail_timeout", V_DURATION, offsetof(struct config_route, fail_timeout_ns), SECOND, HOUR,
+     NULL},
+    {"fail_on", V_CUSTOM, 0, 0, 0, parse_fail_on},
+    {"health_check", V_CUSTOM, 0, 0, 0, parse_health_check},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+/* upstream: a URL, one server of weight 1; or {servers: [...], balance, ...}. The defaults of
+ * the rest are the route's (parse_route(), routes.c), whichever form is used. */
+void config_parse_upstream(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+
+    if (node->type == YAML_MAPPING_NODE) {
+        config_walk_mapping(ld, node, upstream_fields, route, "upstream");
+        if (config_find_value(ld, node, "servers") == NULL)
+            config_error(ld, node, "upstream: servers is required");
+        return;
+    }
+    if (node->type != YAML_SCALAR_NODE) {
+        config_error(ld, node, "upstream: expected a URL or a mapping with servers:, found %s",
+                     config_kind_name(node));
+        return;
+    }
+    route->servers = calloc(1, sizeof *route->servers);
+    if (route->servers == NULL) {
+        config_error(ld, node, "upstream: out of memory");
+        return;
+    }
+    route->n_servers = 1;
+    route->servers[0].weight = 1;
+    parse_server_url(ld, node, "upstream", &route->servers[0]);
+}
+
+/* proxy: a forward proxy for the route's upstream requests, scheme://host:port and nothing
+ * more. The port is required: libcurl would take 1080 for http:// too. "" (as "${PROXY:-}"
+ * gives) is no proxy, as when the key is absent. */
+void config_parse_proxy(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const char *const schemes[] = {"http", "https", "socks5"};
+    struct config_route *route = object;
+    const char *text = config_scalar(ld, node, "proxy");
+    CURLU *url = NULL;
+    char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *rest = NULL;
+    bool known = false;
+    size_t len;
+
+    if (text == NULL || text[0] == '\0')
+        goto out;
+    url = curl_url();
+    if (url == NULL) {
+        config_error(ld, node, "proxy: out of memory");
+        goto out;
+    }
+    /* NON_SUPPORT_SCHEME: socks5 is no scheme libcurl fetches, but it parses the rest. */
+    if (curl_url_set(url, CURLUPART_URL, text, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
+        curl_url_get(url, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        curl_url_get(url, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(url, CURLUPART_PATH, &path, 0) != CURLUE_OK) {
+        config_error(ld, node, "proxy: \"%s\" is not a URL like http://proxy.internal:3128", text);
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+        known = known || strcmp(scheme, schemes[i]) == 0;
+    if (!known) {
+        config_error(ld, node, "proxy: scheme must be http, https or socks5, not \"%s\"", scheme);
+        goto out;
+    }
+    /* libcurl also reads "http:/host:1"; a proxy is written out in full. */
+    len = strlen(scheme);
+    if (strncasecmp(text, scheme, len) != 0 || strncmp(text + len, "://", 3) != 0) {
+        config_error(ld, node, "proxy: \"%s\" is not a URL like %s://proxy.internal:3128", text,
+                     scheme);
+        goto out;
+    }
+    if (curl_url_get(url, CURLUPART_PORT, &port, 0) != CURLUE_OK || strcmp(port, "0") == 0) {
+        config_error(ld, node, "proxy: \"%s\" needs a port (like %s://%s:3128)", text, scheme,
+                     host);
+        goto out;
+    }
+    if (strcmp(path, "/") != 0 || curl_url_get(url, CURLUPART_USER, &rest, 0) == CURLUE_OK ||
+        curl_url_get(url, CURLUPART_QUERY, &rest, 0) == CURLUE_OK ||
+        curl_url_get(url, CURLUPART_FRAGMENT, &rest, 0) == CURLUE_OK ||
+        curl_url_get(url, CURLUPART_ZONEID, &rest, 0) == CURLUE_OK) {
+        config_error(ld, node, "proxy: only scheme, host and port are allowed, not \"%s\"", text);
+        goto out;
+    }
+    len = strlen(scheme) + strlen(host) + strlen(port) + 8;
+    free(route->proxy);
+    route->proxy = malloc(len);
+    if (route->proxy == NULL)
+        config_error(ld, node, "proxy: out of memory");
+    else
+        snprintf(route->proxy, len, "%s://%s:%s", scheme, host, port);
+out:
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_free(path);
+    curl_free(rest);
+    curl_url_cleanup(url);
+}
+
+/* retries.budget: "20%", or a bare 20. */
+static void parse_retry_budget(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    const char *text = config_scalar(ld, node, "budget");
+    char *end = NULL;
+    unsigned long percent;
+
+    if (text == NULL)
+        return;
+    errno = 0;
+    percent = strtoul(text, &end, 10);
+    if (!isdigit((unsigned char)text[0]) || errno != 0 || percent > 100 ||
+        (strcmp(end, "%") != 0 && *end != '\0')) {
+        config_error(ld, node, "budget: \"%s\" is not a percentage from 0 to 100 (like 20%%)",
+                     text);
+        return;
+    }
+    route->retries.budget_percent = (uint32_t)percent;
+}
+
+static void parse_retry_on(struct loader *ld, yaml_node_t *node, void *object)
+{
+    parse_outcomes(ld, node, "on", &((struct config_route *)object)->retries.on);
+}
+
+static const struct field retries_fields[] = {
+    {"attempts", V_U32, offsetof(struct config_route, retries.attempts), 1, 10, NULL},
+    {"on", V_CUSTOM, 0, 0, 0, parse_retry_on},
+    {"budget", V_CUSTOM, 0, 0, 0, parse_retry_budget},
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+const struct key_table config_upstream_keys[] = {
+    {"routes.upstream", upstream_fields},
+    {"routes.upstream.servers", upstream_server_fields},
+    {"routes.upstream.health_check", health_check_fields},
+    {"routes.retries", retries_fields},
+    {NULL, NULL},
+};
+
+/* retries: {attempts, on, budget}; without it, one attempt (parse_route(), routes.c). */
+void config_parse_retries(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+
+    route->retries.attempts = 2;
+    route->retries.on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_RESET;
+    config_walk_mapping(ld, node, retries_fields, route, "retries");
+}
