@@ -152,26 +152,20 @@ static redisReply *next_reply(struct worker *self, struct batch *b, const char *
     return reply;
 }
 
-/* Sends one command and reads its answer, within the batch's time. The reply (an error reply
- * included), or NULL with `why` (the connection is then broken). */
-static redisReply *command(struct worker *self, struct batch *b, int argc, const char **argv)
-{
-    if (redisAppendCommandArgv(self->c, argc, argv, NULL) != REDIS_OK) {
-        set_why(b, "%s: out of memory", argv[0]);
-        return NULL;
-    }
-    if (flush(self, b, argv[0]) != 0)
-        return NULL;
-    return next_reply(self, b, argv[0]);
-}
-
-/* Runs `argc`/`argv` (AUTH, SELECT, SCRIPT LOAD) and checks for an answer that is not an
- * error. The reply, or NULL with `why` in Redis's words (WRONGPASS, NOAUTH, NOPERM...). */
+/* Runs `argc`/`argv` (AUTH, SELECT, SCRIPT LOAD: `name` in the log) within the batch's time,
+ * and checks for an answer that is not an error. The reply, or NULL with `why` in Redis's
+ * words (WRONGPASS, NOAUTH, NOPERM...) or the connection's (which is then broken). */
 static redisReply *setup_command(struct worker *self, struct batch *b, int argc, const char **argv,
                                  const char *name)
 {
-    redisReply *r = command(self, b, argc, argv);
+    redisReply *r = NULL;
 
+    if (redisAppendCommandArgv(self->c, argc, argv, NULL) != REDIS_OK) {
+        set_why(b, "%s: out of memory", name);
+        return NULL;
+    }
+    if (flush(self, b, name) == 0)
+        r = next_reply(self, b, name);
     if (r != NULL && r->type == REDIS_REPLY_ERROR) {
         set_why(b, "%s: %.200s", name, r->str);
         freeReplyObject(r);
