@@ -16,6 +16,8 @@ struct gw_store_call *gw_store_call_new(int64_t deadline_ns, uint64_t state)
     call->next = NULL;
     call->deadline_ns = deadline_ns;
     call->state = state;
+    call->resent = false;
+    call->retried = false;
     call->out = NULL;
     call->done = NULL;
     call->done_arg = NULL;

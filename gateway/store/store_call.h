@@ -31,6 +31,8 @@ struct gw_store_call {
     struct gw_store_call *next; /* in the store's queue */
     int64_t deadline_ns;        /* limiter_now_ns() by which it is answered or given up */
     uint64_t state;             /* the store's health when it was asked (store_health.h) */
+    bool resent;                /* sent again after NOSCRIPT (once at most) */
+    bool retried;               /* queued again after its connection broke (once at most) */
     struct gw_script_args args;
     struct limiter_decision answer[LIMITER_MAX_PER_REQUEST];
 

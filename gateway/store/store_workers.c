@@ -1,57 +1,61 @@
 /* The Redis store's threads and their queue; design in store_workers.h. */
 #include <errno.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "store_workers.h"
 
-/* One thread: its connection, the health spell it was opened in, and the script's digest as
- * this connection's Redis knows it ("" until loaded). */
+/* One thread and its connection: the health spell it was opened in, the script's digest ("" until
+ * first loaded; the same on every Redis, so kept across connections), and what was sent on it
+ * and awaits an answer, oldest first (NULL stands for a SCRIPT LOAD). */
 struct worker {
     struct gw_store_workers *pool;
     pthread_t thread;
+    int wake_fd;  /* an eventfd, written when calls are queued while this thread waits on Redis */
+    bool polling; /* under the pool's lock: waiting on Redis (and wake_fd) */
     redisContext *c;
     uint64_t spell;
     char sha[41];
+    struct gw_store_call *sent[GW_STORE_IN_FLIGHT];
+    size_t first, n_sent;
+    bool timed_out; /* the last failure was a deadline */
+    char why[GW_STORE_WHY_LEN];
+    char script_why[GW_STORE_WHY_LEN]; /* why the last SCRIPT LOAD failed, or "" */
 };
 
 struct gw_store_workers {
     const struct gw_store_redis *redis;
     struct gw_store_health *health;
-    pthread_mutex_t lock; /* the queue and the flags below */
+    pthread_mutex_t lock; /* the queue and the flags below, and each worker's `polling` */
     pthread_cond_t queued;
     struct gw_store_call *head, *tail;
     bool started, stopping;
+    unsigned idle;       /* threads waiting on `queued` */
+    unsigned next_woken; /* where the search for a polling thread to wake starts */
     unsigned n_threads;
     struct worker workers[GW_STORE_THREADS];
 };
 
-/* The calls one thread sends together, each still open (unanswered) or not, and why the last
- * failure happened. */
-struct batch {
-    struct gw_store_call *calls[GW_STORE_BATCH];
-    bool open[GW_STORE_BATCH];
-    size_t n;
-    int64_t deadline_ns; /* the earliest of theirs */
-    bool timed_out;      /* the last failure was the deadline */
-    char why[GW_STORE_WHY_LEN];
-};
-
-static void set_why(struct batch *b, const char *format, ...)
+static void set_why(struct worker *self, const char *format, ...)
 {
     va_list ap;
 
     va_start(ap, format);
-    vsnprintf(b->why, sizeof b->why, format, ap);
+    vsnprintf(self->why, sizeof self->why, format, ap);
     va_end(ap);
 }
 
-static long long timeout_ms(const struct gw_store_workers *w)
+static void set_timed_out(struct worker *self, const char *command)
 {
-    return (long long)(w->redis->timeout_ns / 1000000);
+    self->timed_out = true;
+    set_why(self, "%s: no answer within limiter.redis.timeout (%lld ms)", command,
+            (long long)(self->pool->redis->timeout_ns / 1000000));
 }
 
 /* Gives `call` its outcome: the store's health first (store_call.h says why), then the
@@ -70,30 +74,40 @@ static void finish(struct gw_store_workers *w, struct gw_store_call *call,
     gw_store_call_deliver(call, result);
 }
 
+/* Finishes every call of the list `calls` as failed, for `why`. */
+static void fail_calls(struct gw_store_workers *w, struct gw_store_call *calls, const char *why)
+{
+    while (calls != NULL) {
+        struct gw_store_call *next = calls->next;
+
+        finish(w, calls, GW_STORE_FAILED, why);
+        calls = next;
+    }
+}
+
 static void drop_connection(struct worker *self)
 {
     redisFree(self->c);
     self->c = NULL;
 }
 
-/* Bounds the socket's next waits by the time left before the batch's deadline. -1 (the
- * batch timed out, `why` said for `command`) when none is left. */
-static int bound_wait(struct worker *self, struct batch *b, const char *command)
+/* --- one command at a time, while a connection is set up ---------------------------------- */
+
+/* Bounds the socket's next waits by the time left before `deadline`. -1 (timed out, `why`
+ * said for `command`) when none is left. */
+static int bound_wait(struct worker *self, int64_t deadline, const char *command)
 {
-    int64_t left = b->deadline_ns - limiter_now_ns();
+    int64_t left = (deadline - limiter_now_ns()) / 1000;
     struct timeval tv;
 
     if (left <= 0) {
-        b->timed_out = true;
-        set_why(b, "%s: no answer within limiter.redis.timeout (%lld ms)", command,
-                timeout_ms(self->pool));
+        set_timed_out(self, command);
         return -1;
     }
-    left = left / 1000 > 0 ? left / 1000 : 1; /* {0, 0} would mean no bound at all */
-    tv.tv_sec = (time_t)(left / 1000000);
+    tv.tv_sec = (time_t)(left / 1000000); /* never {0, 0}, which would mean no bound at all */
     tv.tv_usec = (suseconds_t)(left % 1000000);
     if (self->c != NULL && redisSetTimeout(self->c, tv) != REDIS_OK) {
-        set_why(b, "%s: %s", command, self->c->errstr);
+        set_why(self, "%s: %s", command, self->c->errstr);
         return -1;
     }
     return 0;
@@ -101,110 +115,112 @@ static int bound_wait(struct worker *self, struct batch *b, const char *command)
 
 /* Why the connection failed during `command`: the deadline, or the connection's own words.
  * Call it at once: it reads errno. */
-static void connection_failed(struct worker *self, struct batch *b, const char *command)
+static void connection_failed(struct worker *self, int64_t deadline, const char *command)
 {
     redisContext *c = self->c;
 
     if ((c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) ||
-        limiter_now_ns() >= b->deadline_ns) { /* SO_RCVTIMEO or SO_SNDTIMEO ran out */
-        b->timed_out = true;
-        set_why(b, "%s: no answer within limiter.redis.timeout (%lld ms)", command,
-                timeout_ms(self->pool));
-    } else {
-        set_why(b, "%s: %s", command, c->err != 0 ? c->errstr : "no reply");
-    }
+        limiter_now_ns() >= deadline) /* SO_RCVTIMEO or SO_SNDTIMEO ran out */
+        set_timed_out(self, command);
+    else
+        set_why(self, "%s: %s", command, c->err != 0 ? c->errstr : "no reply");
 }
 
-/* Writes out what is appended to the connection. 0, or -1 with `why`. */
-static int flush(struct worker *self, struct batch *b, const char *command)
+/* Writes out what is appended to the connection, by `deadline`. 0, or -1 with `why`. */
+static int flush(struct worker *self, int64_t deadline, const char *command)
 {
     int done = 0;
 
     while (!done) {
-        if (bound_wait(self, b, command) != 0)
+        if (bound_wait(self, deadline, command) != 0)
             return -1;
         if (redisBufferWrite(self->c, &done) != REDIS_OK) {
-            connection_failed(self, b, command);
+            connection_failed(self, deadline, command);
             return -1;
         }
     }
     return 0;
 }
 
-/* The next reply on the connection, each read bounded by the time left. NULL with `why`. */
-static redisReply *next_reply(struct worker *self, struct batch *b, const char *command)
+/* Runs `argc`/`argv` (AUTH, SELECT, SCRIPT LOAD: `name` in the log) by `deadline`, on a
+ * connection with nothing else under way, and checks for an answer that is not an error. The
+ * reply, or NULL with `why` in Redis's words (WRONGPASS, NOAUTH, NOPERM...) or the
+ * connection's. */
+static redisReply *setup_command(struct worker *self, int64_t deadline, int argc, const char **argv,
+                                 const char *name)
 {
     void *reply = NULL;
 
-    if (redisGetReplyFromReader(self->c, &reply) != REDIS_OK) {
-        connection_failed(self, b, command);
+    if (redisAppendCommandArgv(self->c, argc, argv, NULL) != REDIS_OK) {
+        set_why(self, "%s: out of memory", name);
         return NULL;
     }
+    if (flush(self, deadline, name) != 0)
+        return NULL;
     while (reply == NULL) {
-        if (bound_wait(self, b, command) != 0)
+        if (bound_wait(self, deadline, name) != 0)
             return NULL;
         if (redisBufferRead(self->c) != REDIS_OK ||
             redisGetReplyFromReader(self->c, &reply) != REDIS_OK) {
-            connection_failed(self, b, command);
+            connection_failed(self, deadline, name);
             return NULL;
         }
+    }
+    if (((redisReply *)reply)->type == REDIS_REPLY_ERROR) {
+        set_why(self, "%s: %.200s", name, ((redisReply *)reply)->str);
+        freeReplyObject(reply);
+        return NULL;
     }
     return reply;
 }
 
-/* Runs `argc`/`argv` (AUTH, SELECT, SCRIPT LOAD: `name` in the log) within the batch's time,
- * and checks for an answer that is not an error. The reply, or NULL with `why` in Redis's
- * words (WRONGPASS, NOAUTH, NOPERM...) or the connection's (which is then broken). */
-static redisReply *setup_command(struct worker *self, struct batch *b, int argc, const char **argv,
-                                 const char *name)
+/* Keeps the digest SCRIPT LOAD answered with; false (with `why`) if it is none. */
+static bool take_digest(struct worker *self, const redisReply *r)
 {
-    redisReply *r = NULL;
-
-    if (redisAppendCommandArgv(self->c, argc, argv, NULL) != REDIS_OK) {
-        set_why(b, "%s: out of memory", name);
-        return NULL;
+    if (r->type == REDIS_REPLY_STRING && r->len == 40) {
+        memcpy(self->sha, r->str, 41);
+        self->script_why[0] = '\0';
+        return true;
     }
-    if (flush(self, b, name) == 0)
-        r = next_reply(self, b, name);
-    if (r != NULL && r->type == REDIS_REPLY_ERROR) {
-        set_why(b, "%s: %.200s", name, r->str);
-        freeReplyObject(r);
-        return NULL;
-    }
-    return r;
+    if (r->type == REDIS_REPLY_ERROR)
+        set_why(self, "SCRIPT LOAD: %.200s", r->str);
+    else
+        set_why(self, "SCRIPT LOAD: an answer that is no digest");
+    snprintf(self->script_why, sizeof self->script_why, "%s", self->why);
+    return false;
 }
 
-/* A fresh connection for the worker: connected, authenticated, its database selected, all
- * within the batch's time. 0, or -1 with `why` (no connection kept). */
-static int open_connection(struct worker *self, struct batch *b)
+/* A fresh connection: connected, authenticated, its database selected and the script loaded
+ * (the first time), all by `deadline`. 0, or -1 with `why` (no connection kept). */
+static int open_connection(struct worker *self, int64_t deadline)
 {
     const struct gw_store_redis *redis = self->pool->redis;
-    struct timeval tv;
+    const char *load[] = {"SCRIPT", "LOAD", gw_script_text};
+    int64_t left = (deadline - limiter_now_ns()) / 1000;
+    struct timeval tv = {.tv_sec = (time_t)(left / 1000000),
+                         .tv_usec = (suseconds_t)(left % 1000000)};
     redisReply *r = NULL;
-    int64_t left;
     char db[16];
 
     self->spell = gw_store_health_spells(self->pool->health);
-    if (bound_wait(self, b, "connect") != 0)
+    if (left <= 0) {
+        set_timed_out(self, "connect");
         return -1;
-    left = (b->deadline_ns - limiter_now_ns()) / 1000;
-    left = left > 0 ? left : 1;
-    tv.tv_sec = (time_t)(left / 1000000);
-    tv.tv_usec = (suseconds_t)(left % 1000000);
+    }
     self->c = redisConnectWithTimeout(redis->host, redis->port, tv);
     if (self->c == NULL) {
-        set_why(b, "connect: out of memory");
+        set_why(self, "connect: out of memory");
         return -1;
     }
     if (self->c->err != 0) {
-        b->timed_out = limiter_now_ns() >= b->deadline_ns;
-        set_why(b, "connect: %s", self->c->errstr);
+        self->timed_out = limiter_now_ns() >= deadline;
+        set_why(self, "connect: %s", self->c->errstr);
         goto fail;
     }
     if (redis->password != NULL) {
         const char *argv[] = {"AUTH", redis->password};
 
-        r = setup_command(self, b, 2, argv, "AUTH");
+        r = setup_command(self, deadline, 2, argv, "AUTH");
         if (r == NULL)
             goto fail;
         freeReplyObject(r);
@@ -213,9 +229,17 @@ static int open_connection(struct worker *self, struct batch *b)
         const char *argv[] = {"SELECT", db};
 
         snprintf(db, sizeof db, "%u", redis->db);
-        r = setup_command(self, b, 2, argv, "SELECT");
+        r = setup_command(self, deadline, 2, argv, "SELECT");
         if (r == NULL)
             goto fail;
+        freeReplyObject(r);
+    }
+    if (self->sha[0] == '\0') {
+        r = setup_command(self, deadline, 3, load, "SCRIPT LOAD");
+        if (r == NULL || !take_digest(self, r)) {
+            freeReplyObject(r);
+            goto fail;
+        }
         freeReplyObject(r);
     }
     return 0;
@@ -224,132 +248,281 @@ fail:
     return -1;
 }
 
-/* Loads the script into Redis (it forgets it on restart) and keeps its digest. 0, or -1
- * with `why`. */
-static int load_script(struct worker *self, struct batch *b)
-{
-    const char *argv[] = {"SCRIPT", "LOAD", gw_script_text};
-    redisReply *r = setup_command(self, b, 3, argv, "SCRIPT LOAD");
-    int rc = -1;
+/* --- calls under way on the connection ------------------------------------------------------- */
 
-    if (r == NULL)
-        return -1;
-    if (r->type == REDIS_REPLY_STRING && r->len == 40) {
-        memcpy(self->sha, r->str, 41);
-        rc = 0;
-    } else {
-        set_why(b, "SCRIPT LOAD: an answer that is no digest");
-    }
-    freeReplyObject(r);
-    return rc;
+static void sent_push(struct worker *self, struct gw_store_call *call)
+{
+    self->sent[(self->first + self->n_sent++) % GW_STORE_IN_FLIGHT] = call;
 }
 
-/* Reads Redis's answer to one call: finishes it, or leaves it open when Redis had lost the
- * script (`*noscript` set). */
-static void take_answer(struct worker *self, struct batch *b, size_t i, redisReply *r,
-                        bool *noscript)
+static struct gw_store_call *sent_pop(struct worker *self)
 {
-    struct gw_store_call *call = b->calls[i];
+    struct gw_store_call *call = self->sent[self->first];
 
-    if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        *noscript = true;
-        return;
-    }
-    b->open[i] = false;
-    if (r->type == REDIS_REPLY_ERROR) { /* WRONGTYPE, NOPERM, OOM...: the connection is fine */
-        set_why(b, "EVALSHA: %.200s", r->str);
-        finish(self->pool, call, GW_STORE_FAILED, b->why);
-    } else if (gw_script_answer(r, &call->args, call->answer) != 0) {
-        set_why(b, "EVALSHA: an answer of the wrong shape");
-        finish(self->pool, call, GW_STORE_FAILED, b->why);
-    } else {
-        finish(self->pool, call, GW_STORE_OK, NULL);
-    }
+    self->first = (self->first + 1) % GW_STORE_IN_FLIGHT;
+    self->n_sent--;
+    return call;
 }
 
-/* Sends the batch's open calls as one pipeline and reads their answers in order. 0 when
- * every answer was read (`*noscript` when some asked for the script: they are still open);
- * -1 when the connection failed (`why`; the calls not yet answered are still open). */
-static int exchange(struct worker *self, struct batch *b, bool *noscript)
+/* The earliest deadline of the calls under way: the connection's every wait ends there. */
+static int64_t sent_deadline(const struct worker *self)
 {
-    *noscript = false;
-    for (size_t i = 0; i < b->n; i++) {
-        struct gw_script_args *args = &b->calls[i]->args;
+    int64_t earliest = INT64_MAX;
 
-        if (!b->open[i])
+    for (size_t i = 0; i < self->n_sent; i++) {
+        const struct gw_store_call *call = self->sent[(self->first + i) % GW_STORE_IN_FLIGHT];
+
+        if (call != NULL && call->deadline_ns < earliest)
+            earliest = call->deadline_ns;
+    }
+    return earliest;
+}
+
+/* Puts the list `calls` (its last `last`) back at the head of the queue, for a fresh
+ * connection (this thread's, if no other is first). */
+static void requeue(struct gw_store_workers *w, struct gw_store_call *calls,
+                    struct gw_store_call *last)
+{
+    pthread_mutex_lock(&w->lock);
+    last->next = w->head;
+    w->head = calls;
+    if (w->tail == NULL)
+        w->tail = last;
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* The connection failed (`why`): it is dropped, and every call under way on it fails, but
+ * with `retry` (it broke, it did not time out) a call not tried again yet is queued again
+ * with the time it has left: a kept connection that Redis closed while it was idle says
+ * nothing of Redis. */
+static void fail_sent(struct worker *self, bool retry)
+{
+    struct gw_store_call *again = NULL, *last = NULL;
+    int64_t now = limiter_now_ns();
+
+    while (self->n_sent > 0) {
+        struct gw_store_call *call = sent_pop(self);
+
+        if (call == NULL)
             continue;
-        args->argv[1] = self->sha;
-        if (redisAppendCommandArgv(self->c, args->argc, args->argv, NULL) != REDIS_OK) {
-            set_why(b, "EVALSHA: out of memory");
-            return -1;
+        if (retry && !call->retried && call->deadline_ns > now) {
+            call->retried = true;
+            call->next = NULL;
+            if (last != NULL)
+                last->next = call;
+            else
+                again = call;
+            last = call;
+        } else {
+            finish(self->pool, call, GW_STORE_FAILED, self->why);
         }
     }
-    if (flush(self, b, "EVALSHA") != 0)
-        return -1;
-    for (size_t i = 0; i < b->n; i++) {
-        redisReply *r;
+    drop_connection(self);
+    if (again != NULL)
+        requeue(self->pool, again, last);
+}
 
-        if (!b->open[i])
-            continue;
-        r = next_reply(self, b, "EVALSHA");
-        if (r == NULL)
-            return -1;
-        take_answer(self, b, i, r, noscript);
-        freeReplyObject(r);
+/* Appends EVALSHA for `call` and counts it as under way. -1 when memory is short. */
+static int append_call(struct worker *self, struct gw_store_call *call)
+{
+    struct gw_script_args *args = &call->args;
+
+    args->argv[1] = self->sha;
+    if (redisAppendCommandArgv(self->c, args->argc, args->argv, NULL) != REDIS_OK) {
+        set_why(self, "EVALSHA: out of memory");
+        return -1;
     }
+    sent_push(self, call);
     return 0;
 }
 
-/* Runs a batch to the end: every call in it is finished when this returns. */
-static void run_batch(struct worker *self, struct batch *b)
+/* Sends the list `calls` on the connection (opened first when there is none, or when it was
+ * opened before the store last degraded), after those already under way. Calls past their
+ * deadline fail at once: they waited too long for a thread. */
+static void send_calls(struct worker *self, struct gw_store_call *calls)
 {
-    bool retried = false, noscript = false;
+    struct gw_store_workers *w = self->pool;
+    struct gw_store_call *live = NULL, **tail = &live;
+    int64_t now = limiter_now_ns(), earliest = INT64_MAX;
 
-    for (int round = 0; round < 4; round++) {
-        bool reused = self->c != NULL && self->spell == gw_store_health_spells(self->pool->health);
+    self->timed_out = false;
+    while (calls != NULL) {
+        struct gw_store_call *call = calls;
 
-        if (!reused) {
-            drop_connection(self);
-            if (open_connection(self, b) != 0)
-                break;
-        }
-        if (self->sha[0] == '\0' && load_script(self, b) != 0) {
-            if (self->c->err != 0)
-                drop_connection(self);
-            break;
-        }
-        if (exchange(self, b, &noscript) == 0) {
-            if (!noscript)
-                break;
-            self->sha[0] = '\0'; /* Redis restarted: load it and send those again */
+        calls = call->next;
+        call->next = NULL;
+        if (call->deadline_ns <= now) {
+            set_timed_out(self, "queued");
+            finish(w, call, GW_STORE_FAILED, self->why);
             continue;
         }
-        drop_connection(self);
-        /* A kept connection that failed at once was most likely closed while idle: one more
-         * try on a fresh one, in the time left. A timeout is Redis's slowness: not again. */
-        if (!reused || retried || b->timed_out)
-            break;
-        retried = true;
+        earliest = call->deadline_ns < earliest ? call->deadline_ns : earliest;
+        *tail = call;
+        tail = &call->next;
     }
-    if (noscript && b->why[0] == '\0')
-        set_why(b, "EVALSHA: NOSCRIPT after the script was loaded");
-    for (size_t i = 0; i < b->n; i++)
-        if (b->open[i])
-            finish(self->pool, b->calls[i], GW_STORE_FAILED, b->why);
+    if (live == NULL)
+        return;
+    if (self->n_sent == 0 &&
+        (self->c == NULL || self->spell != gw_store_health_spells(w->health))) {
+        drop_connection(self);
+        if (open_connection(self, earliest) != 0) {
+            fail_calls(w, live, self->why);
+            return;
+        }
+    }
+    for (struct gw_store_call *call = live, *next; call != NULL; call = next) {
+        next = call->next;
+        if (append_call(self, call) != 0) {
+            fail_calls(w, call, self->why);
+            break;
+        }
+    }
+    if (flush(self, sent_deadline(self), "EVALSHA") != 0)
+        fail_sent(self, !self->timed_out);
 }
 
-/* Takes up to GW_STORE_BATCH queued calls into `b`, waiting while there are none; finishes
- * those already past their deadline. False when stopping and nothing is left. */
-static bool take_batch(struct gw_store_workers *w, struct batch *b)
+/* Redis's answer `r` to the oldest call under way, `call`: finishes it, or, when Redis had
+ * lost the script (it restarted) and the call was not sent again yet, keeps it in `again`. */
+static void take_answer(struct worker *self, struct gw_store_call *call, const redisReply *r,
+                        struct gw_store_call **again, size_t *n_again)
 {
-    struct gw_store_call *calls = NULL, *last = NULL;
-    int64_t now;
+    struct gw_store_workers *w = self->pool;
+    bool noscript = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+
+    if (noscript && !call->resent) {
+        call->resent = true;
+        again[(*n_again)++] = call;
+    } else if (noscript && self->script_why[0] != '\0') {
+        finish(w, call, GW_STORE_FAILED, self->script_why);
+    } else if (r->type == REDIS_REPLY_ERROR) { /* WRONGTYPE, NOPERM, OOM: the connection is fine */
+        set_why(self, "EVALSHA: %.200s", r->str);
+        finish(w, call, GW_STORE_FAILED, self->why);
+    } else if (gw_script_answer(r, &call->args, call->answer) != 0) {
+        set_why(self, "EVALSHA: an answer of the wrong shape");
+        finish(w, call, GW_STORE_FAILED, self->why);
+    } else {
+        finish(w, call, GW_STORE_OK, NULL);
+    }
+}
+
+/* Sends the calls Redis answered NOSCRIPT once more, after loading the script, within the
+ * time they have left. */
+static void send_again(struct worker *self, struct gw_store_call **again, size_t n_again)
+{
+    const char *load[] = {"SCRIPT", "LOAD", gw_script_text};
+
+    if (self->n_sent + 1 + n_again > GW_STORE_IN_FLIGHT ||
+        redisAppendCommandArgv(self->c, 3, load, NULL) != REDIS_OK) {
+        set_why(self, "SCRIPT LOAD: out of memory");
+        for (size_t i = 0; i < n_again; i++)
+            finish(self->pool, again[i], GW_STORE_FAILED, self->why);
+        return;
+    }
+    sent_push(self, NULL);
+    for (size_t i = 0; i < n_again; i++)
+        if (append_call(self, again[i]) != 0)
+            finish(self->pool, again[i], GW_STORE_FAILED, self->why);
+    if (flush(self, sent_deadline(self), "EVALSHA") != 0)
+        fail_sent(self, !self->timed_out);
+}
+
+/* Reads what Redis has sent and finishes the calls it answers, in order. */
+static void read_answers(struct worker *self)
+{
+    struct gw_store_call *again[GW_STORE_IN_FLIGHT];
+    size_t n_again = 0;
+    int64_t deadline = sent_deadline(self);
+
+    if (redisBufferRead(self->c) != REDIS_OK) {
+        connection_failed(self, deadline, "EVALSHA");
+        fail_sent(self, !self->timed_out);
+        return;
+    }
+    for (;;) {
+        void *reply = NULL;
+        struct gw_store_call *call;
+
+        if (redisGetReplyFromReader(self->c, &reply) != REDIS_OK) {
+            set_why(self, "EVALSHA: %s", self->c->errstr);
+            fail_sent(self, false);
+            return;
+        }
+        if (reply == NULL)
+            break;
+        if (self->n_sent == 0) {
+            freeReplyObject(reply);
+            set_why(self, "EVALSHA: an answer to nothing asked");
+            fail_sent(self, false);
+            return;
+        }
+        call = sent_pop(self);
+        if (call == NULL)
+            take_digest(self, reply); /* the calls sent after it say whether it failed */
+        else
+            take_answer(self, call, reply, again, &n_again);
+        freeReplyObject(reply);
+    }
+    if (n_again > 0)
+        send_again(self, again, n_again);
+}
+
+/* Waits for Redis's next answers, until the earliest deadline of the calls under way, and
+ * takes them; or, when calls are queued meanwhile (wake_fd), returns to send them. A deadline
+ * that passes fails every call under way and drops the connection: Redis is slow. */
+static void await_answers(struct worker *self)
+{
+    struct gw_store_workers *w = self->pool;
+    struct pollfd fds[2] = {{.fd = self->c->fd, .events = POLLIN},
+                            {.fd = self->wake_fd, .events = POLLIN}};
+    int64_t deadline = sent_deadline(self), left = deadline - limiter_now_ns();
+    struct timespec wait;
+    bool queued;
+    int ready;
 
     pthread_mutex_lock(&w->lock);
-    while (w->head == NULL && !w->stopping)
+    queued = w->head != NULL && self->n_sent < GW_STORE_IN_FLIGHT - 1; /* and room for them */
+    self->polling = !queued;
+    pthread_mutex_unlock(&w->lock);
+    left = queued || left < 0 ? 0 : left; /* queued: only look, then go and send them */
+    wait.tv_sec = (time_t)(left / 1000000000);
+    wait.tv_nsec = (long)(left % 1000000000);
+    ready = ppoll(fds, 2, &wait, NULL);
+    pthread_mutex_lock(&w->lock);
+    self->polling = false;
+    pthread_mutex_unlock(&w->lock);
+    if (ready > 0 && (fds[1].revents & POLLIN)) {
+        uint64_t count;
+
+        if (read(self->wake_fd, &count, sizeof count) < 0)
+            count = 0; /* nothing to do: it was read already */
+    }
+    self->timed_out = false;
+    if (ready > 0 && fds[0].revents != 0) {
+        read_answers(self);
+    } else if (limiter_now_ns() >= deadline) {
+        set_timed_out(self, "EVALSHA");
+        fail_sent(self, false);
+    }
+}
+
+/* --- the threads --------------------------------------------------------------------------- */
+
+/* Takes the queued calls this thread can send (as a list), waiting for some while it has none
+ * under way. NULL when there are none; with none under way, that means it is to stop. */
+static struct gw_store_call *take_calls(struct worker *self)
+{
+    struct gw_store_workers *w = self->pool;
+    struct gw_store_call *calls, *last = NULL;
+    size_t room = GW_STORE_IN_FLIGHT - 1 - self->n_sent; /* one for a SCRIPT LOAD */
+
+    pthread_mutex_lock(&w->lock);
+    while (self->n_sent == 0 && w->head == NULL && !w->stopping) {
+        w->idle++;
         pthread_cond_wait(&w->queued, &w->lock);
+        w->idle--;
+    }
     calls = w->head;
-    for (size_t n = 0; w->head != NULL && n < GW_STORE_BATCH; n++) {
+    for (size_t n = 0; w->head != NULL && n < room; n++) {
         last = w->head;
         w->head = w->head->next;
     }
@@ -357,46 +530,52 @@ static bool take_batch(struct gw_store_workers *w, struct batch *b)
         last->next = NULL;
     if (w->head == NULL)
         w->tail = NULL;
-    else
-        pthread_cond_signal(&w->queued); /* more for another thread */
+    else if (w->idle > 0)
+        pthread_cond_signal(&w->queued); /* more than this thread takes */
     pthread_mutex_unlock(&w->lock);
-    if (calls == NULL)
-        return false;
-
-    b->n = 0;
-    b->timed_out = false;
-    b->why[0] = '\0';
-    now = limiter_now_ns();
-    while (calls != NULL) {
-        struct gw_store_call *call = calls;
-
-        calls = call->next;
-        if (call->deadline_ns <= now) {
-            set_why(b, "no thread free within limiter.redis.timeout (%lld ms)", timeout_ms(w));
-            finish(w, call, GW_STORE_FAILED, b->why);
-            continue;
-        }
-        if (b->n == 0 || call->deadline_ns < b->deadline_ns)
-            b->deadline_ns = call->deadline_ns;
-        b->open[b->n] = true;
-        b->calls[b->n++] = call;
-    }
-    b->why[0] = '\0';
-    return true;
+    return last != NULL ? calls : NULL;
 }
 
 static void *serve(void *arg)
 {
     struct worker *self = arg;
-    struct batch *b = malloc(sizeof *b);
 
-    /* Without its batch a thread cannot work; the others take the queue. */
-    while (b != NULL && take_batch(self->pool, b))
-        if (b->n > 0)
-            run_batch(self, b);
+    for (;;) {
+        struct gw_store_call *calls = take_calls(self);
+
+        if (calls == NULL && self->n_sent == 0)
+            break;
+        if (calls != NULL)
+            send_calls(self, calls);
+        if (self->n_sent > 0)
+            await_answers(self);
+    }
     drop_connection(self);
-    free(b);
     return NULL;
+}
+
+/* Under the lock: tells a thread of calls queued. An idle one takes them; else one waiting on
+ * Redis is woken to send them on its connection at once (the others look at the queue
+ * whenever Redis answers them). */
+static void wake_thread(struct gw_store_workers *w)
+{
+    const uint64_t one = 1;
+
+    if (w->idle > 0) {
+        pthread_cond_signal(&w->queued);
+        return;
+    }
+    for (unsigned i = 0; i < w->n_threads; i++) {
+        struct worker *t = &w->workers[(w->next_woken + i) % w->n_threads];
+
+        if (t->polling) {
+            t->polling = false; /* once is enough */
+            if (write(t->wake_fd, &one, sizeof one) < 0)
+                continue;
+            w->next_woken = (w->next_woken + i + 1) % w->n_threads;
+            return;
+        }
+    }
 }
 
 struct gw_store_workers *gw_store_workers_new(const struct gw_store_redis *redis,
@@ -410,8 +589,10 @@ struct gw_store_workers *gw_store_workers_new(const struct gw_store_redis *redis
     w->health = health;
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->queued, NULL);
-    for (unsigned i = 0; i < GW_STORE_THREADS; i++)
+    for (unsigned i = 0; i < GW_STORE_THREADS; i++) {
         w->workers[i].pool = w;
+        w->workers[i].wake_fd = -1;
+    }
     return w;
 }
 
@@ -419,9 +600,14 @@ struct gw_store_workers *gw_store_workers_new(const struct gw_store_redis *redis
 static void start_threads(struct gw_store_workers *w)
 {
     w->started = true;
-    while (w->n_threads < GW_STORE_THREADS && pthread_create(&w->workers[w->n_threads].thread, NULL,
-                                                             serve, &w->workers[w->n_threads]) == 0)
+    while (w->n_threads < GW_STORE_THREADS) {
+        struct worker *t = &w->workers[w->n_threads];
+
+        t->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (t->wake_fd < 0 || pthread_create(&t->thread, NULL, serve, t) != 0)
+            break;
         w->n_threads++;
+    }
 }
 
 int gw_store_workers_queue(struct gw_store_workers *w, struct gw_store_call *call)
@@ -438,7 +624,7 @@ int gw_store_workers_queue(struct gw_store_workers *w, struct gw_store_call *cal
         else
             w->head = call;
         w->tail = call;
-        pthread_cond_signal(&w->queued);
+        wake_thread(w);
         rc = 0;
     }
     pthread_mutex_unlock(&w->lock);
@@ -452,11 +638,13 @@ void gw_store_workers_stop(struct gw_store_workers *w)
     pthread_mutex_lock(&w->lock);
     w->stopping = true;
     n = w->n_threads;
-    w->n_threads = 0;
     pthread_cond_broadcast(&w->queued);
     pthread_mutex_unlock(&w->lock);
     for (unsigned i = 0; i < n; i++)
         pthread_join(w->workers[i].thread, NULL);
+    pthread_mutex_lock(&w->lock);
+    w->n_threads = 0;
+    pthread_mutex_unlock(&w->lock);
 }
 
 void gw_store_workers_free(struct gw_store_workers *w)
@@ -464,6 +652,9 @@ void gw_store_workers_free(struct gw_store_workers *w)
     if (w == NULL)
         return;
     gw_store_workers_stop(w);
+    for (unsigned i = 0; i < GW_STORE_THREADS; i++)
+        if (w->workers[i].wake_fd >= 0)
+            close(w->workers[i].wake_fd);
     pthread_cond_destroy(&w->queued);
     pthread_mutex_destroy(&w->lock);
     free(w);

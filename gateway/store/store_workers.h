@@ -3,25 +3,31 @@
  * and the queue of calls (store_call.h) they answer. Nothing else runs on them, so the store
  * never waits behind other work (event mode's upgrades have threads of their own).
  *
- * Both serving modes queue their calls here. A thread takes every queued call, up to
- * GW_STORE_BATCH at a time, finishes those whose deadline has passed as failures (they waited
- * too long for a thread: on_store_error decides them, and the store counts each), and sends
- * the rest to Redis as one pipeline (all the EVALSHAs written, then all the answers read), the
- * socket's every wait bounded by the time left before the earliest of their deadlines. So a
- * call's whole wait, queue included, is bounded by limiter.redis.timeout, and a slow Redis
- * costs one round trip per batch rather than per request: with Redis answering in 20 ms, four
- * threads answer up to 4 * 64 calls per 20 ms instead of 4.
+ * Both serving modes queue their calls here. A thread takes what is queued and sends it on its
+ * connection at once, behind whatever it already has under way there (up to
+ * GW_STORE_IN_FLIGHT calls): Redis answers in order, so each answer goes to the oldest call
+ * still waiting. Meanwhile the thread waits for Redis and for more calls together (poll on the
+ * socket and an eventfd the queue writes when no thread is idle), so a call is sent the moment
+ * it is queued even while Redis is slow, and pays one round trip, not a place in a line. With
+ * every answer 20 ms late, four threads doing one call at a time capped the gateway at 188
+ * requests a second; this way the cap is Redis's own speed.
  *
- * Connections: one per thread, opened on first use (AUTH and SELECT as configured) and kept;
- * so the gateway holds GW_STORE_THREADS connections to Redis in both modes, however many
- * clients ask at once. A connection is dropped when it fails, and one opened before the store
- * last degraded (store_health.h) is replaced before its next use: whatever broke one most
- * likely broke the others. A connection that was kept idle and fails on first use (Redis, or
- * something between, closed it) says nothing of Redis, so the batch is sent once more on a
- * fresh one, within the time its calls have left; a timeout is never tried again.
+ * Deadlines: a call that waited in the queue past its deadline is not sent (it fails: on_store_
+ * error decides it, and the store counts it); every wait on the socket (connecting, sending,
+ * answers) ends at the earliest deadline of the calls under way. When that passes with its
+ * answer still missing, Redis is slow: every call under way on that connection fails and the
+ * connection is dropped (its late answers cannot be told apart).
  *
- * Redis forgets the script on restart: a NOSCRIPT answer loads it (SCRIPT LOAD) and sends
- * those calls again, within the same time.
+ * Connections: one per thread, opened when the thread first has a call to send (AUTH, SELECT,
+ * SCRIPT LOAD as needed) and kept; so the gateway holds GW_STORE_THREADS connections to Redis
+ * in both modes, however many clients ask at once. One opened before the store last degraded
+ * (store_health.h) is replaced before it is used again: whatever broke one connection most
+ * likely broke the others. When a connection breaks (a kept one that Redis, or something
+ * between, closed while it was idle says nothing of Redis), each call under way on it is
+ * queued again once, with the time it has left; a timeout is never tried again.
+ *
+ * Redis forgets the script on restart: a NOSCRIPT answer sends SCRIPT LOAD and then the call
+ * again, once, on the same connection, within the same time.
  */
 #ifndef SLUICE_GATEWAY_STORE_WORKERS_H
 #define SLUICE_GATEWAY_STORE_WORKERS_H
@@ -31,8 +37,8 @@
 #include "store_call.h"
 #include "store_health.h"
 
-#define GW_STORE_THREADS 4
-#define GW_STORE_BATCH   64
+#define GW_STORE_THREADS   4
+#define GW_STORE_IN_FLIGHT 256 /* calls under way on one connection */
 
 /* Where and how the threads connect (the store's; it outlives the threads). */
 struct gw_store_redis {

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -341,6 +342,7 @@ static int start_proxied(struct proxied *c)
 static void *accept_loop(void *arg)
 {
     struct delay_proxy *d = arg;
+    const int one = 1;
     struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(d->target_port)};
 
     to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -359,6 +361,9 @@ static void *accept_loop(void *arg)
             free(c);
             continue;
         }
+        /* Each chunk goes when due, not held back for an acknowledgement (Nagle). */
+        setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->client = client;
         c->server = server;
         c->delay = d->delay_ms / 1000.0;
