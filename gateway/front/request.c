@@ -1750,8 +1750,11 @@ bool gw_request_upgraded(const struct gw_request *rq)
 
 bool gw_request_reading_body(const struct gw_request *rq)
 {
-    return rq->has_body && !rq->empty_body && !rq->body.ended && !rq->suspended &&
-           rq->status == 0 && !rq->store_pending;
+    /* Asked right after gw_request_handle(), when the store's thread (or an upgrade's) may
+     * already be handing the request back: `suspended` is read only once neither has it
+     * (store_pending is this thread's; a request with a body is never an upgrade). */
+    return rq->has_body && !rq->empty_body && !rq->store_pending && !rq->body.ended &&
+           !rq->suspended && rq->status == 0;
 }
 
 /* The name of the limit that denied the request (or would have, on a dry_run route), or NULL. */
