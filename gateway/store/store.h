@@ -30,9 +30,10 @@
  * The store has GW_STORE_THREADS (4) threads of its own, each with one connection to Redis,
  * and a queue of calls (store_workers.h); nothing else runs on them. Both serving modes queue
  * their requests' calls there: event mode with a callback that resumes the connection,
- * thread_per_connection waiting for the answer. A thread sends every call it takes from the
- * queue as one pipeline, so the gateway keeps four connections to Redis however many clients
- * ask at once, and a slow Redis costs a round trip per batch, not per request.
+ * thread_per_connection waiting for the answer. A thread sends each call the moment it is
+ * queued, behind those already under way on its connection, and Redis answers them in order:
+ * the gateway keeps four connections to Redis however many clients ask at once, and a slow
+ * Redis costs each request one round trip, not a place in a line.
  *
  * limiter.redis.timeout (50 ms by default: on a loaded 2-core host EVALSHA's p99 reached 7 ms
  * and its maximum 48 ms, so 5 ms timed out often) bounds a request's whole wait for the store,
@@ -40,9 +41,9 @@
  * deadline is not sent; a call under way is cut off (the socket's waits are bounded by the
  * time left); a thread_per_connection request stops waiting at the deadline whatever the
  * thread does (store_call.h). Each is a failure: on_store_error decides the request, and the
- * store counts an error. No retry restarts the clock: the one retry (a kept connection that
- * Redis closed while idle, store_workers.h) and a reload of the script after NOSCRIPT use only
- * the time left.
+ * store counts an error. No retry restarts the clock: the one retry (of a call whose
+ * connection broke, as one Redis closed while idle does; store_workers.h) and a reload of the
+ * script after NOSCRIPT use only the time left.
  *
  * A failure (refused, timed out, an error reply) marks the store degraded: calls are then not
  * made, and the caller applies on_store_error, until a backoff (100 ms, doubling to 5 s) lets
