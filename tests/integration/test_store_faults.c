@@ -525,6 +525,23 @@ static void test_timeout_is_not_doubled(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
+/* Connections that Redis closed while they were idle (CLIENT KILL; a Redis `timeout`, or a
+ * firewall forgetting them, does the same) say nothing of Redis: the calls that find them
+ * closed go again on fresh ones, within their time, and nothing fails. */
+static void test_closed_idle_connections_are_replaced(void)
+{
+    struct proc gw;
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, redis.port, "1s"), 0);
+    CU_ASSERT_TRUE_FATAL(connect_every_thread(&gw));
+    CU_ASSERT_EQUAL(redis_run(&redis, "CLIENT KILL TYPE normal"), 0);
+    for (int i = 0; i < 8; i++)
+        CU_ASSERT_EQUAL(get_status(gw.port, "/limited/", NULL), 200);
+    CU_ASSERT_EQUAL(metric_now(&gw, "sluice_store_errors_total"), 0);
+    CU_ASSERT_EQUAL(metric_now(&gw, "sluice_store_degraded"), 0);
+    CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+}
+
 /* A Redis that answers every call late (60 ms, behind a proxy), though within the timeout
  * (150 ms), with 128 clients asking at once for 3 s: no request waits for the store much past
  * the timeout, queue included (one call at a time per thread let them queue: 128 / 4 * 60 ms
@@ -666,6 +683,8 @@ void register_store_faults_tests(void)
     add_test(s, "a paused Redis costs each request about the timeout",
              test_paused_redis_costs_the_timeout);
     add_test(s, "the timeout is not doubled", test_timeout_is_not_doubled);
+    add_test(s, "connections Redis closed while idle are replaced, nothing fails",
+             test_closed_idle_connections_are_replaced);
     add_test(s, "a Redis slow to answer does not queue requests past the timeout",
              test_slow_answers_do_not_queue);
     add_test(s, "200 clients, a few connections to Redis", test_connections_stay_few);
