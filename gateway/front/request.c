@@ -552,9 +552,13 @@ static void set_aside(struct gw_request *rq, struct MHD_Connection *c)
 
 static void back_to_loop(struct gw_request *rq)
 {
+    /* Once resumed, the loop may finish the request and free it before this thread goes on:
+     * nothing of it is read after the resumption. */
+    struct gw_loop *loop = rq->loop;
+
     rq->suspended = false;
     MHD_resume_connection(rq->client);
-    gw_loop_wake(rq->loop); /* libmicrohttpd tells only its own threads of a resumption */
+    gw_loop_wake(loop); /* libmicrohttpd tells only its own threads of a resumption */
 }
 
 /* On one of the store's threads (event mode): the store's answer is in rq->decisions. */
