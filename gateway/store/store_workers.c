@@ -11,9 +11,9 @@
 
 #include "store_workers.h"
 
-/* One thread and its connection: the health spell it was opened in, the script's digest ("" until
- * first loaded; the same on every Redis, so kept across connections), and what was sent on it
- * and awaits an answer, oldest first (NULL stands for a SCRIPT LOAD). */
+/* One thread and its connection: the health spell it was opened in, the script's digest (""
+ * until first loaded; the same on every Redis, so kept across connections), and what was sent
+ * on it and awaits an answer, oldest first (NULL stands for a SCRIPT LOAD). */
 struct worker {
     struct gw_store_workers *pool;
     pthread_t thread;
@@ -492,9 +492,9 @@ static void await_answers(struct worker *self)
     pthread_mutex_unlock(&w->lock);
     if (ready > 0 && (fds[1].revents & POLLIN)) {
         uint64_t count;
+        ssize_t got = read(self->wake_fd, &count, sizeof count); /* resets it */
 
-        if (read(self->wake_fd, &count, sizeof count) < 0)
-            count = 0; /* nothing to do: it was read already */
+        (void)got; /* EAGAIN: nothing was left to reset */
     }
     self->timed_out = false;
     if (ready > 0 && fds[0].revents != 0) {
