@@ -1,17 +1,16 @@
 /*
- * offload: a small set of threads for the blocking calls an event loop must not make.
+ * offload: a small set of threads for the blocking calls an event loop must not make: the
+ * upstream's side of an upgrade (upgrade.h: connect, send the request, read the answer's
+ * head, bounded by the route's timeout).
  *
  * In event mode a loop thread serves many connections, so it never waits on the network
- * itself; the Redis store's calls (store.h: hiredis, blocking, bounded by limiter.redis's
- * timeout) are handed here instead. A job is queued, one of GW_OFFLOAD_THREADS threads runs it,
- * and the job itself tells its loop (the request resumes its connection and wakes the loop;
- * request.c). The queue is a list under one mutex; the threads sleep on a condition variable
- * while it is empty. The threads share the store's connection pool, so as many calls can be
- * under way at once as there are threads.
+ * itself. A job is queued, one of GW_OFFLOAD_THREADS threads runs it, and the job itself
+ * tells its loop (the request resumes its connection and wakes the loop; request.c). The
+ * queue is a list under one mutex; the threads sleep on a condition variable while it is
+ * empty.
  *
- * (hiredis's asynchronous API on each loop was the alternative: no hand-off, but a second
- * implementation of the store's pool, backoff and script handling beside the blocking one
- * that thread_per_connection keeps.)
+ * The Redis store does not use these threads: it has its own (store.h), so upgrades to a slow
+ * upstream, which may hold all four for a route's timeout, never delay a decision in Redis.
  */
 #ifndef SLUICE_GATEWAY_OFFLOAD_H
 #define SLUICE_GATEWAY_OFFLOAD_H

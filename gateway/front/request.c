@@ -28,7 +28,7 @@
 #define TOO_LARGE      "the request body is larger than this gateway accepts"
 
 struct gw_request {
-    struct gw_offload_job store_job; /* event mode: the Redis store asked off the loop */
+    struct gw_offload_job upgrade_job; /* event mode: an upgrade's connection made off the loop */
     struct gw_runtime *runtime;
     char *raw_uri; /* as the client sent it, forwarded byte for byte */
     char *path;    /* what it is routed by (target.h), or NULL before that */
@@ -65,7 +65,7 @@ struct gw_request {
     const char *ids[LIMITER_MAX_PER_REQUEST];             /* each limit's key: `key` or below */
     uint64_t costs[LIMITER_MAX_PER_REQUEST];              /* each limit's units (cost:) */
     char limit_keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN]; /* limits that name their own key */
-    bool store_pending; /* event mode: the store's answer is awaited */
+    bool store_pending; /* event mode: the store is to be asked, or its answer is awaited */
     enum gw_store_result store_result;
 
     bool has_body;
@@ -87,7 +87,7 @@ struct gw_request {
     struct gw_tunnels *tunnels;
 
     struct gw_loop *loop;          /* the event loop it runs on, or NULL (thread_per_connection) */
-    struct gw_offload *offload;    /* with a loop: where the store is asked */
+    struct gw_offload *offload;    /* with a loop: where an upgrade's connection is made */
     struct MHD_Connection *client; /* for resuming it */
     bool suspended;                /* while waiting on a loop for the upstream's next step */
     struct gw_upstream *upstream; /* from the pool while forwarding, or NULL */
@@ -540,33 +540,54 @@ static enum gw_store_result ask_store(struct gw_request *rq)
                            rq->decisions);
 }
 
-/* Event mode: a blocking step (`run`: the store, an upgrade's connection) goes to an offload
- * thread while the connection waits, suspended; the job hands it back with back_to_loop(),
- * and libmicrohttpd calls the handler again. */
-static void offload(struct gw_request *rq, struct MHD_Connection *c,
-                    void (*run)(struct gw_offload_job *job))
+/* Event mode: the connection waits, suspended, while another thread works for it (the store's,
+ * or an offload thread for an upgrade); that thread hands it back with back_to_loop(), and
+ * libmicrohttpd calls the handler again. */
+static void set_aside(struct gw_request *rq, struct MHD_Connection *c)
 {
     rq->client = c;
     rq->suspended = true;
     MHD_suspend_connection(c);
-    rq->store_job.run = run;
-    gw_offload_queue(rq->offload, &rq->store_job);
 }
 
 static void back_to_loop(struct gw_request *rq)
 {
+    /* Once resumed, the loop may finish the request and free it before this thread goes on:
+     * nothing of it is read after the resumption. */
+    struct gw_loop *loop = rq->loop;
+
     rq->suspended = false;
     MHD_resume_connection(rq->client);
-    gw_loop_wake(rq->loop); /* libmicrohttpd tells only its own threads of a resumption */
+    gw_loop_wake(loop); /* libmicrohttpd tells only its own threads of a resumption */
 }
 
-/* On an offload thread (event mode): asks the store, then hands the request back to its loop. */
-static void run_store_job(struct gw_offload_job *job)
+/* On one of the store's threads (event mode): the store's answer is in rq->decisions. */
+static void store_answered(void *arg, enum gw_store_result result)
 {
-    struct gw_request *rq = (struct gw_request *)job; /* the job is its first member */
+    struct gw_request *rq = arg;
 
-    rq->store_result = ask_store(rq);
+    rq->store_result = result;
     back_to_loop(rq);
+}
+
+/* Event mode: asks the store without waiting for it. True when the request waits for the
+ * answer (set aside); false when the store is not to be asked now and on_store_error has
+ * decided. */
+static bool send_to_store(struct gw_request *rq, struct MHD_Connection *c)
+{
+    const struct gw_limit_set *set = rq->set;
+    struct gw_store_call *call =
+        gw_store_prepare(rq->runtime->store, route_of(rq)->name, set->limit_names,
+                         set->shared_param_ptrs, rq->costs, set->n_limits, rq->ids);
+
+    if (call == NULL) {
+        rq->store_pending = false;
+        decide_shared(rq, GW_STORE_FAILED);
+        return false;
+    }
+    set_aside(rq, c);
+    gw_store_send(rq->runtime->store, call, rq->decisions, store_answered, rq);
+    return true;
 }
 
 /* Works out the client's keys and asks the route's limits; false when the request is to be
@@ -1581,7 +1602,9 @@ static enum MHD_Result upgrade(struct gw_request *rq, struct MHD_Connection *c)
     if (begin_attempt(rq, c, &rq->upgrade_fw) != 0)
         return respond_problem(rq, c, rq->refusal, rq->refusal_detail);
     if (rq->loop != NULL) {
-        offload(rq, c, run_upgrade_job);
+        set_aside(rq, c);
+        rq->upgrade_job.run = run_upgrade_job;
+        gw_offload_queue(rq->offload, &rq->upgrade_job);
         return MHD_YES;
     }
     rq->upgrade_failed = gw_upgrade_connect(&rq->upgrade_fw, &rq->up) != 0;
@@ -1708,10 +1731,8 @@ enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *
         rq->method = method;
         rq->http11 = strcmp(version, "HTTP/1.1") == 0;
         begin(rq, c);
-        if (rq->store_pending) { /* run_store_job() resumes it */
-            offload(rq, c, run_store_job);
+        if (rq->store_pending && send_to_store(rq, c)) /* store_answered() resumes it */
             return MHD_YES;
-        }
         return end_first_call(rq, c);
     }
     if (rq->store_pending) {
@@ -1733,8 +1754,11 @@ bool gw_request_upgraded(const struct gw_request *rq)
 
 bool gw_request_reading_body(const struct gw_request *rq)
 {
-    return rq->has_body && !rq->empty_body && !rq->body.ended && !rq->suspended &&
-           rq->status == 0 && !rq->store_pending;
+    /* Asked right after gw_request_handle(), when the store's thread (or an upgrade's) may
+     * already be handing the request back: `suspended` is read only once neither has it
+     * (store_pending is this thread's; a request with a body is never an upgrade). */
+    return rq->has_body && !rq->empty_body && !rq->store_pending && !rq->body.ended &&
+           !rq->suspended && rq->status == 0;
 }
 
 /* The name of the limit that denied the request (or would have, on a dry_run route), or NULL. */

@@ -103,7 +103,7 @@ struct gw_server {
     struct front *fronts;
     size_t n_fronts;
     struct gw_admission *admission; /* event mode's connection caps; NULL otherwise */
-    struct gw_offload *offload;     /* event mode's threads for the store and upgrades */
+    struct gw_offload *offload;     /* event mode's threads for upgrades (the store has its own) */
     struct gw_tunnels *tunnels;     /* upgraded connections, in both modes */
     pthread_t reaper;               /* thread_per_connection: client deadlines and idle upstreams */
     int reaper_stop[2];
@@ -841,8 +841,9 @@ static int copy_endpoint(struct config_endpoint *to, const struct config_endpoin
     return from->host != NULL && to->host == NULL ? -1 : 0;
 }
 
-/* Stops the client fronts: event loops first, then the store's threads (the daemons cannot
- * stop with connections suspended; loop.h), then the daemons, then what the loops leave. */
+/* Stops the client fronts: event loops first, then the store's and the upgrades' threads (the
+ * daemons cannot stop with connections suspended; loop.h), then the daemons, then what the
+ * loops leave. */
 static void stop_fronts(struct gw_server *s)
 {
     /* No new connections; then tunnels: closing one hands its client's socket back to a
@@ -855,7 +856,9 @@ static void stop_fronts(struct gw_server *s)
         if (s->fronts[i].park != NULL)
             close_parked(&s->fronts[i], INT64_MAX);
     }
-    /* The store's last answers resume their connections, which the daemons then close. */
+    /* The last answers of the store and of upgrades resume their connections, which the
+     * daemons then close. */
+    gw_store_stop(s->store);
     gw_offload_free(s->offload);
     s->offload = NULL;
     for (size_t i = 0; i < s->n_fronts; i++) {

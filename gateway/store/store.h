@@ -27,17 +27,28 @@
  * address); the script gets the finished keys, so all of a request's limits still go in one
  * EVALSHA.
  *
- * Connections come from a small pool; each call is bounded by `timeout` for connecting,
- * sending and reading (50 ms by default: on a loaded 2-core host EVALSHA's p99 reached 7 ms
- * and its maximum 48 ms, so 5 ms timed out often). A failure (refused, timed out, an error
- * reply) marks the store degraded: calls are then skipped, and the caller applies
- * on_store_error, until a backoff (100 ms, doubling to 5 s) lets one call through to probe;
- * the probe's success, and nothing else, ends it. A call that was under way when Redis failed
- * and succeeds later does not: it says nothing of Redis now, and would cut the backoff short
- * (under load the store flapped, and a quota of 50 let up to 88 through). Each change is
- * logged once with its reason in Redis's words (WRONGPASS, NOAUTH, NOPERM, WRONGTYPE, or the
- * connection's error), again when a probe fails for another reason, and counted in the
- * metrics.
+ * The store has GW_STORE_THREADS (4) threads of its own, each with one connection to Redis,
+ * and a queue of calls (store_workers.h); nothing else runs on them. Both serving modes queue
+ * their requests' calls there: event mode with a callback that resumes the connection,
+ * thread_per_connection waiting for the answer. A thread sends each call the moment it is
+ * queued, behind those already under way on its connection, and Redis answers them in order:
+ * the gateway keeps four connections to Redis however many clients ask at once, and a slow
+ * Redis costs each request one round trip, not a place in a line.
+ *
+ * limiter.redis.timeout (50 ms by default: on a loaded 2-core host EVALSHA's p99 reached 7 ms
+ * and its maximum 48 ms, so 5 ms timed out often) bounds a request's whole wait for the store,
+ * from the moment it asks: queue, connecting, sending and reading. A call still queued at its
+ * deadline is not sent; a call under way is cut off (the socket's waits are bounded by the
+ * time left); a thread_per_connection request stops waiting at the deadline whatever the
+ * thread does (store_call.h). Each is a failure: on_store_error decides the request, and the
+ * store counts an error. No retry restarts the clock: the one retry (of a call whose
+ * connection broke, as one Redis closed while idle does; store_workers.h) and a reload of the
+ * script after NOSCRIPT use only the time left.
+ *
+ * A failure (refused, timed out, an error reply) marks the store degraded: calls are then not
+ * made, and the caller applies on_store_error, until a backoff (100 ms, doubling to 5 s) lets
+ * one call through to probe; the probe's success, and nothing else, ends it
+ * (store_health.h).
  */
 #ifndef SLUICE_GATEWAY_STORE_H
 #define SLUICE_GATEWAY_STORE_H
@@ -56,20 +67,44 @@ enum gw_store_result {
     GW_STORE_FAILED, /* Redis failed, or is being left alone while it recovers */
 };
 
-/* A store for limiter.redis of `config` (copied). Connects on first use. NULL when memory is
- * short. */
+/* A store for limiter.redis of `config` (copied). Starts its threads and connects on first
+ * use. NULL when memory is short. */
 struct gw_store *gw_store_new(const struct config *config);
 void gw_store_free(struct gw_store *store);
 
 /* Decides one request on `route` against `n` limits (names and parameters, burst already
  * defaulted), limit i counting it under `client_keys[i]` at a cost of `costs[i]` units (1 to
  * its quota, as limiter_decide_all_cost()), filling one decision each: all are charged, or
- * none. Nothing passed in is kept. */
+ * none. Waits at most limiter.redis.timeout (thread_per_connection). Nothing passed in is
+ * kept. */
 enum gw_store_result gw_store_decide(struct gw_store *store, const char *route,
                                      const char *const *limit_names,
                                      const struct limiter_params *const *limits,
                                      const uint64_t *costs, size_t n,
                                      const char *const *client_keys, struct limiter_decision *out);
+
+/* The same decision in two steps, for event mode, whose loop must not wait. First the call,
+ * its deadline set to now plus limiter.redis.timeout: NULL when the store is not to be asked
+ * now (degraded and this is not the probe, or memory short), and on_store_error decides at
+ * once. Nothing passed in is kept. */
+struct gw_store_call;
+struct gw_store_call *gw_store_prepare(struct gw_store *store, const char *route,
+                                       const char *const *limit_names,
+                                       const struct limiter_params *const *limits,
+                                       const uint64_t *costs, size_t n,
+                                       const char *const *client_keys);
+
+/* Then it is sent, and is the store's. `done(arg, result)` runs exactly once, on one of the
+ * store's threads by the call's deadline (plus the moment it takes to deliver), or on this
+ * thread before gw_store_send() returns when the store is stopping; `out` (n decisions) is
+ * filled first when GW_STORE_OK, and must live until then. */
+typedef void gw_store_done_fn(void *arg, enum gw_store_result result);
+void gw_store_send(struct gw_store *store, struct gw_store_call *call, struct limiter_decision *out,
+                   gw_store_done_fn *done, void *arg);
+
+/* Stops the store's threads once every call sent so far is answered: event mode's last
+ * answers resume their connections before the daemons stop. Later calls fail at once. */
+void gw_store_stop(struct gw_store *store);
 
 /* The store's lines for /metrics: sluice_store_errors_total, sluice_store_degraded. */
 void gw_store_render_metrics(const struct gw_store *store, FILE *out);

@@ -16,7 +16,8 @@
  *
  * gw_upgrade_connect() blocks, for at most connect_timeout and then timeout for the answer:
  * in thread_per_connection on the connection's own thread, in event mode on an offload
- * thread (offload.h), like a call to the Redis store.
+ * thread (offload.h; the Redis store has threads of its own, so a slow upgrade never delays
+ * it).
  */
 #ifndef SLUICE_GATEWAY_UPGRADE_H
 #define SLUICE_GATEWAY_UPGRADE_H

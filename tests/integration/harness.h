@@ -247,6 +247,7 @@ void register_upstreams_tests(void);
 void register_reload_tests(void);
 void register_observe_tests(void);
 void register_store_tests(void);
+void register_store_faults_tests(void);
 void register_hostile_tests(void);
 void register_valgrind_tests(void);
 void register_edge_tests(void);

@@ -120,6 +120,7 @@ int main(int argc, char **argv)
     register_reload_tests();
     register_observe_tests();
     register_store_tests();
+    register_store_faults_tests();
     register_hostile_tests();
     register_valgrind_tests();
     register_edge_tests();
