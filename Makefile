@@ -6,7 +6,7 @@
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread -fno-strict-aliasing
-GATEWAY_DIRS := gateway/common gateway/identity gateway/store gateway/upstream gateway/ops gateway/front
+GATEWAY_DIRS := gateway/common gateway/identity gateway/routing gateway/store gateway/upstream gateway/ops gateway/front
 CPPFLAGS += -D_GNU_SOURCE -Ilimiter -Iconfig $(addprefix -I,$(GATEWAY_DIRS))
 ASAN     := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 TSAN     := -O1 -fsanitize=thread
@@ -41,7 +41,7 @@ BENCH_SRC   := $(LIMITER_SRC) tests/bench/limiter_bench.c
 # libFuzzer targets (clang), each over the code it names, with ASan and UBSan.
 FUZZ_TARGETS := config units keys headers head proxy_header traceparent
 FUZZ_SRC     := $(LIMITER_SRC) $(CONFIG_SRC) gateway/identity/keys.c gateway/common/headers.c \
-                gateway/front/routes.c gateway/front/head.c gateway/common/target.c \
+                gateway/routing/routes.c gateway/front/head.c gateway/common/target.c \
                 gateway/front/proxy_header.c gateway/common/trace.c \
                 gateway/common/random.c gateway/common/text.c
 FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
