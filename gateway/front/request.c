@@ -1,6 +1,5 @@
 /* One request's life; design in request.h. */
 #include <arpa/inet.h>
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1006,7 +1005,6 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
                             .route = route};
     char peer_text[64] = "unknown", client_text[64] = "";
     struct curl_slist *nodes;
-    const char *at;
 
     if (rq->has_peer)
         write_address(peer_text, sizeof peer_text, &rq->peer);
@@ -1058,16 +1056,10 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
         append_line(&w, "Accept:");
     if (!w.has_content_type)
         append_line(&w, "Content-Type:");
-    nodes = w.failed ? NULL : malloc(w.lines * sizeof *nodes);
+    nodes = w.failed ? NULL : gw_upstream_header_list(w.text, w.lines);
     if (nodes == NULL) {
         free(w.text);
         return -1;
-    }
-    at = w.text;
-    for (size_t i = 0; i < w.lines; i++) {
-        nodes[i].data = (char *)at;
-        nodes[i].next = i + 1 < w.lines ? &nodes[i + 1] : NULL;
-        at += strlen(at) + 1;
     }
     rq->upstream_headers = nodes;
     rq->upstream_header_text = w.text;

@@ -123,6 +123,23 @@ void gw_upstream_set_proxy(void *easy, const char *proxy)
     curl_easy_setopt(easy, CURLOPT_NOPROXY, "");
 }
 
+struct curl_slist *gw_upstream_header_list(const char *text, size_t n_lines)
+{
+    /* One allocation rather than curl_slist_append()'s two per line: a request's list is
+     * built, sent once and freed. */
+    struct curl_slist *nodes = malloc(n_lines * sizeof *nodes);
+    const char *at = text;
+
+    if (nodes == NULL)
+        return NULL;
+    for (size_t i = 0; i < n_lines; i++) {
+        nodes[i].data = (char *)at;
+        nodes[i].next = i + 1 < n_lines ? &nodes[i + 1] : NULL;
+        at += strlen(at) + 1;
+    }
+    return nodes;
+}
+
 static void set_handle_options(struct gw_upstream *u);
 static atomic_bool aborting;
 static _Atomic int64_t idle_timeout_ns = 60 * (int64_t)1000000000;
