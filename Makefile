@@ -6,8 +6,11 @@
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread -fno-strict-aliasing
-GATEWAY_DIRS := gateway/common gateway/identity gateway/routing gateway/store gateway/upstream gateway/ops gateway/front
-CPPFLAGS += -D_GNU_SOURCE -Ilimiter -Iconfig $(addprefix -I,$(GATEWAY_DIRS))
+GATEWAY_DIRS := gateway/common gateway/identity gateway/routing gateway/store gateway/upstream \
+                gateway/ops gateway/front
+# An include names the header's path from the top of the tree ("gateway/common/text.h"): the
+# top is the one place "..." includes are looked up, and <...> ones never look there.
+CPPFLAGS += -D_GNU_SOURCE -iquote .
 ASAN     := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 TSAN     := -O1 -fsanitize=thread
 

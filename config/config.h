@@ -172,7 +172,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "limiter.h"
+#include "limiter/limiter.h"
 
 /* An address block such as 10.0.0.0/8 or 2001:db8::/32. IPv4 is kept as 4 bytes. */
 struct config_cidr {

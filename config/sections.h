@@ -32,8 +32,8 @@
 #include <stddef.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
+#include "config/config.h"
+#include "config/loader.h"
 
 /* server.c */
 extern const struct key_table config_server_keys[];

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
-#include "sections.h"
+#include "config/config.h"
+#include "config/loader.h"
+#include "config/sections.h"
 
 static void parse_server_item_url(struct loader *ld, yaml_node_t *node, void *object)
 {

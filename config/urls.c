@@ -10,9 +10,9 @@
 #include <strings.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
-#include "sections.h"
+#include "config/config.h"
+#include "config/loader.h"
+#include "config/sections.h"
 
 /* One server's URL, http(s)://host[:port][/base-path], checked with libcurl's own URL parser,
  * into `server`; `key` (upstream, servers or url) names it in errors. The host is kept in

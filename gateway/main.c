@@ -9,13 +9,13 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "config.h"
-#include "health.h"
-#include "log.h"
-#include "proxy.h"
-#include "server.h"
-#include "simulate.h"
-#include "watch.h"
+#include "config/config.h"
+#include "gateway/common/log.h"
+#include "gateway/front/server.h"
+#include "gateway/ops/simulate.h"
+#include "gateway/ops/watch.h"
+#include "gateway/upstream/health.h"
+#include "gateway/upstream/proxy.h"
 
 #define SLUICE_VERSION "0.1.0"
 

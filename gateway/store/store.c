@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "store.h"
+#include "gateway/common/log.h"
+#include "gateway/store/store.h"
 
 #define POOL_SIZE       64
 #define FIRST_BACKOFF   (100 * (int64_t)1000000)

@@ -1,13 +1,13 @@
-#include "health.h"
+#include "gateway/upstream/health.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "limiter.h"
-#include "log.h"
-#include "proxy.h"
+#include "gateway/common/log.h"
+#include "gateway/upstream/proxy.h"
+#include "limiter/limiter.h"
 
 #define TICK_MS 100
 

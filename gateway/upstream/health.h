@@ -19,8 +19,8 @@
 #ifndef SLUICE_GATEWAY_HEALTH_H
 #define SLUICE_GATEWAY_HEALTH_H
 
-#include "backends.h"
-#include "config.h"
+#include "config/config.h"
+#include "gateway/upstream/backends.h"
 
 struct gw_health;
 

@@ -10,8 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "limiter.h"
-#include "proxy.h"
+#include "gateway/upstream/proxy.h"
+#include "limiter/limiter.h"
 
 #define BODY_BUFFER    (64 * 1024)
 #define POLL_SLICE_MS  200 /* longest single wait, so an abort is seen promptly */

@@ -63,7 +63,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "body.h"
+#include "gateway/upstream/body.h"
 
 struct curl_slist;
 struct gw_upstream;

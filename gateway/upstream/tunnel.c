@@ -9,8 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "limiter.h"
-#include "tunnel.h"
+#include "gateway/upstream/tunnel.h"
+#include "limiter/limiter.h"
 
 #define EVENTS       64
 #define ROUNDS       16   /* of a tunnel's pumping per wake-up, so that one cannot hold others */

@@ -6,11 +6,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "chars.h"
-#include "headers.h"
-#include "limiter.h"
-#include "proxy.h"
-#include "upgrade.h"
+#include "gateway/common/chars.h"
+#include "gateway/common/headers.h"
+#include "gateway/upstream/proxy.h"
+#include "gateway/upstream/upgrade.h"
+#include "limiter/limiter.h"
 
 #define READ_PIECE 16384
 #define MAX_INTERIM 8 /* 1xx answers before the final one; more is a broken upstream */

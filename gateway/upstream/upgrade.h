@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proxy.h"
+#include "gateway/upstream/proxy.h"
 
 #define GW_UPGRADE_MAX_BODY (64 * 1024)
 
