@@ -1,4 +1,5 @@
 /* Upgraded connections joined both ways on one thread; design in tunnel.h. */
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
