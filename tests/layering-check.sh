@@ -17,7 +17,8 @@
 # (identity/keys.h) and simulate replays a request's route, consumer and keys. Tests sit above
 # everything and may include any of it.
 #
-# A library is named only where it belongs, by the headers it is included through:
+# A library is included only in its folders, directly or through a header of the tree (a
+# header that includes a library brings it to every file that includes the header):
 #
 #   <microhttpd.h>  gateway/front (the HTTP adapter, while it has no folder of its own)
 #   <curl/...>      gateway/upstream; and config/urls.c, which reads the config's URLs with
@@ -63,21 +64,24 @@ files=$(find limiter config gateway tests -name '*.[ch]' | sort)
     grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]' $files
 } | awk -v layers="$LAYERS" -v libraries="$LIBRARIES" '
 function folder(path) { return sub(/\/[^\/]*$/, "", path) ? path : "." }
-function problem(text) { print text; problems++ }
+function is_test(path) { return path ~ /^tests\// }
+# Each problem as it is found, told in the order of files and lines once all are found.
+function problem(text) { print text | "sort -t: -k1,1 -k2,2n"; problems++ }
 BEGIN {
     n = split(layers, l, "\n")
     for (i = 1; i <= n; i++)
         if (split(l[i], f, " ") == 2)
             layer[f[1]] = f[2]
-    n_libs = split(libraries, l, "\n")
-    for (i = 1; i <= n_libs; i++) {
-        lib_prefix[i] = lib_name[i] = lib_where[i] = ""
+    n = split(libraries, l, "\n")
+    for (i = 1; i <= n; i++) {
         if (split(l[i], f, " ") < 3)
             continue
-        lib_prefix[i] = f[1]
-        lib_name[i] = f[2]
+        n_libs++
+        lib_prefix[n_libs] = f[1]
+        lib_name[n_libs] = f[2]
+        lib_where[n_libs] = ""
         for (j = 3; j in f; j++)
-            lib_where[i] = lib_where[i] (j > 3 ? ", " : " ") f[j]
+            lib_where[n_libs] = lib_where[n_libs] (j > 3 ? ", " : " ") f[j]
     }
 }
 !listed {
@@ -87,6 +91,7 @@ BEGIN {
     named[base] = named[base] " " $0
     next
 }
+# One include: the layers now; the libraries it brings are followed through headers at the end.
 {
     file = $0; sub(/:.*/, "", file)
     at = $0; sub(/^[^:]*:/, "", at); sub(/:.*/, "", at)
@@ -94,22 +99,17 @@ BEGIN {
     where = file ":" at
     dir = folder(file)
     includes++
-    if (dir !~ /^tests(\/|$)/ && !(dir in layer) && !(dir in told)) {
+    if (!is_test(file) && !(dir in layer) && !(dir in told)) {
         problem(where ": " dir "/ has no layer: give it one in tests/layering-check.sh")
         told[dir] = 1
     }
-    if (text ~ /</) {
+    if (text ~ /^[^"]*</) {
         header = text; sub(/^[^<]*</, "", header); sub(/>.*/, "", header)
-        if (dir ~ /^tests(\/|$)/)
-            next
-        for (i = 1; i <= n_libs; i++) {
-            if (lib_prefix[i] == "" || index(header, lib_prefix[i]) != 1)
-                continue
-            if (index(lib_where[i] ",", " " dir ",") == 0 &&
-                index(lib_where[i] ",", " " file ",") == 0)
-                problem(where ": <" header "> names " lib_name[i] ", which belongs to" \
-                        lib_where[i] " only")
-        }
+        for (i = 1; i <= n_libs; i++)
+            if (index(header, lib_prefix[i]) == 1 && !((file, i) in brings)) {
+                brings[file, i] = where
+                from[file, i] = "<" header ">"
+            }
         next
     }
     header = text; sub(/^[^"]*"/, "", header); sub(/".*/, "", header)
@@ -122,10 +122,12 @@ BEGIN {
             problem(where ": \"" header "\" is no header of the tree")
         next
     }
+    n_quoted++
+    quoted_file[n_quoted] = file
+    quoted_where[n_quoted] = where
+    quoted_header[n_quoted] = header
     to = folder(header)
-    if (dir ~ /^tests(\/|$)/ || to == dir)
-        next
-    if (!(dir in layer) || !(to in layer))
+    if (is_test(file) || to == dir || !(dir in layer) || !(to in layer))
         next
     if (!((dir, to) in edge))
         edge[dir, to] = where " includes " header
@@ -137,11 +139,34 @@ BEGIN {
                 layer[dir] ", and neither includes the other")
 }
 END {
+    # A file brings a library when it includes it, or includes a header that brings it.
+    do {
+        more = 0
+        for (k = 1; k <= n_quoted; k++)
+            for (i = 1; i <= n_libs; i++)
+                if ((quoted_header[k], i) in brings && !((quoted_file[k], i) in brings)) {
+                    brings[quoted_file[k], i] = quoted_where[k]
+                    from[quoted_file[k], i] = "\"" quoted_header[k] "\", which brings " \
+                                              from[quoted_header[k], i]
+                    more = 1
+                }
+    } while (more)
+    for (pair in brings) {
+        split(pair, p, SUBSEP)
+        file = p[1]; i = p[2]
+        if (!is_test(file) && index(lib_where[i] ",", " " folder(file) ",") == 0 &&
+            index(lib_where[i] ",", " " file ",") == 0)
+            problem(brings[pair] ": " from[pair] ": " lib_name[i] " belongs to" lib_where[i] \
+                    " only")
+    }
+    close("sort -t: -k1,1 -k2,2n")
     for (pair in edge) {
         split(pair, p, SUBSEP)
-        if (p[1] < p[2] && (p[2], p[1]) in edge)
-            problem("cycle: " p[1] " and " p[2] " include each other: " edge[p[1], p[2]] \
-                    "; " edge[p[2], p[1]])
+        if (p[1] < p[2] && (p[2], p[1]) in edge) {
+            print "cycle: " p[1] " and " p[2] " include each other: " edge[p[1], p[2]] \
+                  "; " edge[p[2], p[1]]
+            problems++
+        }
     }
     if (problems > 0) {
         print problems " layering problem(s); the rule is at the top of tests/layering-check.sh"
