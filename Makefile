@@ -1,4 +1,5 @@
-# sluice: make | make test | make run | make bench | make install | make deps | make deps-test
+# sluice: make | make test | make layering | make run | make bench | make install | make deps |
+#         make deps-test
 # Everything is built under build/; `make test` and `make run` install missing Debian packages:
 # building sluice needs only the compiler and the libraries it links (BUILD_DEBS); the tests'
 # tools (TEST_DEBS) are installed by the targets that run tests, never by `make` or `make run`.
@@ -6,8 +7,11 @@
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread -fno-strict-aliasing
-GATEWAY_DIRS := gateway/common gateway/identity gateway/store gateway/upstream gateway/ops gateway/front
-CPPFLAGS += -D_GNU_SOURCE -Ilimiter -Iconfig $(addprefix -I,$(GATEWAY_DIRS))
+GATEWAY_DIRS := gateway/common gateway/identity gateway/routing gateway/store gateway/upstream \
+                gateway/ops gateway/front
+# An include names the header's path from the top of the tree ("gateway/common/text.h"): the
+# top is the one place "..." includes are looked up, and <...> ones never look there.
+CPPFLAGS += -D_GNU_SOURCE -iquote .
 ASAN     := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 TSAN     := -O1 -fsanitize=thread
 
@@ -41,7 +45,7 @@ BENCH_SRC   := $(LIMITER_SRC) tests/bench/limiter_bench.c
 # libFuzzer targets (clang), each over the code it names, with ASan and UBSan.
 FUZZ_TARGETS := config units keys headers head proxy_header traceparent
 FUZZ_SRC     := $(LIMITER_SRC) $(CONFIG_SRC) gateway/identity/keys.c gateway/common/headers.c \
-                gateway/front/routes.c gateway/front/head.c gateway/common/target.c \
+                gateway/routing/routes.c gateway/front/head.c gateway/common/target.c \
                 gateway/front/proxy_header.c gateway/common/trace.c \
                 gateway/common/random.c gateway/common/text.c
 FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -56,8 +60,8 @@ EXPORT_RECV := -Wl,--export-dynamic-symbol=recv -Wl,--export-dynamic-symbol=gnut
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test run bench deps deps-test install uninstall clean format container-test fuzz \
-        fuzz-regressions
+.PHONY: all test layering run bench deps deps-test install uninstall clean format container-test \
+        fuzz fuzz-regressions
 .SECONDARY:
 # `make` builds the gateway and the demo upstream (`make run`'s); the tests' binaries are built
 # by `make test`, which installs their tools.
@@ -138,14 +142,16 @@ build/limiter_bench: $(call objs,build/obj,$(BENCH_SRC))
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS) $^ $(LIMITER_LIBS) -o $@
 
-# The unit suites plain; the man pages, --help, make install/uninstall and the systemd unit
+# First (it needs nothing built), that no include runs upward or across the layers and each
+# library is named only in its own folders (tests/layering-check.sh states the rule). Then the
+# unit suites plain; the man pages, --help, make install/uninstall and the systemd unit
 # (tests/packaging-test.sh); the unit suites under ASan+UBSan, and the concurrency suites under
 # TSan; then the integration suites against build/sluice (one of them under valgrind's
 # memcheck), and again against an ASan+UBSan build of it, in thread_per_connection and again in
 # event mode (the harness adds server.mode to each config: tests/integration/harness.h); then
 # each fuzz target briefly, and its regressions. Any sanitizer or memcheck report fails its run
 # (the integration suites check that sluice exits 0).
-test: build/.deps-test-ok build/test_unit build/asan/test_unit build/tsan/test_unit \
+test: layering build/.deps-test-ok build/test_unit build/asan/test_unit build/tsan/test_unit \
       build/sluice build/asan/sluice \
       build/test_upstream build/test_integration $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS))
 	build/test_unit
@@ -155,6 +161,9 @@ test: build/.deps-test-ok build/test_unit build/asan/test_unit build/tsan/test_u
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/test_unit concurrency
 	tests/run-integration.sh
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+
+layering:
+	tests/layering-check.sh
 
 # A demo upstream and the gateway in front of it, with config/sluice.yaml.
 run: build/sluice build/test_upstream

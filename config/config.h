@@ -142,8 +142,8 @@
  * or by at most two edits (and is nearer to it than to any other), gets "did you mean". What is
  * legal but surely unintended is a warning, config->warnings, which does not make the config
  * invalid: a route that an earlier one shadows (the same path_prefix, a superset of its
- * methods or any, its host or any: routes.c takes the longest prefix, the first of equals),
- * naming both lines.
+ * methods or any, its host or any: gateway/routing/routes.c takes the longest prefix, the
+ * first of equals), naming both lines.
  *
  * The file is untrusted input as far as cost goes (a reload runs on the signal thread), so
  * every dimension is bounded and checked before anything is built: at most CONFIG_MAX_FILE
@@ -172,7 +172,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "limiter.h"
+#include "limiter/limiter.h"
 
 /* An address block such as 10.0.0.0/8 or 2001:db8::/32. IPv4 is kept as 4 bytes. */
 struct config_cidr {

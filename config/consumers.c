@@ -7,9 +7,9 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
-#include "sections.h"
+#include "config/config.h"
+#include "config/loader.h"
+#include "config/sections.h"
 
 /* A consumer's key: the key itself, or sha256:<64 hex digits>; only the digest is kept, in
  * `digest`. NULL, or what is wrong with it. */

@@ -7,9 +7,9 @@
 #include <strings.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
-#include "sections.h"
+#include "config/config.h"
+#include "config/loader.h"
+#include "config/sections.h"
 
 /* What a Host field may hold: a name or an IPv4 address, or an IPv6 one in brackets, then an
  * optional :port; 255 bytes at most. */

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "limiter.h"
-#include "loader.h"
-#include "sections.h"
+#include "config/config.h"
+#include "config/loader.h"
+#include "config/sections.h"
+#include "limiter/limiter.h"
 
 static void parse_config_store(struct loader *ld, yaml_node_t *node, void *object)
 {

@@ -11,9 +11,9 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
-#include "sections.h"
+#include "config/config.h"
+#include "config/loader.h"
+#include "config/sections.h"
 
 /* The whole of the regular file at `path`, at most `max` bytes, into `*text` (allocated, the
  * caller frees it; NUL-terminated) and `*len`. 0; or -1 with `why` saying what went wrong. A

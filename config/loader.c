@@ -8,8 +8,8 @@
 #include <strings.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
+#include "config/config.h"
+#include "config/loader.h"
 
 /* One problem at `mark`, on one line: a value quoted in the message keeps its line breaks and
  * other control characters as \n or \x1b. Past CONFIG_MAX_ERRORS problems are only counted:

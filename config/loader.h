@@ -42,7 +42,7 @@
 #include <stdio.h>
 #include <yaml.h>
 
-#include "config.h"
+#include "config/config.h"
 
 /* A key naming a header with '_' in it, kept until the whole file is read. */
 struct underscore_key {

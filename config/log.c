@@ -4,9 +4,9 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
-#include "sections.h"
+#include "config/config.h"
+#include "config/loader.h"
+#include "config/sections.h"
 
 /* tracing.sample: a plain decimal number from 0 to 1 ("0.01", "1", "1e-3"); not "nan", "inf",
  * hex or a percentage, all of which strtod would take or half-take. */

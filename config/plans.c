@@ -5,9 +5,9 @@
 #include <strings.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
-#include "sections.h"
+#include "config/config.h"
+#include "config/loader.h"
+#include "config/sections.h"
 
 /* plans: NAME: limit(s), at the top level or a route's own. */
 static void parse_plans_into(struct loader *ld, yaml_node_t *node, struct config_plan **plans,

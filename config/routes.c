@@ -9,9 +9,9 @@
 #include <strings.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
-#include "sections.h"
+#include "config/config.h"
+#include "config/loader.h"
+#include "config/sections.h"
 
 static void parse_route_headers(struct loader *ld, yaml_node_t *node, void *object)
 {

@@ -10,7 +10,9 @@
  *   routes.c     routes: and a route's match:, names, store:, headers:; the checks across
  *                routes (a name twice, a route an earlier one shadows)
  *   upstream.c   a route's upstream: (servers, balancing, passive and active health),
- *                retries: and proxy:, the URLs read with libcurl's parser
+ *                retries: and proxy:
+ *   urls.c       the URLs of upstream: and proxy:, read with libcurl's parser (the one file
+ *                here that names libcurl)
  *   forward.c    what a route changes in the requests it forwards: host:, set_headers:,
  *                remove_headers:, upgrades:
  *   limits.c     limiter:, and a route's key:, limit: (or a list of them) and on_limit:
@@ -30,8 +32,8 @@
 #include <stddef.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
+#include "config/config.h"
+#include "config/loader.h"
 
 /* server.c */
 extern const struct key_table config_server_keys[];
@@ -51,10 +53,15 @@ void config_parse_routes(struct loader *ld, yaml_node_t *node, void *object);
 const char *config_known_method(const char *text);
 #define METHOD_LIST "GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE or PATCH"
 
-/* upstream.c: a route's upstream:, retries: and proxy:. */
+/* upstream.c: a route's upstream: and retries:. */
 extern const struct key_table config_upstream_keys[];
 void config_parse_upstream(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_retries(struct loader *ld, yaml_node_t *node, void *object);
+
+/* urls.c: one server's URL, http(s)://host[:port][/base-path], into `server` (`key`, upstream,
+ * servers or url, names it in errors); and proxy:, scheme://host:port. */
+void config_parse_server_url(struct loader *ld, yaml_node_t *node, const char *key,
+                             struct config_server *server);
 void config_parse_proxy(struct loader *ld, yaml_node_t *node, void *object);
 
 /* forward.c: a route's host:, set_headers:, remove_headers: and upgrades:. */

@@ -6,10 +6,10 @@
 #include <strings.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
-#include "sections.h"
-#include "tls.h"
+#include "config/config.h"
+#include "config/loader.h"
+#include "config/sections.h"
+#include "config/tls.h"
 
 #define MAX_BODY_BOUND (64 * 1024 * 1024 * KIB) /* 64GiB: server.max_body's most */
 

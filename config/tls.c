@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tls.h"
+#include "config/tls.h"
 
 static const char *const version_suffix[] = {
     [CONFIG_TLS_1_2] = ":-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",

@@ -20,7 +20,7 @@
 #include <gnutls/abstract.h>
 #include <stddef.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define CONFIG_TLS_MAX_FILE  (1024 * 1024) /* bytes of a certificate or key file */
 #define CONFIG_TLS_MAX_CHAIN 16            /* certificates in one file */

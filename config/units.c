@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "config.h"
+#include "config/config.h"
 
 /* A whole number at the start of `text`, its end in `*end`. 0 or -1 (no digits, overflow,
  * a sign). */

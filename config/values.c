@@ -7,8 +7,8 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "loader.h"
+#include "config/config.h"
+#include "config/loader.h"
 
 /* "from 4KiB to 1MiB", "above zero, at most 1d": the bounds of a duration or size field. */
 static const char *describe_range(const struct field *f, char *out, size_t cap)

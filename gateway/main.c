@@ -9,14 +9,13 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include <curl/curl.h>
-
-#include "config.h"
-#include "log.h"
-#include "proxy.h"
-#include "server.h"
-#include "simulate.h"
-#include "watch.h"
+#include "config/config.h"
+#include "gateway/common/log.h"
+#include "gateway/front/server.h"
+#include "gateway/ops/simulate.h"
+#include "gateway/ops/watch.h"
+#include "gateway/upstream/health.h"
+#include "gateway/upstream/proxy.h"
 
 #define SLUICE_VERSION "0.1.0"
 
@@ -68,12 +67,6 @@ static const char usage[] =
     "     not healthy; simulate: more denied than --max-denied\n"
     "  2  wrong usage (an unknown option, no -c FILE, an extra argument); simulate: a\n"
     "     config that does not load, a log not read to its end\n";
-
-static size_t discard(char *data, size_t size, size_t n, void *cls)
-{
-    (void)data, (void)cls;
-    return size * n;
-}
 
 /* Warns when the host of `origin` (scheme://host:port) is a name that does not resolve now:
  * requests to it would fail with upstream_error "dns". A warning only: the name may resolve
@@ -351,26 +344,13 @@ out:
 /* GET `url`: 0 when it answers 2xx within 2 s. */
 static int healthcheck(const char *url)
 {
-    CURL *curl = curl_easy_init();
-    long status = 0;
-    CURLcode rc;
+    const char *why;
 
-    if (curl == NULL)
-        return 1;
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 2000L);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_NOBODY, 0L);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard);
-    rc = curl_easy_perform(curl);
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(curl);
-    if (rc != CURLE_OK || status < 200 || status > 299) {
-        fprintf(stderr, "sluice: healthcheck %s: %s\n", url,
-                rc != CURLE_OK ? curl_easy_strerror(rc) : "not a 2xx answer");
-        return 1;
-    }
-    return 0;
+    if (gw_health_probe(url, 2000, &why) == 0)
+        return 0;
+    if (why != NULL)
+        fprintf(stderr, "sluice: healthcheck %s: %s\n", url, why);
+    return 1;
 }
 
 /* GET /healthz on the server.admin_listen of the config in `path`: a wildcard address (0.0.0.0,

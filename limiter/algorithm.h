@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "limiter.h"
-#include "state.h"
+#include "limiter/limiter.h"
+#include "limiter/state.h"
 
 struct limiter_ops {
     const char *name;

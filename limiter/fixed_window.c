@@ -4,7 +4,7 @@
  * Cheapest of all, but a client may send `requests` at the end of one window and `requests`
  * more at the start of the next: up to twice the limit within a moment.
  */
-#include "algorithm.h"
+#include "limiter/algorithm.h"
 
 /* The window a request at `now_ns` counts in, with that window's count. A clock that went
  * back into an earlier window keeps counting in the latest one: no window is counted twice. */

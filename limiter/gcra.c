@@ -11,7 +11,7 @@
  */
 #include <stdlib.h>
 
-#include "algorithm.h"
+#include "limiter/algorithm.h"
 
 struct gcra {
     struct limiter base;

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "algorithm.h"
-#include "table.h"
+#include "limiter/algorithm.h"
+#include "limiter/table.h"
 
 static const struct {
     const char *name;

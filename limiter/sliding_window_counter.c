@@ -13,7 +13,7 @@
  * The comparison is made in integers multiplied through by `per` (128-bit), so no rounding
  * lets a request through early.
  */
-#include "algorithm.h"
+#include "limiter/algorithm.h"
 
 typedef unsigned __int128 u128;
 

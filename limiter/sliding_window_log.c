@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "algorithm.h"
+#include "limiter/algorithm.h"
 
 #define INITIAL_CAPACITY 4
 

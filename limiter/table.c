@@ -5,8 +5,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "algorithm.h"
-#include "table.h"
+#include "limiter/algorithm.h"
+#include "limiter/table.h"
 
 #define SLOTS_PER_SHARD_MIN 1024 /* below this many slots per shard, use fewer shards */
 #define MAX_SHARDS          256

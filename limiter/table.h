@@ -26,8 +26,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "limiter.h"
-#include "state.h"
+#include "limiter/limiter.h"
+#include "limiter/state.h"
 
 struct client_slot {
     _Atomic uint32_t lock;

@@ -9,7 +9,7 @@
  */
 #include <stdlib.h>
 
-#include "algorithm.h"
+#include "limiter/algorithm.h"
 
 struct token_bucket {
     struct limiter base;

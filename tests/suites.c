@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "suites.h"
+#include "tests/suites.h"
 
 CU_pSuite add_suite_with(const char *name, CU_InitializeFunc init, CU_CleanupFunc clean)
 {

@@ -3,7 +3,7 @@
 #ifndef SLUICE_TESTS_UNIT_H
 #define SLUICE_TESTS_UNIT_H
 
-#include "suites.h"
+#include "tests/suites.h"
 
 void register_limiter_tests(void);
 void register_table_tests(void);

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "unit.h"
+#include "tests/unit.h"
 
 int main(int argc, char **argv)
 {

@@ -1,7 +1,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "headers.h"
+#include "gateway/common/headers.h"
 
 #define HOP(name)                                                                                  \
     {                                                                                              \

@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "respond.h"
+#include "gateway/common/log.h"
+#include "gateway/common/respond.h"
 
 #define ACCESS_QUEUE_BYTES (256 * 1024)
 #define ERROR_QUEUE_BYTES  (64 * 1024)

@@ -39,7 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config/config.h"
 
 enum gw_log_stream { GW_LOG_ERROR, GW_LOG_ACCESS, GW_N_LOG_STREAMS };
 

@@ -2,7 +2,7 @@
 #include <sodium.h>
 #include <string.h>
 
-#include "random.h"
+#include "gateway/common/random.h"
 
 struct stream {
     unsigned char key[crypto_stream_chacha20_KEYBYTES];

@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "respond.h"
-#include "text.h"
+#include "gateway/common/respond.h"
+#include "gateway/common/text.h"
 
 static int64_t ceil_seconds(int64_t ms)
 {

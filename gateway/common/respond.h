@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "limiter.h"
-#include "text.h"
+#include "gateway/common/text.h"
+#include "limiter/limiter.h"
 
 #define GW_FIELD_LEN 160
 #define GW_DENIED_DETAIL "rate limit exceeded; retry after the time in Retry-After"

@@ -2,8 +2,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "chars.h"
-#include "target.h"
+#include "gateway/common/chars.h"
+#include "gateway/common/target.h"
 
 /* '.' or '..', also with path parameters (`..;x`, which servlet containers read as `..`). */
 static bool is_dot_segment(const char *segment, size_t len)

@@ -2,7 +2,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "text.h"
+#include "gateway/common/text.h"
 
 void gw_text_number(struct gw_text *t, unsigned long long n, int min_digits)
 {

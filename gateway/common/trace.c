@@ -2,8 +2,8 @@
 #include <sodium.h>
 #include <string.h>
 
-#include "random.h"
-#include "trace.h"
+#include "gateway/common/random.h"
+#include "gateway/common/trace.h"
 
 #define TRACEPARENT_V00_LEN 55
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "admission.h"
+#include "gateway/front/admission.h"
 
 #define BUCKETS 4096 /* a power of two */
 

@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "keys.h"
+#include "gateway/identity/keys.h"
 
 struct gw_admission;
 

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "certs.h"
-#include "tls.h"
-#include "wire.h"
+#include "config/tls.h"
+#include "gateway/front/certs.h"
+#include "gateway/front/wire.h"
 
 struct gw_certs {
     _Atomic unsigned refs;

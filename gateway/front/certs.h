@@ -23,7 +23,7 @@
 #include <gnutls/abstract.h>
 #include <stddef.h>
 
-#include "config.h"
+#include "config/config.h"
 
 struct gw_certs;
 

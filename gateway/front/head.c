@@ -2,8 +2,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "chars.h"
-#include "head.h"
+#include "gateway/common/chars.h"
+#include "gateway/front/head.h"
 
 #define CHUNK_LINE_MAX 4096 /* a chunk extension or trailer line longer than this is refused */
 #define TRAILERS_TOO_LARGE                                                                         \

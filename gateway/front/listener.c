@@ -13,11 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "keys.h"
-#include "limiter.h"
-#include "listener.h"
-#include "log.h"
-#include "proxy_header.h"
+#include "gateway/common/log.h"
+#include "gateway/front/listener.h"
+#include "gateway/front/proxy_header.h"
+#include "gateway/identity/keys.h"
+#include "limiter/limiter.h"
 
 /* Why bind() failed, in words an operator can act on. */
 static const char *bind_failure(int error)

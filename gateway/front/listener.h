@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define GW_LISTENER_ERR_LEN 512
 #define GW_ADDRESS_LEN      64 /* "[v6 address]:port" */

@@ -7,9 +7,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "limiter.h"
-#include "loop.h"
-#include "proxy.h"
+#include "gateway/front/loop.h"
+#include "gateway/upstream/proxy.h"
+#include "limiter/limiter.h"
 
 #define EVENTS_PER_WAIT 64
 

@@ -3,7 +3,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "offload.h"
+#include "gateway/front/offload.h"
 
 struct gw_offload {
     pthread_mutex_t lock;

@@ -3,7 +3,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "park.h"
+#include "gateway/front/park.h"
 
 struct parked {
     int fd;

@@ -3,7 +3,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "proxy_header.h"
+#include "gateway/front/proxy_header.h"
 
 #define V1_MAX 107 /* "PROXY TCP6 " and two full IPv6 addresses and ports, with the CRLF */
 

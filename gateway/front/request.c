@@ -1,28 +1,27 @@
 /* One request's life; design in request.h. */
 #include <arpa/inet.h>
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "access_log.h"
-#include "head.h"
-#include "headers.h"
-#include "keys.h"
-#include "log.h"
-#include "loop.h"
-#include "offload.h"
-#include "proxy.h"
-#include "request.h"
-#include "routes.h"
-#include "target.h"
-#include "text.h"
-#include "trace.h"
-#include "tunnel.h"
-#include "upgrade.h"
-#include "wire.h"
+#include "gateway/common/headers.h"
+#include "gateway/common/log.h"
+#include "gateway/common/target.h"
+#include "gateway/common/text.h"
+#include "gateway/common/trace.h"
+#include "gateway/front/head.h"
+#include "gateway/front/loop.h"
+#include "gateway/front/offload.h"
+#include "gateway/front/request.h"
+#include "gateway/front/wire.h"
+#include "gateway/identity/keys.h"
+#include "gateway/ops/access_log.h"
+#include "gateway/routing/routes.h"
+#include "gateway/upstream/proxy.h"
+#include "gateway/upstream/tunnel.h"
+#include "gateway/upstream/upgrade.h"
 
 #define RESPONSE_BLOCK (32 * 1024)
 #define TOO_LARGE      "the request body is larger than this gateway accepts"
@@ -1027,7 +1026,6 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
                             .route = route};
     char peer_text[64] = "unknown", client_text[64] = "";
     struct curl_slist *nodes;
-    const char *at;
 
     if (rq->has_peer)
         write_address(peer_text, sizeof peer_text, &rq->peer);
@@ -1079,16 +1077,10 @@ static int upstream_headers(struct gw_request *rq, struct MHD_Connection *c)
         append_line(&w, "Accept:");
     if (!w.has_content_type)
         append_line(&w, "Content-Type:");
-    nodes = w.failed ? NULL : malloc(w.lines * sizeof *nodes);
+    nodes = w.failed ? NULL : gw_upstream_header_list(w.text, w.lines);
     if (nodes == NULL) {
         free(w.text);
         return -1;
-    }
-    at = w.text;
-    for (size_t i = 0; i < w.lines; i++) {
-        nodes[i].data = (char *)at;
-        nodes[i].next = i + 1 < w.lines ? &nodes[i + 1] : NULL;
-        at += strlen(at) + 1;
     }
     rq->upstream_headers = nodes;
     rq->upstream_header_text = w.text;

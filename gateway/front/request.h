@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime.h"
+#include "gateway/front/runtime.h"
 
 struct gw_access_memo;
 struct gw_head;

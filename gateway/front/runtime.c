@@ -4,7 +4,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "gateway/front/runtime.h"
 
 static void limit_release(struct gw_limit *limit)
 {

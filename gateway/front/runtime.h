@@ -25,13 +25,13 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "backends.h"
-#include "config.h"
-#include "consumers.h"
-#include "limiter.h"
-#include "metrics.h"
-#include "respond.h"
-#include "store.h"
+#include "config/config.h"
+#include "gateway/common/respond.h"
+#include "gateway/identity/consumers.h"
+#include "gateway/ops/metrics.h"
+#include "gateway/store/store.h"
+#include "gateway/upstream/backends.h"
+#include "limiter/limiter.h"
 
 /* A limiter, shared by the runtimes whose config has the same limit. */
 struct gw_limit {

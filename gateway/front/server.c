@@ -13,20 +13,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "access_log.h"
-#include "admission.h"
-#include "certs.h"
-#include "health.h"
-#include "listener.h"
-#include "log.h"
-#include "loop.h"
-#include "offload.h"
-#include "park.h"
-#include "proxy.h"
-#include "request.h"
-#include "server.h"
-#include "tunnel.h"
-#include "wire.h"
+#include "gateway/common/log.h"
+#include "gateway/front/admission.h"
+#include "gateway/front/certs.h"
+#include "gateway/front/listener.h"
+#include "gateway/front/loop.h"
+#include "gateway/front/offload.h"
+#include "gateway/front/park.h"
+#include "gateway/front/request.h"
+#include "gateway/front/server.h"
+#include "gateway/front/wire.h"
+#include "gateway/ops/access_log.h"
+#include "gateway/upstream/health.h"
+#include "gateway/upstream/proxy.h"
+#include "gateway/upstream/tunnel.h"
 
 /* Connections an event loop's daemon may hold beyond max_connections: those being refused. */
 #define REFUSAL_ROOM 256

@@ -35,7 +35,7 @@
 
 #include <stdint.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define GW_ERR_LEN 512
 

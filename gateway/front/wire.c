@@ -14,7 +14,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "wire.h"
+#include "gateway/front/wire.h"
 
 #define STAND_IN_LEN (sizeof GW_WIRE_STAND_IN - 1)
 

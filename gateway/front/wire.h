@@ -83,7 +83,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "head.h"
+#include "gateway/front/head.h"
 
 #define GW_WIRE_STAND_IN "GET / HTTP/1.1\r\nHost: refused.invalid\r\n\r\n"
 

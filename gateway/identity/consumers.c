@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "consumers.h"
+#include "gateway/identity/consumers.h"
 
 struct gw_consumers {
     const struct config_consumer *config; /* config->consumers */

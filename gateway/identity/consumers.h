@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "config/config.h"
 
 struct gw_consumers;
 

@@ -4,9 +4,9 @@
 #include <sodium.h>
 #include <string.h>
 
-#include "chars.h"
-#include "keys.h"
-#include "text.h"
+#include "gateway/common/chars.h"
+#include "gateway/common/text.h"
+#include "gateway/identity/keys.h"
 
 /* ::ffff:a.b.c.d, an IPv4 address as a dual-stack socket or a proxy writes it. It is made
  * the IPv4 address itself, so that one client has one key and IPv4 exemptions and

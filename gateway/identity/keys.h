@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define GW_KEY_LEN       320 /* fits "query#" + a 64-char digest, or a 256-byte value */
 #define GW_KEY_MAX_VALUE 256

@@ -3,12 +3,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "access_log.h"
-#include "keys.h"
-#include "log.h"
-#include "respond.h"
-#include "text.h"
-#include "trace.h"
+#include "gateway/common/log.h"
+#include "gateway/common/respond.h"
+#include "gateway/common/text.h"
+#include "gateway/common/trace.h"
+#include "gateway/identity/keys.h"
+#include "gateway/ops/access_log.h"
 
 /* The time as "2026-11-30T10:00:00", formatted once a second per thread. */
 static const char *utc_seconds(time_t now)

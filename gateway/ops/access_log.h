@@ -45,8 +45,8 @@
 
 #include <stdint.h>
 
-#include "config.h"
-#include "limiter.h"
+#include "config/config.h"
+#include "limiter/limiter.h"
 
 #define GW_ACCESS_AGENT_MAX 256 /* bytes of user_agent, escaped */
 #define GW_ACCESS_HOST_MAX  128 /* bytes of host, escaped */

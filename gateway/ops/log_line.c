@@ -5,8 +5,8 @@
 #include <emmintrin.h>
 #endif
 
-#include "chars.h"
-#include "log_line.h"
+#include "gateway/common/chars.h"
+#include "gateway/ops/log_line.h"
 
 struct reader {
     const char *at, *end;

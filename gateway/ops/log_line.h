@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "access_log.h"
-#include "keys.h"
+#include "gateway/identity/keys.h"
+#include "gateway/ops/access_log.h"
 
 #define GW_LOG_PATH_MAX 1024 /* the access log's bound on path */
 

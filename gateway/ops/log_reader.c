@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log_reader.h"
+#include "gateway/ops/log_reader.h"
 
 struct gw_log_reader {
     int fd;

@@ -29,7 +29,7 @@
 
 #include <stddef.h>
 
-#include "access_log.h"
+#include "gateway/ops/access_log.h"
 
 #define GW_LOG_READ_LINE_MAX  (16 * GW_ACCESS_LINE_CAP) /* bytes of a line, without its newline */
 #define GW_LOG_READER_ERR_LEN 256

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "metrics.h"
+#include "gateway/common/log.h"
+#include "gateway/ops/metrics.h"
 
 static const double bucket_bounds[GW_N_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                    0.1,   0.25,   0.5,   1,    2.5,   10};

@@ -7,15 +7,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
-#include "consumers.h"
-#include "limiter.h"
-#include "log_line.h"
-#include "log_reader.h"
-#include "respond.h"
-#include "routes.h"
-#include "simulate.h"
-#include "target.h"
+#include "config/config.h"
+#include "gateway/common/respond.h"
+#include "gateway/common/target.h"
+#include "gateway/identity/consumers.h"
+#include "gateway/ops/log_line.h"
+#include "gateway/ops/log_reader.h"
+#include "gateway/ops/simulate.h"
+#include "gateway/routing/routes.h"
+#include "limiter/limiter.h"
 
 #define TOP_CLIENTS     10
 #define MALFORMED_SHOWN 10

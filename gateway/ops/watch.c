@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "watch.h"
+#include "gateway/ops/watch.h"
 
 #define QUIET_MS 200
 

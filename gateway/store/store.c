@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
-#include "store_call.h"
-#include "store_health.h"
-#include "store_script.h"
-#include "store_workers.h"
+#include "gateway/store/store.h"
+#include "gateway/store/store_call.h"
+#include "gateway/store/store_health.h"
+#include "gateway/store/store_script.h"
+#include "gateway/store/store_workers.h"
 
 struct gw_store {
     char *host, *password, *prefix;

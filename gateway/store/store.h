@@ -57,8 +57,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "config.h"
-#include "limiter.h"
+#include "config/config.h"
+#include "limiter/limiter.h"
 
 struct gw_store;
 

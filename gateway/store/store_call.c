@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "store_call.h"
+#include "gateway/store/store_call.h"
 
 struct gw_store_call *gw_store_call_new(int64_t deadline_ns, uint64_t state)
 {

@@ -24,8 +24,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "store.h"
-#include "store_script.h"
+#include "gateway/store/store.h"
+#include "gateway/store/store_script.h"
 
 struct gw_store_call {
     struct gw_store_call *next; /* in the store's queue */

@@ -2,9 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "limiter.h"
-#include "log.h"
-#include "store_health.h"
+#include "gateway/common/log.h"
+#include "gateway/store/store_health.h"
+#include "limiter/limiter.h"
 
 #define FIRST_BACKOFF   (100 * (int64_t)1000000)
 #define LONGEST_BACKOFF (5 * (int64_t)1000000000)

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "store_script.h"
+#include "gateway/store/store_script.h"
 
 /* KEYS[i]: limit i's key, made in C from that limit's version and its own client key, so the
  * script needs no notion of clients; sliding_window_log keeps its sorted set at KEYS[i] ":log"

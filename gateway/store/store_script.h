@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "limiter.h"
+#include "limiter/limiter.h"
 
 #define GW_SCRIPT_MAX_ARGS (4 + LIMITER_MAX_PER_REQUEST * 6)
 

@@ -9,7 +9,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "store_workers.h"
+#include "gateway/store/store_workers.h"
 
 /* One thread and its connection: the health spell it was opened in, the script's digest (""
  * until first loaded; the same on every Redis, so kept across connections), and what was sent

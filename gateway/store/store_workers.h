@@ -34,8 +34,8 @@
 
 #include <stdint.h>
 
-#include "store_call.h"
-#include "store_health.h"
+#include "gateway/store/store_call.h"
+#include "gateway/store/store_health.h"
 
 #define GW_STORE_THREADS   4
 #define GW_STORE_IN_FLIGHT 256 /* calls under way on one connection */

@@ -1,4 +1,4 @@
-#include "backends.h"
+#include "gateway/upstream/backends.h"
 
 #include <sodium.h>
 #include <stdlib.h>

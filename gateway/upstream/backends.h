@@ -43,8 +43,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "config.h"
-#include "proxy.h"
+#include "config/config.h"
+#include "gateway/upstream/proxy.h"
 
 /* The CONFIG_FAIL_* bit an attempt's outcome falls under (a fault, or else the status), or 0. */
 unsigned gw_fault_class(enum gw_fault fault, long status);

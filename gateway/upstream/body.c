@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "body.h"
+#include "gateway/upstream/body.h"
 
 #define FIRST_CAP (16 * 1024)
 

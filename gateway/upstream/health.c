@@ -1,13 +1,13 @@
-#include "health.h"
+#include "gateway/upstream/health.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "limiter.h"
-#include "log.h"
-#include "proxy.h"
+#include "gateway/common/log.h"
+#include "gateway/upstream/proxy.h"
+#include "limiter/limiter.h"
 
 #define TICK_MS 100
 
@@ -281,4 +281,28 @@ void gw_health_stop(struct gw_health *h)
     curl_multi_cleanup(h->multi);
     pthread_mutex_destroy(&h->lock);
     free(h);
+}
+
+int gw_health_probe(const char *url, long timeout_ms, const char **why)
+{
+    CURL *curl = curl_easy_init();
+    long status = 0;
+    CURLcode rc;
+
+    *why = NULL;
+    if (curl == NULL)
+        return -1;
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_NOBODY, 0L);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard);
+    rc = curl_easy_perform(curl);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(curl);
+    if (rc != CURLE_OK || status < 200 || status > 299) {
+        *why = rc != CURLE_OK ? curl_easy_strerror(rc) : "not a 2xx answer";
+        return -1;
+    }
+    return 0;
 }

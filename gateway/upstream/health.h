@@ -19,8 +19,8 @@
 #ifndef SLUICE_GATEWAY_HEALTH_H
 #define SLUICE_GATEWAY_HEALTH_H
 
-#include "backends.h"
-#include "config.h"
+#include "config/config.h"
+#include "gateway/upstream/backends.h"
 
 struct gw_health;
 
@@ -32,5 +32,11 @@ void gw_health_configure(struct gw_health *health, const struct config *config,
                          struct gw_backend_set *const *sets);
 
 void gw_health_stop(struct gw_health *health);
+
+/* `sluice healthcheck`: GET `url` once, on the calling thread, within `timeout_ms` for the
+ * whole exchange. 0 when it answers 2xx; otherwise -1, and *why says why in libcurl's words,
+ * or "not a 2xx answer" (static strings), or is NULL when no request could be made (no
+ * memory for one). */
+int gw_health_probe(const char *url, long timeout_ms, const char **why);
 
 #endif

@@ -10,8 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "limiter.h"
-#include "proxy.h"
+#include "gateway/upstream/proxy.h"
+#include "limiter/limiter.h"
 
 #define BODY_BUFFER    (64 * 1024)
 #define POLL_SLICE_MS  200 /* longest single wait, so an abort is seen promptly */
@@ -121,6 +121,23 @@ void gw_upstream_set_proxy(void *easy, const char *proxy)
      * transfer). */
     curl_easy_setopt(easy, CURLOPT_PROXY, proxy != NULL ? proxy : "");
     curl_easy_setopt(easy, CURLOPT_NOPROXY, "");
+}
+
+struct curl_slist *gw_upstream_header_list(const char *text, size_t n_lines)
+{
+    /* One allocation rather than curl_slist_append()'s two per line: a request's list is
+     * built, sent once and freed. */
+    struct curl_slist *nodes = malloc(n_lines * sizeof *nodes);
+    const char *at = text;
+
+    if (nodes == NULL)
+        return NULL;
+    for (size_t i = 0; i < n_lines; i++) {
+        nodes[i].data = (char *)at;
+        nodes[i].next = i + 1 < n_lines ? &nodes[i + 1] : NULL;
+        at += strlen(at) + 1;
+    }
+    return nodes;
 }
 
 static void set_handle_options(struct gw_upstream *u);

@@ -63,7 +63,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "body.h"
+#include "gateway/upstream/body.h"
 
 struct curl_slist;
 struct gw_upstream;
@@ -116,12 +116,18 @@ enum gw_upstream_error gw_fault_error(enum gw_fault fault);
 /* Called on the loop's thread when an exchange on a loop has taken a step. */
 typedef void gw_upstream_notify(void *cls);
 
+/* The list gw_forward.headers takes, over `n_lines` (at least 1) NUL-terminated lines laid
+ * end to end in `text`, each "Name: value", or "Name:" to keep libcurl from adding that field
+ * of its own: one malloc'd array of nodes that point into `text`, which must outlive it. The
+ * caller frees the array with free(), and `text` apart. NULL when memory is short. */
+struct curl_slist *gw_upstream_header_list(const char *text, size_t n_lines);
+
 struct gw_forward {
     const char *method;
     const char *url;
     const char *proxy; /* the route's forward proxy URL, or NULL for none */
     uint64_t max_head; /* the longest response head passed on (its fields' bytes) */
-    const struct curl_slist *headers; /* sent as given */
+    const struct curl_slist *headers; /* sent as given (gw_upstream_header_list()) */
     struct gw_body *body; /* NULL when the request has none; sent as it fills (body.h) */
     int64_t timeout_ns;
     int64_t connect_timeout_ns;

@@ -1,4 +1,5 @@
 /* Upgraded connections joined both ways on one thread; design in tunnel.h. */
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -9,8 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "limiter.h"
-#include "tunnel.h"
+#include "gateway/upstream/tunnel.h"
+#include "limiter/limiter.h"
 
 #define EVENTS       64
 #define ROUNDS       16   /* of a tunnel's pumping per wake-up, so that one cannot hold others */

@@ -39,7 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "upgrade.h"
+#include "gateway/upstream/upgrade.h"
 
 #define GW_TUNNEL_BUFFER (16 * 1024)
 

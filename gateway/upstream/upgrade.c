@@ -1,4 +1,5 @@
 /* The upstream side of a protocol upgrade; design in upgrade.h. */
+#include <curl/curl.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -6,11 +7,15 @@
 #include <string.h>
 #include <strings.h>
 
-#include "chars.h"
-#include "headers.h"
-#include "limiter.h"
-#include "proxy.h"
-#include "upgrade.h"
+#include "gateway/common/chars.h"
+#include "gateway/common/headers.h"
+#include "gateway/upstream/proxy.h"
+#include "gateway/upstream/upgrade.h"
+#include "limiter/limiter.h"
+
+/* What upgrade.h holds in place of libcurl's own types. */
+_Static_assert(GW_UPGRADE_ERROR_LEN == CURL_ERROR_SIZE, "error_text is libcurl's error buffer");
+_Static_assert(sizeof(curl_socket_t) == sizeof(int), "fd holds a curl_socket_t");
 
 #define READ_PIECE 16384
 #define MAX_INTERIM 8 /* 1xx answers before the final one; more is a broken upstream */

@@ -22,24 +22,26 @@
 #ifndef SLUICE_GATEWAY_UPGRADE_H
 #define SLUICE_GATEWAY_UPGRADE_H
 
-#include <curl/curl.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proxy.h"
+#include "gateway/upstream/proxy.h"
 
-#define GW_UPGRADE_MAX_BODY (64 * 1024)
+#define GW_UPGRADE_MAX_BODY  (64 * 1024)
+#define GW_UPGRADE_ERROR_LEN 256 /* libcurl's CURL_ERROR_SIZE (upgrade.c checks it) */
 
+/* libcurl's handle and socket are held as a void * and an int (as upgrade.c checks), so that
+ * the code that holds a gw_upgrade does not include libcurl. */
 struct gw_upgrade {
-    CURL *easy; /* the connection, until it goes to a tunnel or gw_upgrade_free() */
-    curl_socket_t fd;
+    void *easy; /* the CURL handle: the connection, until a tunnel or gw_upgrade_free() */
+    int fd;     /* its socket (a curl_socket_t) */
     long status;
     char *head; /* "name\0value\0" pairs of the final answer's fields (gw_field_next()) */
     size_t head_len;
     char *early; /* after the head: the body of an answer other than 101, or the upstream's */
     size_t early_len; /* first tunnel bytes after a 101 */
     enum gw_fault fault;
-    char error_text[CURL_ERROR_SIZE];
+    char error_text[GW_UPGRADE_ERROR_LEN];
 };
 
 /* Connects to `fw->url`'s server and sends `fw`'s request (its method, the URL's target, its

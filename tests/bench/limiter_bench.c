@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "limiter.h"
+#include "limiter/limiter.h"
 
 #define HOT_DECISIONS 4000000
 #define CLIENTS       1000000

@@ -4,10 +4,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../unit.h"
-#include "config.h"
-#include "metrics.h"
-#include "runtime.h"
+#include "config/config.h"
+#include "gateway/front/runtime.h"
+#include "gateway/ops/metrics.h"
+#include "tests/unit.h"
 
 static char path[64];
 

@@ -1,8 +1,8 @@
 #include <arpa/inet.h>
 #include <stdlib.h>
 
-#include "../unit.h"
-#include "config.h"
+#include "config/config.h"
+#include "tests/unit.h"
 
 static void test_durations(void)
 {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 
 /* Where ":LINE:COL: " starts in `line` (up to `end`): at "fuzz.yaml", or, for a problem in
  * a file the config names (consumers_file), after that file's path. NULL if nowhere. */

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "head.h"
-#include "target.h"
+#include "gateway/common/target.h"
+#include "gateway/front/head.h"
 
 struct reading {
     char *out;

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "headers.h"
+#include "gateway/common/headers.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "keys.h"
-#include "routes.h"
+#include "gateway/identity/keys.h"
+#include "gateway/routing/routes.h"
 
 static const unsigned char v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "proxy_header.h"
+#include "gateway/front/proxy_header.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

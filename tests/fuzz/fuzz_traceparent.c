@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace.h"
+#include "gateway/common/trace.h"
 
 static bool lower_hex(const char *text, size_t len)
 {

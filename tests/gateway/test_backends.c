@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../unit.h"
-#include "backends.h"
+#include "gateway/upstream/backends.h"
+#include "tests/unit.h"
 
 #define SECOND_NS ((int64_t)1000000000)
 #define T0        (1000 * SECOND_NS) /* an arbitrary start, well past zero ("never failed") */

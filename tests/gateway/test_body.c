@@ -1,8 +1,8 @@
 /* gw_body (gateway/upstream/body.c): the window a request body passes through upstream. */
 #include <string.h>
 
-#include "../unit.h"
-#include "body.h"
+#include "gateway/upstream/body.h"
+#include "tests/unit.h"
 
 /* Bytes `from`.. of a recognisable pattern: byte i is 'a' + i % 26. */
 static void pattern(char *out, size_t len, size_t from)

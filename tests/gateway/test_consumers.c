@@ -7,11 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../unit.h"
-#include "config.h"
-#include "consumers.h"
-#include "metrics.h"
-#include "runtime.h"
+#include "config/config.h"
+#include "gateway/front/runtime.h"
+#include "gateway/identity/consumers.h"
+#include "gateway/ops/metrics.h"
+#include "tests/unit.h"
 
 #define ROUTE                                                                                      \
     "routes:\n  - name: api\n    match: {path_prefix: /}\n"                                        \

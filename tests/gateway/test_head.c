@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../unit.h"
-#include "head.h"
+#include "gateway/front/head.h"
+#include "tests/unit.h"
 
 /* What a reader makes of a whole stream fed in pieces of `piece` bytes (0: at once), the way
  * wire.c feeds it: kept bytes go in again, in front of the next piece. */

@@ -1,5 +1,5 @@
-#include "../unit.h"
-#include "headers.h"
+#include "gateway/common/headers.h"
+#include "tests/unit.h"
 
 static void test_hop_by_hop(void)
 {

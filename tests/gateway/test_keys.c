@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../unit.h"
-#include "keys.h"
+#include "gateway/identity/keys.h"
+#include "tests/unit.h"
 
 static struct gw_addr addr(const char *text)
 {

@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../unit.h"
-#include "log_line.h"
+#include "gateway/ops/log_line.h"
+#include "tests/unit.h"
 
 #define GOOD                                                                                       \
     "{\"time\":\"2026-11-30T10:00:00.123Z\",\"route\":\"api\",\"method\":\"GET\","                 \

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../unit.h"
-#include "log_reader.h"
+#include "gateway/ops/log_reader.h"
+#include "tests/unit.h"
 
 /* A reader of `len` bytes of `content`, through a file removed once open. */
 static struct gw_log_reader *reader_of(const char *content, size_t len)

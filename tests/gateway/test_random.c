@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../unit.h"
-#include "random.h"
+#include "gateway/common/random.h"
+#include "tests/unit.h"
 
 static int compare_ids(const void *a, const void *b)
 {

@@ -2,9 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../unit.h"
-#include "respond.h"
-#include "text.h"
+#include "gateway/common/respond.h"
+#include "gateway/common/text.h"
+#include "tests/unit.h"
 
 static void test_fields(void)
 {

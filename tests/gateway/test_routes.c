@@ -1,7 +1,7 @@
 #include <stdlib.h>
 
-#include "../unit.h"
-#include "routes.h"
+#include "gateway/routing/routes.h"
+#include "tests/unit.h"
 
 static char *get_post[] = {"GET", "POST", NULL};
 

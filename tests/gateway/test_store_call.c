@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../unit.h"
-#include "store_call.h"
+#include "gateway/store/store_call.h"
+#include "tests/unit.h"
 
 static void pause_us(long us)
 {

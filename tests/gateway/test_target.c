@@ -1,8 +1,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../unit.h"
-#include "target.h"
+#include "gateway/common/target.h"
+#include "tests/unit.h"
 
 /* The routing path of `target`, or NULL when refused; static. */
 static const char *path_of(const char *target)

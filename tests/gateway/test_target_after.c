@@ -3,8 +3,8 @@
  * test_target.c, which its owner keeps. */
 #include <string.h>
 
-#include "../unit.h"
-#include "target.h"
+#include "gateway/common/target.h"
+#include "tests/unit.h"
 
 /* The rest of `target` after `len` bytes of its routing path, checked to lie within it. */
 static const char *after(const char *target, size_t len)

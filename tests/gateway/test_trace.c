@@ -1,8 +1,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../unit.h"
-#include "trace.h"
+#include "gateway/common/trace.h"
+#include "tests/unit.h"
 
 #define TRACE_ID "4bf92f3577b34da6a3ce929d0e0e4736"
 #define PARENT   "00f067aa0ba902b7"

@@ -6,8 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../unit.h"
-#include "wire.h"
+#include "gateway/front/wire.h"
+#include "tests/unit.h"
 
 /* A connection as libmicrohttpd holds one: [0] read through recv() (the gateway's), [1] the
  * client's end. */

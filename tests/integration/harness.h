@@ -14,7 +14,7 @@
 #ifndef SLUICE_TESTS_HARNESS_H
 #define SLUICE_TESTS_HARNESS_H
 
-#include "../suites.h"
+#include "tests/suites.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 static void on_suite_start(const CU_pSuite suite)
 {

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "recorder.h"
+#include "tests/integration/recorder.h"
 
 #define MAX_CONNS    64
 #define HEAD_MAX     (64 * 1024)

@@ -27,7 +27,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define ANSWER_CAP  (64 * 1024)
 #define TIMEOUT_MS  5000

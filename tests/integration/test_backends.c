@@ -29,8 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
-#include "recorder.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/recorder.h"
 
 #define N_RECS     3
 #define ANSWER_CAP (64 * 1024)

@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness.h"
-#include "recorder.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/recorder.h"
 
 #define ACME_KEY  "acme-key-0001"
 #define BOB_KEY   "bob-key-0002"

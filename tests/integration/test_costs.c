@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 static struct redis redis;
 static char dir[64];       /* /tmp/sluice-costs-XXXXXX */

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define MANIFESTS       "deploy/kubernetes"
 #define DASHBOARD       "deploy/grafana/sluice.json"

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 /* Whether the Makefile has a rule for the `len` bytes of `target` ("target:" starting a line). */
 static bool has_make_target(const char *makefile, const char *target, size_t len)

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
-#include "recorder.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/recorder.h"
 
 #define ANY_ERROR  -1   /* for `status`: any answer of 400 or more */
 #define TIMEOUT_MS 3000 /* per exchange; a keep-alive answer ends sooner (see raw_session) */

@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define ROUTE                                                                                      \
     "routes:\n  - name: r\n    match: {path_prefix: /}\n"                                          \

@@ -14,7 +14,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define THREAD_MODE "thread_per_connection"
 #define EVENT_MODE  "event"

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 /* How a pressed sluice is started. */
 struct pressure {

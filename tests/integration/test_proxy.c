@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
-#include "recorder.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/recorder.h"
 
 static struct proc gw;
 

@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness.h"
-#include "recorder.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/recorder.h"
 
 #define ONE_ROUTE(requests)                                                                        \
     "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", watch_config: %2$s}\n"       \

@@ -23,7 +23,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define KIB         1024ull
 #define MIB         (1024 * KIB)

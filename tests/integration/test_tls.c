@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
-#include "recorder.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/recorder.h"
 
 static char dir[64];                 /* the certificates, made by init() */
 static struct proc plain, tls, swap; /* swap: the certificate reload tests' */

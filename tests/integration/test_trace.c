@@ -17,8 +17,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "harness.h"
-#include "recorder.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/recorder.h"
 
 #define ANSWER_CAP (64 * 1024)
 #define TIMEOUT_MS 5000

@@ -12,8 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "harness.h"
-#include "recorder.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/recorder.h"
 
 #define TIMEOUT_MS 5000 /* per exchange; a keep-alive answer ends sooner (see raw_session) */
 #define ANSWER_CAP (160 * 1024)

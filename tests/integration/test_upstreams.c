@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 /* openssl s_server with a fresh self-signed certificate: a real TLS upstream. */
 static void test_https_upstream(void)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 static void test_memcheck_clean(void)
 {

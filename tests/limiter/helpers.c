@@ -1,7 +1,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "helpers.h"
+#include "tests/limiter/helpers.h"
 
 const char *const all_algorithms[5] = {"token_bucket", "gcra", "fixed_window",
                                        "sliding_window_log", "sliding_window_counter"};

@@ -5,8 +5,8 @@
 #include <CUnit/CUnit.h>
 #include <stdint.h>
 
-#include "../unit.h"
-#include "limiter.h"
+#include "limiter/limiter.h"
+#include "tests/unit.h"
 
 #define MS(n)  ((int64_t)(n) * 1000000)
 #define SEC(n) ((int64_t)(n) * 1000000000)

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "helpers.h"
+#include "tests/limiter/helpers.h"
 
 static struct limiter_decision decide_cost(struct limiter *l, const char *id, uint64_t cost,
                                            int64_t now_ns)

@@ -1,4 +1,4 @@
-#include "helpers.h"
+#include "tests/limiter/helpers.h"
 
 /* Windows fall on multiples of `per` since the epoch, whenever the client starts. */
 static void test_windows_are_aligned(void)

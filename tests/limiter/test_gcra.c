@@ -1,6 +1,6 @@
 #include <stdlib.h>
 
-#include "helpers.h"
+#include "tests/limiter/helpers.h"
 
 static void test_contract(void)
 {

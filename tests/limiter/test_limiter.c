@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "helpers.h"
+#include "tests/limiter/helpers.h"
 
 /* Creation fails with `fragment` in the message. */
 static void expect_rejected(const char *algorithm, uint64_t requests, int64_t per_ns,

@@ -1,4 +1,4 @@
-#include "helpers.h"
+#include "tests/limiter/helpers.h"
 
 /* Against the fixed window's spike: 100 at the end of a minute leave 99.998 weighted 1 ms into
  * the next, so one request passes, not 100. */

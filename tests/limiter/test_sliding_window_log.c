@@ -1,6 +1,6 @@
 #include <stdlib.h>
 
-#include "helpers.h"
+#include "tests/limiter/helpers.h"
 
 /* At most `requests` in any trailing `per`, to the nanosecond. */
 static void test_exact_window(void)

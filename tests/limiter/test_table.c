@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "helpers.h"
+#include "tests/limiter/helpers.h"
 
 static struct limiter_stats stats_of(const struct limiter *l)
 {

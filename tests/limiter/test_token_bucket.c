@@ -1,4 +1,4 @@
-#include "helpers.h"
+#include "tests/limiter/helpers.h"
 
 static void test_contract(void)
 {

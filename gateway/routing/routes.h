@@ -29,7 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config/config.h"
 
 /* The index of the matching route in config->routes, or -1. `host` is the request's Host
  * header as the client sent it, or NULL when it has none (then only routes without a host

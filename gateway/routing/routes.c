@@ -3,8 +3,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "chars.h"
-#include "routes.h"
+#include "gateway/common/chars.h"
+#include "gateway/routing/routes.h"
 
 static bool method_accepted(const struct config_route *route, const char *method)
 {
