@@ -177,8 +177,6 @@ static int build_set(struct gw_runtime *rt, const struct config_route *cr,
         if (set->limits[j] == NULL)
             return -1;
         set->limiters[j] = set->limits[j]->limiter;
-        set->route_key[j] =
-            config_same_key(limits[j].key_kind, limits[j].key_name, cr->key_kind, cr->key_name);
         set->denials[j] = gw_metrics_limit(metrics, r->metrics, set->store_names[j]);
         if (set->denials[j] == NULL) {
             snprintf(err, err_len, "out of memory");
