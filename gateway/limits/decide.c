@@ -48,6 +48,39 @@ int gw_limits_select(const struct config_route *route, const struct gw_consumer 
     return 0;
 }
 
+static bool takes_burst(const struct limiter_params *params)
+{
+    return strcmp(params->algorithm, "token_bucket") == 0 || strcmp(params->algorithm, "gcra") == 0;
+}
+
+static uint64_t share_of(uint64_t quota, uint32_t replicas)
+{
+    return quota / replicas > 0 ? quota / replicas : 1;
+}
+
+struct limiter_params gw_limits_store_params(const struct config_limit *limit)
+{
+    struct limiter_params params = limit->params;
+
+    if (takes_burst(&params) && params.burst == 0)
+        params.burst = params.requests;
+    return params;
+}
+
+struct limiter_params gw_limits_local_params(const struct config *config,
+                                             const struct config_limit *limit, bool shared)
+{
+    struct limiter_params params = gw_limits_store_params(limit);
+
+    if (shared) {
+        params.requests = share_of(params.requests, config->replicas);
+        if (takes_burst(&params))
+            params.burst = share_of(params.burst, config->replicas);
+    }
+    params.max_clients = config->max_clients;
+    return params;
+}
+
 /* The decision to report of `n`: when denied, the limit that makes the client wait longest;
  * when allowed, the one with the fewest requests left. */
 static size_t binding_limit(const struct limiter_decision *d, size_t n, bool allowed)

@@ -23,7 +23,10 @@
  * Example: "burst" 10/s and "daily" 1000/d both refuse, burst for 400 ms and daily for 5 h:
  * daily binds, since a retry after 400 ms would be refused again.
  *
- * Nothing here reads a clock, allocates, or keeps anything of its arguments.
+ * The limiters themselves are built per route where a config is loaded (the gateway keeps them
+ * across reloads, gateway/front/runtime.c; simulate builds its own), each from the parameters
+ * gw_limits_local_params() gives. Nothing here reads a clock, allocates, or keeps anything of
+ * its arguments.
  */
 #ifndef SLUICE_GATEWAY_LIMITS_DECIDE_H
 #define SLUICE_GATEWAY_LIMITS_DECIDE_H
@@ -75,6 +78,17 @@ int gw_limits_select(const struct config_route *route, const struct gw_consumer 
 
 /* Whether `limit` of `route` counts a client under the route's key rather than its own. */
 bool gw_limits_route_key(const struct config_route *route, const struct config_limit *limit);
+
+/* `limit` as the shared store runs it: its parameters, the burst of a bucket (token_bucket,
+ * gcra) defaulted to its requests. */
+struct limiter_params gw_limits_store_params(const struct config_limit *limit);
+
+/* `limit` as a limiter of this process runs it under `config`: as the store runs it, and
+ * limiter.max_clients; on a route in the shared store (`shared`), the local fallback, with this
+ * replica's share of the quota and burst (divided by limiter.replicas, at least 1). Example:
+ * 100 a minute, burst 20, three replicas: each falls back to 33 a minute, burst 6. */
+struct limiter_params gw_limits_local_params(const struct config *config,
+                                             const struct config_limit *limit, bool shared);
 
 /* Asks `limiters` (one per limit of `selection`) at `now_ns` for the clients `ids` (likewise),
  * into `d`. Returns d->outcome: ALLOWED, DENIED, or FAILED_CLOSED when memory is short. */

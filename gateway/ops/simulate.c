@@ -186,13 +186,14 @@ static int sim_set_open(const struct sim *s, struct sim_route *r, struct sim_set
     set->limits = &r->limits[r->n_limits];
     for (size_t j = 0; j < n; j++) {
         struct sim_limit *l = &r->limits[r->n_limits];
-        struct limiter_params params = limits[j].params;
+        /* As the gateway runs a route kept in this process: a log of a route in the shared
+         * store was decided there, on the whole quota, which is what replays it. */
+        struct limiter_params params = gw_limits_local_params(s->config, &limits[j], false);
 
         l->config = &limits[j];
         l->plan = plan;
         snprintf(l->name, sizeof l->name, "%s%s%s", plan ? plan : "", plan ? "/" : "",
                  limits[j].name);
-        params.max_clients = s->config->max_clients; /* as the gateway runs it */
         l->limiter = limiter_create(&params, why);
         if (l->limiter == NULL) {
             fprintf(stderr, "%s: route %s, limit %s: %s\n", s->path, route->name, l->name, why);

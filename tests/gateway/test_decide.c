@@ -221,6 +221,41 @@ static void test_on_store_error(void)
     limiter_free(limiters[1]);
 }
 
+static void test_params(void)
+{
+    struct config config = {.replicas = 3, .max_clients = 5000};
+    struct config_limit bucket = {
+        .name = "b",
+        .params = {.algorithm = "token_bucket", .requests = 100, .per_ns = 60 * SECOND, .burst = 20}};
+    struct config_limit unset = {
+        .name = "u", .params = {.algorithm = "gcra", .requests = 2, .per_ns = SECOND}};
+    struct config_limit window = {
+        .name = "w", .params = {.algorithm = "fixed_window", .requests = 10, .per_ns = SECOND}};
+    struct limiter_params p;
+
+    p = gw_limits_store_params(&bucket);
+    CU_ASSERT_EQUAL(p.requests, 100);
+    CU_ASSERT_EQUAL(p.burst, 20);
+    p = gw_limits_store_params(&unset);
+    CU_ASSERT_EQUAL(p.burst, 2); /* a bucket's burst defaults to its requests */
+    p = gw_limits_store_params(&window);
+    CU_ASSERT_EQUAL(p.burst, 0); /* a window has none */
+    p = gw_limits_local_params(&config, &bucket, false);
+    CU_ASSERT_EQUAL(p.requests, 100);
+    CU_ASSERT_EQUAL(p.burst, 20);
+    CU_ASSERT_EQUAL(p.max_clients, 5000);
+    p = gw_limits_local_params(&config, &bucket, true); /* this replica's third */
+    CU_ASSERT_EQUAL(p.requests, 33);
+    CU_ASSERT_EQUAL(p.burst, 6);
+    CU_ASSERT_EQUAL(p.max_clients, 5000);
+    p = gw_limits_local_params(&config, &unset, true); /* never below one */
+    CU_ASSERT_EQUAL(p.requests, 1);
+    CU_ASSERT_EQUAL(p.burst, 1);
+    p = gw_limits_local_params(&config, &window, true);
+    CU_ASSERT_EQUAL(p.requests, 3);
+    CU_ASSERT_EQUAL(p.burst, 0);
+}
+
 void register_decide_tests(void)
 {
     CU_pSuite s = add_suite("gateway_decide");
@@ -234,4 +269,5 @@ void register_decide_tests(void)
              test_local_fewest_left_binds);
     add_test(s, "the shared store's answer", test_shared_answer);
     add_test(s, "on_store_error: allow, deny, local", test_on_store_error);
+    add_test(s, "a limit as the store runs it, and as this replica does", test_params);
 }
