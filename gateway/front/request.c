@@ -1750,8 +1750,7 @@ static size_t access_keys(const struct gw_request *rq, struct gw_access_key *key
     n++;
     for (size_t i = 0; i < rq->set->n_limits; i++)
         if (!rq->selection.route_key[i]) {
-            gw_key_source(rq->set->config[i].key_kind, rq->set->config[i].key_name, false,
-                          sources[n]);
+            gw_limits_key_source(route, &rq->set->config[i], sources[n]);
             keys[n] = (struct gw_access_key){sources[n], rq->limit_keys[i]};
             n++;
         }

@@ -8,6 +8,15 @@ bool gw_limits_route_key(const struct config_route *route, const struct config_l
     return config_same_key(limit->key_kind, limit->key_name, route->key_kind, route->key_name);
 }
 
+void gw_limits_key_source(const struct config_route *route, const struct config_limit *limit,
+                          char out[GW_KEY_SOURCE_LEN])
+{
+    if (gw_limits_route_key(route, limit))
+        gw_key_source(route->key_kind, route->key_name, route->identifies_consumers, out);
+    else
+        gw_key_source(limit->key_kind, limit->key_name, false, out);
+}
+
 /* The set's index: the consumer's plan, else (a consumer route) the anonymous plan, else the
  * route's own; -2 when an unknown key is refused. */
 static long plan_of(const struct config_route *route, const struct gw_consumer *consumer,

@@ -37,6 +37,7 @@
 
 #include "config/config.h"
 #include "gateway/identity/consumers.h"
+#include "gateway/identity/keys.h"
 #include "gateway/store/store.h"
 #include "limiter/limiter.h"
 
@@ -78,6 +79,12 @@ int gw_limits_select(const struct config_route *route, const struct gw_consumer 
 
 /* Whether `limit` of `route` counts a client under the route's key rather than its own. */
 bool gw_limits_route_key(const struct config_route *route, const struct config_limit *limit);
+
+/* Where the key `limit` of `route` counts a client under comes from, as the access log names
+ * it (gw_key_source()): the route's key ("consumer" on a route that names consumers), or the
+ * limit's own. */
+void gw_limits_key_source(const struct config_route *route, const struct config_limit *limit,
+                          char out[GW_KEY_SOURCE_LEN]);
 
 /* `limit` as the shared store runs it: its parameters, the burst of a bucket (token_bucket,
  * gcra) defaulted to its requests. */

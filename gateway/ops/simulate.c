@@ -201,12 +201,7 @@ static int sim_set_open(const struct sim *s, struct sim_route *r, struct sim_set
         }
         r->n_limits++;
         set->n_limits++;
-        /* A limit on the route's key counts under it: a consumer's name on a route that names
-         * consumers (logged as "consumer"), as gw_limits_select() says. */
-        if (gw_limits_route_key(route, &limits[j]))
-            gw_key_source(route->key_kind, route->key_name, route->identifies_consumers, l->source);
-        else
-            gw_key_source(limits[j].key_kind, limits[j].key_name, false, l->source);
+        gw_limits_key_source(route, &limits[j], l->source);
         l->clients.max =
             s->config->max_clients ? s->config->max_clients : LIMITER_DEFAULT_MAX_CLIENTS;
     }

@@ -65,6 +65,22 @@ static void test_select_own_keys_and_costs(void)
     CU_ASSERT_FALSE(gw_limits_route_key(&r, &own_limits[1]));
 }
 
+static void test_key_sources(void)
+{
+    struct config_route own = route(false, CONFIG_UNKNOWN_KEY_ANONYMOUS, -1);
+    struct config_route consumers = route(true, CONFIG_UNKNOWN_KEY_ANONYMOUS, -1);
+    char source[GW_KEY_SOURCE_LEN];
+
+    gw_limits_key_source(&own, &own_limits[0], source);
+    CU_ASSERT_STRING_EQUAL(source, "header:x-api-key");
+    gw_limits_key_source(&own, &own_limits[1], source);
+    CU_ASSERT_STRING_EQUAL(source, "ip");
+    gw_limits_key_source(&consumers, &gold_limits[0], source);
+    CU_ASSERT_STRING_EQUAL(source, "consumer");
+    gw_limits_key_source(&consumers, &gold_limits[1], source);
+    CU_ASSERT_STRING_EQUAL(source, "ip");
+}
+
 static void test_select_consumer_plan(void)
 {
     struct config_route r = route(true, CONFIG_UNKNOWN_KEY_ANONYMOUS, -1);
@@ -226,9 +242,10 @@ static void test_params(void)
     struct config config = {.replicas = 3, .max_clients = 5000};
     struct config_limit bucket = {
         .name = "b",
-        .params = {.algorithm = "token_bucket", .requests = 100, .per_ns = 60 * SECOND, .burst = 20}};
-    struct config_limit unset = {
-        .name = "u", .params = {.algorithm = "gcra", .requests = 2, .per_ns = SECOND}};
+        .params = {
+            .algorithm = "token_bucket", .requests = 100, .per_ns = 60 * SECOND, .burst = 20}};
+    struct config_limit unset = {.name = "u",
+                                 .params = {.algorithm = "gcra", .requests = 2, .per_ns = SECOND}};
     struct config_limit window = {
         .name = "w", .params = {.algorithm = "fixed_window", .requests = 10, .per_ns = SECOND}};
     struct limiter_params p;
@@ -261,6 +278,7 @@ void register_decide_tests(void)
     CU_pSuite s = add_suite("gateway_decide");
 
     add_test(s, "a route's own limits: each one's key and cost", test_select_own_keys_and_costs);
+    add_test(s, "each limit's key source, as the access log names it", test_key_sources);
     add_test(s, "a consumer's plan, its limits on the consumer's name", test_select_consumer_plan);
     add_test(s, "an unknown key: anonymous plan, own limits, or 401 unless exempt",
              test_select_unknown_key);
