@@ -8,7 +8,7 @@ CC       ?= cc
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread -fno-strict-aliasing
 GATEWAY_DIRS := gateway/common gateway/identity gateway/routing gateway/store gateway/upstream \
-                gateway/ops gateway/front
+                gateway/limits gateway/ops gateway/front
 # An include names the header's path from the top of the tree ("gateway/common/text.h"): the
 # top is the one place "..." includes are looked up, and <...> ones never look there.
 CPPFLAGS += -D_GNU_SOURCE -iquote .

@@ -5,15 +5,20 @@
 # layers; never one of its own layer (siblings know nothing of each other) or of a higher one.
 # So no two folders include each other either, and a cycle is reported as such as well.
 #
-#   7  gateway            main.c: the command line, signals, wiring
-#   6  gateway/front      the client side: libmicrohttpd, the serving modes, a request's life
-#   5  gateway/ops        metrics, the access log, the config watch, sluice simulate
+#   8  gateway            main.c: the command line, signals, wiring
+#   7  gateway/front      the client side: libmicrohttpd, the serving modes, a request's life
+#   6  gateway/ops        metrics, the access log, the config watch, sluice simulate
+#   5  gateway/limits     a request's limits chosen and asked, with no HTTP in it
 #   4  gateway/identity   gateway/routing   gateway/store   gateway/upstream
 #   3  gateway/common     helpers every gateway folder uses
 #   2  config             YAML to a validated config
 #   1  limiter            the algorithms and the client table
 #
-# ops sits above identity and routing because it uses them: the access log writes key sources
+# limits sits above identity and store because it decides over what they give: a consumer
+# (identity/consumers.h) picks the plan, and the shared store's result (store/store.h) is one
+# of the decisions' inputs; and below ops and front, because simulate (ops) and the gateway
+# (front) both call it, so that a replayed request meets the limits a served one met. ops sits
+# above identity and routing because it uses them: the access log writes key sources
 # (identity/keys.h) and simulate replays a request's route, consumer and keys. Tests sit above
 # everything and may include any of it.
 #
@@ -45,9 +50,10 @@ gateway/identity 4
 gateway/routing 4
 gateway/store 4
 gateway/upstream 4
-gateway/ops 5
-gateway/front 6
-gateway 7
+gateway/limits 5
+gateway/ops 6
+gateway/front 7
+gateway 8
 '
 LIBRARIES='
 microhttpd.h libmicrohttpd gateway/front

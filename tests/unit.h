@@ -31,5 +31,6 @@ void register_log_line_tests(void);
 void register_log_reader_tests(void);
 void register_random_tests(void);
 void register_store_call_tests(void);
+void register_decide_tests(void);
 
 #endif

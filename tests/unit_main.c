@@ -41,6 +41,7 @@ int main(int argc, char **argv)
     register_log_reader_tests();
     register_random_tests();
     register_store_call_tests();
+    register_decide_tests();
 
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)

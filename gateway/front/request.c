@@ -17,6 +17,7 @@
 #include "gateway/front/request.h"
 #include "gateway/front/wire.h"
 #include "gateway/identity/keys.h"
+#include "gateway/limits/decide.h"
 #include "gateway/ops/access_log.h"
 #include "gateway/routing/routes.h"
 #include "gateway/upstream/proxy.h"
@@ -55,14 +56,12 @@ struct gw_request {
     const struct gw_limit_set *set; /* the limits it is held to: the route's, or a plan's */
     const char *consumer;           /* the consumer its key belongs to (the config's), or NULL */
     const char *consumer_plan;      /* that consumer's plan (the config's), or NULL */
-    struct limiter_decision decisions[LIMITER_MAX_PER_REQUEST];
-    size_t binding; /* the decision the fields and Retry-After report */
+    struct gw_limits_selection selection; /* which limits, each one's key and cost (decide.h) */
+    struct gw_limits_decision verdict;    /* what they answered; verdict.decided_ns: 0 if not */
     enum gw_decision decision;
     char key[GW_KEY_LEN];
     char ip_key[GW_KEY_LEN]; /* the client's ip key, for the access log (simulate.h) */
-    int64_t decided_ns;      /* the limiter clock when the limits decided; 0: they did not */
     const char *ids[LIMITER_MAX_PER_REQUEST];             /* each limit's key: `key` or below */
-    uint64_t costs[LIMITER_MAX_PER_REQUEST];              /* each limit's units (cost:) */
     char limit_keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN]; /* limits that name their own key */
     bool store_pending; /* event mode: the store is to be asked, or its answer is awaited */
     enum gw_store_result store_result;
@@ -188,7 +187,7 @@ static void add_limit_headers(const struct gw_request *rq, struct MHD_Response *
 {
     const struct gw_limit_set *set = rq->set;
     const struct limiter_params *params;
-    const struct limiter_decision *decision = &rq->decisions[rq->binding];
+    const struct limiter_decision *decision = &rq->verdict.each[rq->verdict.binding];
     enum config_headers mode;
     char field[GW_FIELD_LEN];
     int64_t window;
@@ -196,10 +195,10 @@ static void add_limit_headers(const struct gw_request *rq, struct MHD_Response *
     if (!rq->limited)
         return;
     mode = route_of(rq)->headers;
-    params = &set->config[rq->binding].params;
+    params = &set->config[rq->verdict.binding].params;
     if (mode == CONFIG_HEADERS_IETF || mode == CONFIG_HEADERS_BOTH) {
         MHD_add_response_header(response, "RateLimit-Policy", set->policy);
-        gw_format_ratelimit(field, set->limits[rq->binding]->name, params, decision);
+        gw_format_ratelimit(field, set->limits[rq->verdict.binding]->name, params, decision);
         MHD_add_response_header(response, "RateLimit", field);
     }
     if (mode == CONFIG_HEADERS_X_RATELIMIT || mode == CONFIG_HEADERS_BOTH) {
@@ -244,6 +243,7 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
     const struct config_route *route = route_of(rq);
     const char *type = "application/problem+json";
     bool denied = status == MHD_HTTP_TOO_MANY_REQUESTS;
+    const struct limiter_decision *binding = &rq->verdict.each[rq->verdict.binding];
     struct MHD_Response *response;
     char *body;
     size_t len;
@@ -275,7 +275,7 @@ static enum MHD_Result respond_problem(struct gw_request *rq, struct MHD_Connect
     add_limit_headers(rq, response);
     if (denied)
         add_number(response, "Retry-After",
-                   (uint64_t)gw_retry_after_seconds(rq->decisions[rq->binding].retry_after_ms));
+                   (uint64_t)gw_retry_after_seconds(binding->retry_after_ms));
     rq->bytes = len;
     return queue(rq, c, status, response);
 }
@@ -329,21 +329,6 @@ static int peer_addr(struct MHD_Connection *c, struct gw_addr *peer)
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 
     return gw_addr_from_sockaddr(info ? info->client_addr : NULL, peer);
-}
-
-/* The decision the RateLimit fields report: when denied, the limit that makes the client
- * wait longest; when allowed, the one with the fewest requests left. */
-static size_t binding_limit(const struct limiter_decision *d, size_t n, bool allowed)
-{
-    size_t pick = 0;
-
-    for (size_t i = 1; i < n; i++) {
-        if (allowed ? d[i].remaining < d[pick].remaining
-                    : (!d[i].allowed && (d[pick].allowed ||
-                                         d[i].retry_after_ms > d[pick].retry_after_ms)))
-            pick = i;
-    }
-    return pick;
 }
 
 static void refuse(struct gw_request *rq, unsigned status, const char *detail)
@@ -434,15 +419,13 @@ static int client_key(struct gw_request *rq, struct MHD_Connection *c, enum conf
     return 0;
 }
 
-/* Where the route's key names a consumer (config.h, "Consumers and plans"): the consumer's plan
- * and name as the limits' set and key, or for an unknown key the anonymous plan and the
- * client's address. 0, or -1 when the request is refused: 401 for an unknown key (unless the
- * client is exempt), or for its key's spelling (key_value()). */
+/* Where the route's key names a consumer (config.h, "Consumers and plans"): the consumer
+ * holding its key, or NULL, into `*out`. 0, or -1 when the request is refused for its key's
+ * spelling (key_value()). */
 static int identify_consumer(struct gw_request *rq, struct MHD_Connection *c,
-                             const struct gw_addr *client, bool exempt)
+                             const struct gw_consumer **out)
 {
     const struct config_route *route = route_of(rq);
-    const struct gw_route_runtime *r = route_runtime_of(rq);
     const struct gw_consumer *consumer = NULL;
     const char *value = NULL;
     char *decoded = NULL;
@@ -455,28 +438,27 @@ static int identify_consumer(struct gw_request *rq, struct MHD_Connection *c,
     if (consumer != NULL) {
         rq->consumer = consumer->name;
         rq->consumer_plan = rq->runtime->config->plans[consumer->plan].name;
-        rq->set = &r->plans[consumer->plan];
-        snprintf(rq->key, sizeof rq->key, "consumer:%s", consumer->name);
-        return 0;
     }
-    if (route->unknown_key == CONFIG_UNKNOWN_KEY_REJECT && !exempt) {
-        refuse(rq, MHD_HTTP_UNAUTHORIZED, r->unknown_key_detail);
-        return -1;
-    }
-    if (route->anonymous_plan >= 0)
-        rq->set = &r->plans[route->anonymous_plan];
-    gw_ip_key(client, route->ipv6_prefix_len, rq->key);
+    *out = consumer;
     return 0;
 }
 
-/* The route's limits said `allowed` (all of them) or not: the fields to report, and a 429
- * unless the route only tries its limits (dry_run). False when the request is refused. */
-static bool conclude(struct gw_request *rq, bool allowed)
+/* The route's limits answered (rq->verdict): the fields to report, each refusing limit
+ * counted, and a 429 unless the route only tries its limits (dry_run). False when the request
+ * is refused. */
+static bool conclude(struct gw_request *rq)
 {
     const struct config_route *route = route_of(rq);
+    const struct gw_limits_decision *verdict = &rq->verdict;
 
-    rq->binding = binding_limit(rq->decisions, rq->set->n_limits, allowed);
-    if (allowed)
+    if (verdict->outcome == GW_LIMITS_FAILED_OPEN) {
+        rq->limited = false; /* no shared count to report */
+        return true;
+    }
+    for (size_t i = 0; verdict->outcome == GW_LIMITS_DENIED && i < rq->set->n_limits; i++)
+        if (!verdict->each[i].allowed)
+            gw_metrics_count_denial(rq->set->denials[i]);
+    if (verdict->outcome == GW_LIMITS_ALLOWED)
         return true;
     rq->decision = route->dry_run ? GW_DRY_RUN_DENIED : GW_DENIED;
     if (!route->dry_run)
@@ -484,50 +466,21 @@ static bool conclude(struct gw_request *rq, bool allowed)
     return route->dry_run;
 }
 
-/* Whether every one of the limits allowed the request (rq->decisions, as the limiters or the
- * shared store decided); each that did not is counted. */
-static bool all_allowed(const struct gw_request *rq)
-{
-    bool allowed = true;
-
-    for (size_t i = 0; i < rq->set->n_limits; i++)
-        if (!rq->decisions[i].allowed) {
-            gw_metrics_count_denial(rq->set->denials[i]);
-            allowed = false;
-        }
-    return allowed;
-}
-
 /* Asks the route's limits in this process. */
 static bool decide_here(struct gw_request *rq)
 {
-    const struct gw_limit_set *set = rq->set;
-
-    rq->decided_ns = limiter_now_ns();
-    if (limiter_decide_all_cost(set->limiters, set->n_limits, rq->ids, rq->costs, rq->decided_ns,
-                                rq->decisions) != 0)
-        return conclude(rq, false); /* out of memory for this client's state: refuse */
-    return conclude(rq, all_allowed(rq));
+    gw_limits_decide_local(&rq->verdict, rq->set->limiters, rq->ids, &rq->selection,
+                           limiter_now_ns());
+    return conclude(rq);
 }
 
-/* Decides with the shared store's answer (gw_store_decide() into rq->decisions), or, when it
- * failed, by limiter.on_store_error. */
+/* Decides with the shared store's answer (in rq->verdict.each), or, when it failed, by
+ * limiter.on_store_error. */
 static bool decide_shared(struct gw_request *rq, enum gw_store_result result)
 {
-    enum config_store_error on_error = rq->runtime->config->on_store_error;
-
-    if (result == GW_STORE_OK)
-        return conclude(rq, all_allowed(rq));
-    if (on_error == CONFIG_ON_STORE_ERROR_ALLOW) {
-        rq->limited = false; /* no shared count to report */
-        return true;
-    }
-    if (on_error == CONFIG_ON_STORE_ERROR_DENY) {
-        rq->decisions[0] = (struct limiter_decision){
-            .limit = rq->set->shared_params[0].requests, .reset_ms = 1000, .retry_after_ms = 1000};
-        return conclude(rq, false);
-    }
-    return decide_here(rq);
+    gw_limits_decide_shared(&rq->verdict, result, rq->runtime->config->on_store_error,
+                            rq->set->limiters, rq->ids, &rq->selection, limiter_now_ns());
+    return conclude(rq);
 }
 
 static enum gw_store_result ask_store(struct gw_request *rq)
@@ -535,8 +488,8 @@ static enum gw_store_result ask_store(struct gw_request *rq)
     const struct gw_limit_set *set = rq->set;
 
     return gw_store_decide(rq->runtime->store, route_of(rq)->name, set->limit_names,
-                           set->shared_param_ptrs, rq->costs, set->n_limits, rq->ids,
-                           rq->decisions);
+                           set->shared_param_ptrs, rq->selection.costs, set->n_limits, rq->ids,
+                           rq->verdict.each);
 }
 
 /* Event mode: the connection waits, suspended, while another thread works for it (the store's,
@@ -560,7 +513,7 @@ static void back_to_loop(struct gw_request *rq)
     gw_loop_wake(loop); /* libmicrohttpd tells only its own threads of a resumption */
 }
 
-/* On one of the store's threads (event mode): the store's answer is in rq->decisions. */
+/* On one of the store's threads (event mode): the store's answer is in rq->verdict.each. */
 static void store_answered(void *arg, enum gw_store_result result)
 {
     struct gw_request *rq = arg;
@@ -577,7 +530,7 @@ static bool send_to_store(struct gw_request *rq, struct MHD_Connection *c)
     const struct gw_limit_set *set = rq->set;
     struct gw_store_call *call =
         gw_store_prepare(rq->runtime->store, route_of(rq)->name, set->limit_names,
-                         set->shared_param_ptrs, rq->costs, set->n_limits, rq->ids);
+                         set->shared_param_ptrs, rq->selection.costs, set->n_limits, rq->ids);
 
     if (call == NULL) {
         rq->store_pending = false;
@@ -585,8 +538,46 @@ static bool send_to_store(struct gw_request *rq, struct MHD_Connection *c)
         return false;
     }
     set_aside(rq, c);
-    gw_store_send(rq->runtime->store, call, rq->decisions, store_answered, rq);
+    gw_store_send(rq->runtime->store, call, rq->verdict.each, store_answered, rq);
     return true;
+}
+
+/* The limits `client` is held to (decide.h) and the key each counts it under: the route's key
+ * (a consumer's name, or for an unknown key the client's address), or the limit's own. 0, or
+ * -1 when the request is refused: 401 for an unknown key (unless `exempt`), or for a key's
+ * spelling (key_value()). */
+static int select_limits(struct gw_request *rq, struct MHD_Connection *c,
+                         const struct gw_addr *client, bool exempt)
+{
+    const struct config_route *route = route_of(rq);
+    const struct gw_route_runtime *r = route_runtime_of(rq);
+    const struct gw_consumer *consumer = NULL;
+    const struct config_limit *limits;
+
+    if (route->identifies_consumers && identify_consumer(rq, c, &consumer) != 0)
+        return -1;
+    if (gw_limits_select(route, consumer, exempt, rq->method, &rq->selection) != 0) {
+        refuse(rq, MHD_HTTP_UNAUTHORIZED, r->unknown_key_detail);
+        return -1;
+    }
+    rq->set = rq->selection.plan == GW_LIMITS_OWN ? &r->own : &r->plans[rq->selection.plan];
+    if (consumer != NULL)
+        snprintf(rq->key, sizeof rq->key, "consumer:%s", consumer->name);
+    else if (route->identifies_consumers)
+        gw_ip_key(client, route->ipv6_prefix_len, rq->key);
+    else if (client_key(rq, c, route->key_kind, route->key_name, client, rq->key) != 0)
+        return -1;
+    limits = rq->selection.limits;
+    for (size_t i = 0; i < rq->selection.n_limits; i++) {
+        if (rq->selection.route_key[i])
+            rq->ids[i] = rq->key; /* most limits count under the route's key */
+        else if (client_key(rq, c, limits[i].key_kind, limits[i].key_name, client,
+                            rq->limit_keys[i]) != 0)
+            return -1;
+        else
+            rq->ids[i] = rq->limit_keys[i];
+    }
+    return 0;
 }
 
 /* Works out the client's keys and asks the route's limits; false when the request is to be
@@ -597,7 +588,6 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
     const struct config_route *route = route_of(rq);
     const struct gw_route_runtime *r = route_runtime_of(rq);
     struct gw_addr client;
-    const struct gw_limit_set *set;
     bool exempt;
 
     rq->decision = GW_ALLOWED;
@@ -614,32 +604,15 @@ static bool decide(struct gw_request *rq, struct MHD_Connection *c)
     }
     exempt = gw_cidrs_contain(&route->exempt, &client);
     gw_ip_key(&client, route->ipv6_prefix_len, rq->ip_key);
-
-    if (route->identifies_consumers) {
-        if (identify_consumer(rq, c, &client, exempt) != 0)
-            return false;
-    } else if (client_key(rq, c, route->key_kind, route->key_name, &client, rq->key) != 0) {
+    if (select_limits(rq, c, &client, exempt) != 0)
         return false;
-    }
-    set = rq->set;
-    for (size_t i = 0; i < set->n_limits; i++) {
-        const struct config_limit *limit = &set->config[i];
-
-        rq->costs[i] = gw_limit_cost(limit, rq->method);
-        if (set->route_key[i])
-            rq->ids[i] = rq->key; /* most limits count under the route's key */
-        else if (client_key(rq, c, limit->key_kind, limit->key_name, &client, rq->limit_keys[i]) !=
-                 0)
-            return false;
-        else
-            rq->ids[i] = rq->limit_keys[i];
-    }
     if (exempt) {
         rq->decision = GW_EXEMPT;
         return true;
     }
-    if (set->n_limits == 0) {
-        rq->decided_ns = limiter_now_ns(); /* decided: by no limit, which a log replay can vary */
+    if (rq->set->n_limits == 0) {
+        /* decided: by no limit, which a log replay can vary */
+        rq->verdict.decided_ns = limiter_now_ns();
         return true;
     }
     rq->limited = true;
@@ -1758,7 +1731,7 @@ static const char *denying_limit(const struct gw_request *rq)
 {
     if (rq->decision != GW_DENIED && rq->decision != GW_DRY_RUN_DENIED)
         return NULL;
-    return rq->set->config[rq->binding].name;
+    return rq->set->config[rq->verdict.binding].name;
 }
 
 /* The keys the request was counted under (or, for "ip", could have been), with their sources
@@ -1776,9 +1749,8 @@ static size_t access_keys(const struct gw_request *rq, struct gw_access_key *key
     keys[n] = (struct gw_access_key){sources[n], rq->key};
     n++;
     for (size_t i = 0; i < rq->set->n_limits; i++)
-        if (!rq->set->route_key[i]) {
-            gw_key_source(rq->set->config[i].key_kind, rq->set->config[i].key_name, false,
-                          sources[n]);
+        if (!rq->selection.route_key[i]) {
+            gw_limits_key_source(route, &rq->set->config[i], sources[n]);
             keys[n] = (struct gw_access_key){sources[n], rq->limit_keys[i]};
             n++;
         }
@@ -1839,7 +1811,7 @@ static void count_and_log(struct gw_request *rq)
         .request_id = rq->request_id,
         .trace_id = rq->trace.trace_id,
         .host = stand_in ? NULL : rq->host,
-        .decided_ns = rq->decided_ns,
+        .decided_ns = rq->verdict.decided_ns,
         .memo = rq->memo,
     };
     if (route != NULL && rq->set != NULL)

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "gateway/front/runtime.h"
+#include "gateway/limits/decide.h"
 
 static void limit_release(struct gw_limit *limit)
 {
@@ -128,11 +129,6 @@ static char *policy_of(const struct config_limit *limits, size_t n_limits)
     return text;
 }
 
-static uint64_t share_of(uint64_t quota, uint32_t replicas)
-{
-    return quota / replicas > 0 ? quota / replicas : 1;
-}
-
 /* The limiters of `limits` (n_limits of them, from `plan`, "" for the route's own) into
  * `set`. */
 static int build_set(struct gw_runtime *rt, const struct config_route *cr,
@@ -148,12 +144,8 @@ static int build_set(struct gw_runtime *rt, const struct config_route *cr,
         return -1;
     }
     for (size_t j = 0; j < n_limits; j++) {
-        struct limiter_params params = limits[j].params;
-        bool takes_burst = strcmp(params.algorithm, "token_bucket") == 0 ||
-                           strcmp(params.algorithm, "gcra") == 0;
+        struct limiter_params params = gw_limits_local_params(rt->config, &limits[j], r->shared);
 
-        if (takes_burst && params.burst == 0)
-            params.burst = params.requests;
         set->store_names[j] =
             plan[0] != '\0' ? join3(plan, "/", limits[j].name) : strdup(limits[j].name);
         if (set->store_names[j] == NULL) {
@@ -162,14 +154,9 @@ static int build_set(struct gw_runtime *rt, const struct config_route *cr,
         }
         if (r->shared) {
             set->limit_names[j] = set->store_names[j];
-            set->shared_params[j] = params;
+            set->shared_params[j] = gw_limits_store_params(&limits[j]);
             set->shared_param_ptrs[j] = &set->shared_params[j];
-            /* The local fallback: this replica's share of the quota. */
-            params.requests = share_of(params.requests, rt->config->replicas);
-            if (takes_burst)
-                params.burst = share_of(params.burst, rt->config->replicas);
         }
-        params.max_clients = rt->config->max_clients;
         set->limits[j] = carried_over(previous, cr->name, plan, &limits[j], &params);
         if (set->limits[j] == NULL)
             set->limits[j] =
@@ -177,8 +164,6 @@ static int build_set(struct gw_runtime *rt, const struct config_route *cr,
         if (set->limits[j] == NULL)
             return -1;
         set->limiters[j] = set->limits[j]->limiter;
-        set->route_key[j] =
-            config_same_key(limits[j].key_kind, limits[j].key_name, cr->key_kind, cr->key_name);
         set->denials[j] = gw_metrics_limit(metrics, r->metrics, set->store_names[j]);
         if (set->denials[j] == NULL) {
             snprintf(err, err_len, "out of memory");

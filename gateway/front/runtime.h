@@ -57,8 +57,7 @@ struct gw_limit_set {
     const char *limit_names[LIMITER_MAX_PER_REQUEST];
     struct limiter_params shared_params[LIMITER_MAX_PER_REQUEST];
     const struct limiter_params *shared_param_ptrs[LIMITER_MAX_PER_REQUEST];
-    char *policy;                            /* the RateLimit-Policy value: one item per limit */
-    bool route_key[LIMITER_MAX_PER_REQUEST]; /* the limit counts under the route's own key */
+    char *policy;             /* the RateLimit-Policy value: one item per limit */
     struct gw_labelled *plan; /* its requests' counters; NULL for the route's own limits */
     struct gw_labelled *denials[LIMITER_MAX_PER_REQUEST]; /* each limit's denials */
 };

@@ -11,6 +11,7 @@
 #include "gateway/common/respond.h"
 #include "gateway/common/target.h"
 #include "gateway/identity/consumers.h"
+#include "gateway/limits/decide.h"
 #include "gateway/ops/log_line.h"
 #include "gateway/ops/log_reader.h"
 #include "gateway/ops/simulate.h"
@@ -175,7 +176,7 @@ static void counts_free(struct client_counts *c)
 /* --- building and running one config ----------------------------------------------------- */
 
 /* The limiters of `limits` (n of them, of `plan`, NULL for the route's own) into `set`, at the
- * end of r->limits, each counting under the source of the key request.c gives it. */
+ * end of r->limits, each counting under the source of the key gw_limits_select() gives it. */
 static int sim_set_open(const struct sim *s, struct sim_route *r, struct sim_set *set,
                         const char *plan, const struct config_limit *limits, size_t n)
 {
@@ -185,13 +186,14 @@ static int sim_set_open(const struct sim *s, struct sim_route *r, struct sim_set
     set->limits = &r->limits[r->n_limits];
     for (size_t j = 0; j < n; j++) {
         struct sim_limit *l = &r->limits[r->n_limits];
-        struct limiter_params params = limits[j].params;
+        /* As the gateway runs a route kept in this process: a log of a route in the shared
+         * store was decided there, on the whole quota, which is what replays it. */
+        struct limiter_params params = gw_limits_local_params(s->config, &limits[j], false);
 
         l->config = &limits[j];
         l->plan = plan;
         snprintf(l->name, sizeof l->name, "%s%s%s", plan ? plan : "", plan ? "/" : "",
                  limits[j].name);
-        params.max_clients = s->config->max_clients; /* as the gateway runs it */
         l->limiter = limiter_create(&params, why);
         if (l->limiter == NULL) {
             fprintf(stderr, "%s: route %s, limit %s: %s\n", s->path, route->name, l->name, why);
@@ -199,13 +201,7 @@ static int sim_set_open(const struct sim *s, struct sim_route *r, struct sim_set
         }
         r->n_limits++;
         set->n_limits++;
-        /* A limit on the route's key counts under it: a consumer's name on a route that names
-         * consumers (logged as "consumer"), as runtime.c's route_key says. */
-        if (config_same_key(limits[j].key_kind, limits[j].key_name, route->key_kind,
-                            route->key_name))
-            gw_key_source(route->key_kind, route->key_name, route->identifies_consumers, l->source);
-        else
-            gw_key_source(limits[j].key_kind, limits[j].key_name, false, l->source);
+        gw_limits_key_source(route, &limits[j], l->source);
         l->clients.max =
             s->config->max_clients ? s->config->max_clients : LIMITER_DEFAULT_MAX_CLIENTS;
     }
@@ -303,28 +299,29 @@ static int count_denial(struct sim_limit *l, const char *hash, int64_t now_ns, i
     return counts_add(&l->clients, strtoull(hash, NULL, 16), 1);
 }
 
-/* The limits `line` is held to on `r`, a route that names consumers, as identify_consumer() in
- * request.c picks them: the plan of the consumer the line was decided as (by name, the plan
- * the proposed config gives it), or for none the anonymous plan or the route's own limits.
- * NULL when the proposed config cannot decide it, with `*skip` saying why. */
-static const struct sim_set *consumer_set(const struct sim *s, const struct sim_route *r,
-                                          const struct gw_log_line *line, enum skip *skip)
+/* The limits `line` is held to on `r`, as the gateway selects them (decide.h): on a route that
+ * names consumers, the plan of the consumer the line was decided as (by name, the plan the
+ * proposed config gives it), or for none the anonymous plan or the route's own limits. NULL
+ * when the proposed config cannot decide it, with `*skip` saying why. */
+static const struct sim_set *select_set(const struct sim *s, const struct sim_route *r,
+                                        const struct gw_log_line *line,
+                                        struct gw_limits_selection *selection, enum skip *skip)
 {
-    const struct gw_consumer *consumer;
+    const struct gw_consumer *consumer = NULL;
 
-    if (line->consumer[0] == '\0') {
-        if (r->config->unknown_key == CONFIG_UNKNOWN_KEY_REJECT) {
-            *skip = SKIP_UNKNOWN_KEY; /* a 401 now, before any limit */
+    if (r->config->identifies_consumers && line->consumer[0] != '\0') {
+        consumer = gw_consumers_named(s->consumers, s->config->n_consumers, line->consumer);
+        if (consumer == NULL) {
+            *skip = SKIP_CONSUMER_MISSING;
             return NULL;
         }
-        return r->config->anonymous_plan >= 0 ? &r->plans[r->config->anonymous_plan] : &r->own;
     }
-    consumer = gw_consumers_named(s->consumers, s->config->n_consumers, line->consumer);
-    if (consumer == NULL) {
-        *skip = SKIP_CONSUMER_MISSING;
+    /* Never exempt: an exempt request is not decided, and its line was skipped for that. */
+    if (gw_limits_select(r->config, consumer, false, line->method, selection) != 0) {
+        *skip = SKIP_UNKNOWN_KEY; /* a 401 now, before any limit */
         return NULL;
     }
-    return &r->plans[consumer->plan];
+    return selection->plan == GW_LIMITS_OWN ? &r->own : &r->plans[selection->plan];
 }
 
 /* Decides `line` under `s`: 1 denied, 0 allowed, -1 not replayed (`*skip` says why), -2 out
@@ -334,13 +331,13 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
 {
     char routing[GW_LOG_PATH_MAX + 1];
     const char *reason, *ids[LIMITER_MAX_PER_REQUEST];
-    uint64_t costs[LIMITER_MAX_PER_REQUEST];
     struct limiter *limiters[LIMITER_MAX_PER_REQUEST];
-    struct limiter_decision out[LIMITER_MAX_PER_REQUEST];
+    struct gw_limits_selection selection;
+    struct gw_limits_decision verdict;
+    enum gw_limits_outcome outcome;
     struct sim_route *r;
     const struct sim_set *set;
-    bool denied;
-    int route, rc;
+    int route;
     size_t len = 0;
 
     denying[0] = '\0';
@@ -357,7 +354,7 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
         goto skipped;
     }
     r = &s->routes[route];
-    set = r->config->identifies_consumers ? consumer_set(s, r, line, skip) : &r->own;
+    set = select_set(s, r, line, &selection, skip);
     if (set == NULL)
         goto skipped;
     for (size_t i = 0; i < set->n_limits; i++) {
@@ -366,32 +363,30 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
             *skip = SKIP_KEY_NOT_LOGGED;
             goto skipped;
         }
-        costs[i] = gw_limit_cost(set->limits[i].config, line->method);
         limiters[i] = set->limits[i].limiter;
     }
     r->requests++;
     s->requests++;
     if (set->n_limits == 0)
         return 0;
-    rc = limiter_decide_all_cost(limiters, set->n_limits, ids, costs, line->decided_ns, out);
-    denied = rc != 0;
+    outcome = gw_limits_decide_local(&verdict, limiters, ids, &selection, line->decided_ns);
     for (size_t i = 0; i < set->n_limits; i++) {
         struct sim_limit *l = &set->limits[i];
 
         l->requests++;
-        if (out[i].allowed && rc == 0)
+        /* Failing closed (no memory for the client's state), every limit denied it. */
+        if (outcome != GW_LIMITS_FAILED_CLOSED && verdict.each[i].allowed)
             continue;
-        denied = true;
         if (count_denial(l, ids[i], line->decided_ns, minute0) != 0)
             return -2;
         len += (size_t)snprintf(denying + len, len < denying_len ? denying_len - len : 0, "%s%s",
                                 len ? "," : "", l->name);
     }
-    if (denied) {
-        r->denied++;
-        s->denied++;
-    }
-    return denied;
+    if (outcome == GW_LIMITS_ALLOWED)
+        return 0;
+    r->denied++;
+    s->denied++;
+    return 1;
 skipped:
     s->skipped[*skip]++;
     return -1;

@@ -7,12 +7,13 @@
  *                   a .gz log: zcat access.log.gz | sluice simulate -c p.yaml -)
  *
  * Each line is routed by the proposed config's routes (routes.h: method, the routing path of
- * `path`, `host`) and decided by limiters built from its limits (max_clients as the gateway
- * has it), through limiter_decide_all_cost() with each limit's cost for the method
- * (gw_limit_cost()), all or none as request.c charges, at the line's decided_ns: the same
- * code on the same clock, so a log recorded under config A replayed against A gives the
- * decisions A gave, line for line. Each limit counts the client under its key's source
- * (gw_key_source()) as logged in `keys`: the hash stands in for the key, one to one.
+ * `path`, `host`), held to the limits the gateway would select (gateway/limits/decide.h:
+ * gw_limits_select(), each limit's key and its cost for the method) and decided by limiters
+ * built from them (max_clients as the gateway has it) through gw_limits_decide_local(), all or
+ * none as the gateway charges, at the line's decided_ns: the same code on the same clock, so a
+ * log recorded under config A replayed against A gives the decisions A gave, line for line. Each
+ * limit counts the client under its key's source (gw_key_source()) as logged in `keys`: the hash
+ * stands in for the key, one to one.
  *
  * On a route that names consumers, the line's `consumer` (the consumer's configured name, as
  * the access log has it; never its key) is looked up by name in the proposed config, and the

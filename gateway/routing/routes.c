@@ -194,11 +194,3 @@ bool gw_host_is_valid(const char *host)
     }
     return rest == end || (*rest == ':' && gw_port_valid(rest + 1, (size_t)(end - rest - 1)));
 }
-
-uint64_t gw_limit_cost(const struct config_limit *limit, const char *method)
-{
-    for (size_t i = 0; i < limit->n_costs; i++)
-        if (strcmp(limit->costs[i].method, method) == 0)
-            return limit->costs[i].units;
-    return limit->default_cost > 0 ? limit->default_cost : 1;
-}

@@ -48,7 +48,4 @@ int gw_route_match_any_case(const struct config *config, const char *method, con
  * decides whether HTTP/1.1 requires one. Surrounding SP/HTAB is ignored. */
 bool gw_host_is_valid(const char *host);
 
-/* The units a request with `method` takes of `limit` (its cost:, 1 by default). */
-uint64_t gw_limit_cost(const struct config_limit *limit, const char *method);
-
 #endif
