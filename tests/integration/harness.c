@@ -193,6 +193,33 @@ void redis_cli(const struct redis *r, const char *args)
         fprintf(stderr, "redis-cli %s failed\n", args);
 }
 
+int redis_cli_wait(const struct redis *r, const char *args)
+{
+    char command[256];
+
+    snprintf(command, sizeof command, "redis-cli -p %u %s >/dev/null 2>&1", r->port, args);
+    return system(command);
+}
+
+long redis_number(const struct redis *r, const char *args, const char *field)
+{
+    char command[160], line[256];
+    size_t len = strlen(field);
+    long n = -1;
+    FILE *out;
+
+    snprintf(command, sizeof command, "redis-cli -p %u %s", r->port, args);
+    out = popen(command, "r");
+    while (out != NULL && fgets(line, sizeof line, out) != NULL)
+        if (strncmp(line, field, len) == 0 && line[len] == ':') {
+            n = strtol(line + len + 1, NULL, 10);
+            break;
+        }
+    if (out != NULL)
+        pclose(out);
+    return n;
+}
+
 int start_upstream(void)
 {
     int out[2];

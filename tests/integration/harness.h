@@ -232,6 +232,13 @@ void stop_redis(struct redis *r);
 /* Runs redis-cli against `r` with `args` (a shell fragment) in the background. */
 void redis_cli(const struct redis *r, const char *args);
 
+/* The same, waiting for it: 0 when it succeeded. */
+int redis_cli_wait(const struct redis *r, const char *args);
+
+/* The line of redis-cli's answer to `args` that starts with `field:` (an INFO field, say), as
+ * a number; -1 when there is none. */
+long redis_number(const struct redis *r, const char *args, const char *field);
+
 /* The WebSocket echo server of ws_peer.py (Debian's python3-websockets) on a port it picks
  * (p->port); with `cert` and `key`, speaking TLS. 0, or -1 (it did not start). Stopped (killed)
  * by stop_ws_server(). */

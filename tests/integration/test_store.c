@@ -585,31 +585,6 @@ static void test_keys_never_hold_the_raw_key(void)
     CU_ASSERT_EQUAL(stop_sluice(&consumers, 5000), 0);
 }
 
-/* INFO clients' blocked_clients of `r` (CLIENT PAUSE holds clients there), or -1. */
-static long blocked_clients(const struct redis *r)
-{
-    char command[96], line[128];
-    long n = -1;
-    FILE *out;
-
-    snprintf(command, sizeof command, "redis-cli -p %u INFO clients", r->port);
-    out = popen(command, "r");
-    while (out != NULL && fgets(line, sizeof line, out) != NULL)
-        if (sscanf(line, "blocked_clients:%ld", &n) == 1)
-            break;
-    if (out != NULL)
-        pclose(out);
-    return n;
-}
-
-static int redis_cli_now(const struct redis *r, const char *args)
-{
-    char command[256];
-
-    snprintf(command, sizeof command, "redis-cli -p %u %s >/dev/null 2>&1", r->port, args);
-    return system(command);
-}
-
 struct in_flight {
     unsigned port;
     long status;
@@ -645,18 +620,20 @@ static void test_only_the_probe_ends_degraded(void)
     struct proc gw;
 
     CU_ASSERT_EQUAL_FATAL(start_redis(&acl), 0);
-    CU_ASSERT_EQUAL_FATAL(redis_cli_now(&acl, "ACL SETUSER default resetkeys '~sluice:calm:*'"), 0);
+    CU_ASSERT_EQUAL_FATAL(redis_cli_wait(&acl, "ACL SETUSER default resetkeys '~sluice:calm:*'"),
+                          0);
     CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, flap_config, upstream.port, acl.port), 0);
     CU_ASSERT_EQUAL(get_status(gw.port, "/calm/", NULL), 200); /* the script is loaded */
     CU_ASSERT_EQUAL(metric(&gw, "sluice_store_degraded"), 0);
 
-    CU_ASSERT_EQUAL_FATAL(redis_cli_now(&acl, "CLIENT PAUSE 2000 WRITE"), 0);
+    CU_ASSERT_EQUAL_FATAL(redis_cli_wait(&acl, "CLIENT PAUSE 2000 WRITE"), 0);
     held.port = gw.port;
     held.status = 0;
     CU_ASSERT_EQUAL_FATAL(pthread_create(&thread, NULL, get_calm, &held), 0);
-    for (int i = 0; i < 300 && blocked_clients(&acl) < 1; i++)
+    for (int i = 0; i < 300 && redis_number(&acl, "INFO clients", "blocked_clients") < 1; i++)
         sleep_ms(10);
-    CU_ASSERT_EQUAL(blocked_clients(&acl), 1); /* calm's call waits inside Redis */
+    /* calm's call waits inside Redis */
+    CU_ASSERT_EQUAL(redis_number(&acl, "INFO clients", "blocked_clients"), 1);
 
     CU_ASSERT_EQUAL(get_status(gw.port, "/broken/", NULL), 200); /* decided locally */
     CU_ASSERT_EQUAL(metric(&gw, "sluice_store_degraded"), 1);
@@ -664,7 +641,7 @@ static void test_only_the_probe_ends_degraded(void)
 
     pthread_join(thread, NULL); /* the pause ends; calm's call succeeds */
     CU_ASSERT_EQUAL(held.status, 200);
-    CU_ASSERT_EQUAL(blocked_clients(&acl), 0);
+    CU_ASSERT_EQUAL(redis_number(&acl, "INFO clients", "blocked_clients"), 0);
     CU_ASSERT_EQUAL(metric(&gw, "sluice_store_degraded"), 1);
     CU_ASSERT_EQUAL(metric(&gw, "sluice_store_errors_total"), 1);
     CU_ASSERT_FALSE(wait_for_log(&gw, "answers again", 1, 0));

@@ -46,35 +46,6 @@ static const char config[] =
     "    limit: {algorithm: fixed_window, requests: 40, per: 1h}\n"
     "  - name: slow\n    match: {path_prefix: /slow}\n    upstream: \"http://127.0.0.1:%1$u\"\n";
 
-/* A line of redis-cli's answer to `args` that starts with `field:`, as a number; -1 if none. */
-static long redis_number(const struct redis *r, const char *args, const char *field)
-{
-    char command[160], line[256];
-    size_t len = strlen(field);
-    long n = -1;
-    FILE *out;
-
-    snprintf(command, sizeof command, "redis-cli -p %u %s", r->port, args);
-    out = popen(command, "r");
-    while (out != NULL && fgets(line, sizeof line, out) != NULL)
-        if (strncmp(line, field, len) == 0 && line[len] == ':') {
-            n = strtol(line + len + 1, NULL, 10);
-            break;
-        }
-    if (out != NULL)
-        pclose(out);
-    return n;
-}
-
-/* Runs redis-cli with `args` and waits for it; 0 when it succeeded. */
-static int redis_run(const struct redis *r, const char *args)
-{
-    char command[256];
-
-    snprintf(command, sizeof command, "redis-cli -p %u %s >/dev/null 2>&1", r->port, args);
-    return system(command);
-}
-
 /* --- load ----------------------------------------------------------------------------------- */
 
 /* Requests for `target` from `clients` connections at once, each request on a fresh one,
@@ -469,7 +440,7 @@ static void test_paused_redis_costs_the_timeout(void)
     CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, redis.port, "200ms"), 0);
     ports[0] = gw.port;
     CU_ASSERT_EQUAL(race_requests(ports, 1, 8, "/limited/", NULL, &other), 8); /* connected */
-    CU_ASSERT_EQUAL_FATAL(redis_run(&redis, "CLIENT PAUSE 3000 ALL"), 0);
+    CU_ASSERT_EQUAL_FATAL(redis_cli_wait(&redis, "CLIENT PAUSE 3000 ALL"), 0);
     start = seconds_now();
     passed = race_requests(ports, 1, 32, "/limited/", NULL, &other);
     took = seconds_now() - start;
@@ -479,7 +450,7 @@ static void test_paused_redis_costs_the_timeout(void)
                "they took %.3f s in all (timeout 200 ms)", took);
     CU_ASSERT_TRUE(metric_now(&gw, "sluice_store_errors_total") >= 1);
     CU_ASSERT_EQUAL(metric_now(&gw, "sluice_store_degraded"), 1);
-    redis_run(&redis, "CLIENT UNPAUSE");
+    redis_cli_wait(&redis, "CLIENT UNPAUSE");
     CU_ASSERT_TRUE(wait_recovered(&gw));
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
@@ -534,7 +505,7 @@ static void test_closed_idle_connections_are_replaced(void)
 
     CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, redis.port, "1s"), 0);
     CU_ASSERT_TRUE_FATAL(connect_every_thread(&gw));
-    CU_ASSERT_EQUAL(redis_run(&redis, "CLIENT KILL TYPE normal"), 0);
+    CU_ASSERT_EQUAL(redis_cli_wait(&redis, "CLIENT KILL TYPE normal"), 0);
     for (int i = 0; i < 8; i++)
         CU_ASSERT_EQUAL(get_status(gw.port, "/limited/", NULL), 200);
     CU_ASSERT_EQUAL(metric_now(&gw, "sluice_store_errors_total"), 0);
@@ -640,14 +611,14 @@ static void check_outage(bool restart, const char *api_key, int expected)
     if (restart)
         stop_redis(&redis);
     else
-        redis_run(&redis, "CLIENT PAUSE 4000 ALL");
+        redis_cli_wait(&redis, "CLIENT PAUSE 4000 ALL");
     CU_ASSERT_TRUE(wait_degraded(&a, 1, 3000));
     CU_ASSERT_TRUE(wait_degraded(&b, 1, 3000));
     sleep_ms(1000); /* each replica spends its half locally */
     if (restart) {
         CU_ASSERT_EQUAL_FATAL(start_redis(&redis), 0); /* the same port, no counts */
     } else {
-        redis_run(&redis, "CLIENT UNPAUSE");
+        redis_cli_wait(&redis, "CLIENT UNPAUSE");
     }
     CU_ASSERT_TRUE(wait_degraded(&a, 0, 8000));
     CU_ASSERT_TRUE(wait_degraded(&b, 0, 8000));
