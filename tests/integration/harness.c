@@ -293,7 +293,7 @@ char *access_log_line(const struct proc *p, const char *path)
 
     snprintf(needle, sizeof needle, "\"path\":\"%s\"", path);
     for (int waited = 0; waited < 2000; waited += 20) {
-        char *log = read_file(p->access_path), *at = strstr(log, needle);
+        char *log = read_file(p->access_path), *at = log ? strstr(log, needle) : NULL;
 
         if (at != NULL) {
             char *start = at;

@@ -122,33 +122,6 @@ static void expect_answers(unsigned port, const char *target, const char *key, i
     }
 }
 
-/* The access log line of the request for `path`, waited for; NULL if none came. The caller
- * frees it. (As in test_edge.c.) */
-static char *access_line(const struct proc *gw, const char *path)
-{
-    char needle[160];
-
-    snprintf(needle, sizeof needle, "\"path\":\"%s\"", path);
-    for (int waited = 0; waited < 2000; waited += 20) {
-        char *log = read_file(gw->access_path), *at = log ? strstr(log, needle) : NULL;
-
-        if (at != NULL) {
-            char *start = at, *end = strchr(at, '\n');
-            size_t len;
-
-            while (start > log && start[-1] != '\n')
-                start--;
-            len = end ? (size_t)(end - start) : strlen(start);
-            memmove(log, start, len);
-            log[len] = '\0';
-            return log;
-        }
-        free(log);
-        sleep_ms(20);
-    }
-    return NULL;
-}
-
 /* How many header lines named `name` (any case) the request head in `bytes` holds. */
 static int count_fields(const char *bytes, const char *name)
 {
@@ -460,7 +433,7 @@ static void expect_logged(const struct proc *gw, const char *target, const char 
     snprintf(path, sizeof path, "%.*s", (int)strcspn(target, "?"), target);
     get_with(gw->port, target, key ? field : NULL, &r);
     reply_free(&r);
-    line = access_line(gw, path);
+    line = access_log_line(gw, path);
     check_case(line != NULL && strstr(line, fields) != NULL && strstr(line, more) != NULL, target,
                "access log line %s, expected it to hold %s and %s", line ? line : "(none)", fields,
                more);

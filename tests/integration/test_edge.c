@@ -246,31 +246,6 @@ static void test_query_keys(void)
     stop_gateway();
 }
 
-/* The access log line of the request for `path`, waited for; NULL if none came. The caller
- * frees it. */
-static char *access_line(const char *path)
-{
-    char needle[128];
-
-    snprintf(needle, sizeof needle, "\"path\":\"%s\"", path);
-    for (int waited = 0; waited < 2000; waited += 20) {
-        char *log = read_file(gw.access_path), *at = log ? strstr(log, needle) : NULL;
-
-        if (at != NULL) {
-            char *start = at, *end = strchr(at, '\n');
-
-            while (start > log && start[-1] != '\n')
-                start--;
-            memmove(log, start, end ? (size_t)(end - start) : strlen(start));
-            log[end ? (size_t)(end - start) : strlen(start)] = '\0';
-            return log;
-        }
-        free(log);
-        sleep_ms(20);
-    }
-    return NULL;
-}
-
 /* The key header given twice is refused; names with '_' are dropped (and counted in the
  * access log) unless server.underscores_in_headers allows them. */
 static void test_key_header_twice_and_underscores(void)
@@ -306,7 +281,7 @@ static void test_key_header_twice_and_underscores(void)
         return;
     }
     RUN_CASES(dropping);
-    line = access_line("/dropped");
+    line = access_log_line(&gw, "/dropped");
     check_case(line != NULL && strstr(line, "\"dropped_headers\":1") != NULL,
                "X_API_Key is dropped", "the access log line lacks \"dropped_headers\":1: %s",
                line ? line : "(no line)");
