@@ -12,13 +12,13 @@
 #include "gateway/common/target.h"
 #include "gateway/identity/consumers.h"
 #include "gateway/limits/decide.h"
+#include "gateway/ops/client_counts.h"
 #include "gateway/ops/log_line.h"
 #include "gateway/ops/log_reader.h"
 #include "gateway/ops/simulate.h"
 #include "gateway/routing/routes.h"
 #include "limiter/limiter.h"
 
-#define TOP_CLIENTS     10
 #define MALFORMED_SHOWN 10
 #define MAX_MINUTES     (7 * 24 * 60) /* a week; later denials count in the last minute */
 #define SPARK_COLUMNS   60
@@ -40,13 +40,6 @@ enum skip {
 static const char *const skip_names[N_SKIPS] = {"not_decided", "no_route", "key_not_logged",
                                                 "consumer_missing", "unknown_key"};
 
-/* Denials per client hash, open addressing; at most `max` clients are named. */
-struct client_counts {
-    uint64_t *hashes, *denials; /* denials 0: a free slot */
-    size_t cap, n, max;
-    uint64_t unnamed; /* denials of clients past `max` */
-};
-
 struct sim_limit {
     const struct config_limit *config;
     const char *plan; /* the plan it is of (the config's), or NULL for the route's own */
@@ -57,7 +50,7 @@ struct sim_limit {
     int64_t first_denial_ns; /* 0: none yet */
     uint32_t *per_minute;    /* denials, from the run's first minute */
     size_t n_minutes;
-    struct client_counts clients;
+    struct gw_client_counts clients;
 };
 
 /* The limits a request may be held to, as gw_limit_set: the route's own, or a plan's. */
@@ -92,86 +85,6 @@ struct run {
     char malformed_at[MALFORMED_SHOWN][300];
     int64_t first_minute; /* -1 until a line is decided */
 };
-
-/* --- denied clients ------------------------------------------------------------------- */
-
-static int counts_add(struct client_counts *c, uint64_t hash, uint64_t denials)
-{
-    size_t i;
-
-    if (c->n * 2 >= c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        uint64_t *hashes, *counts;
-
-        if (c->n >= c->max) {
-            c->unnamed += denials;
-            return 0;
-        }
-        hashes = calloc(cap, sizeof *hashes);
-        counts = calloc(cap, sizeof *counts);
-        if (hashes == NULL || counts == NULL) {
-            free(hashes);
-            free(counts);
-            return -1;
-        }
-        for (size_t j = 0; j < c->cap; j++)
-            if (c->denials[j] > 0) {
-                for (i = c->hashes[j] & (cap - 1); counts[i] > 0; i = (i + 1) & (cap - 1))
-                    ;
-                hashes[i] = c->hashes[j];
-                counts[i] = c->denials[j];
-            }
-        free(c->hashes);
-        free(c->denials);
-        c->hashes = hashes;
-        c->denials = counts;
-        c->cap = cap;
-    }
-    for (i = hash & (c->cap - 1); c->denials[i] > 0 && c->hashes[i] != hash;
-         i = (i + 1) & (c->cap - 1))
-        ;
-    if (c->denials[i] == 0)
-        c->n++;
-    c->hashes[i] = hash;
-    c->denials[i] += denials;
-    return 0;
-}
-
-static uint64_t counts_get(const struct client_counts *c, uint64_t hash)
-{
-    for (size_t i = c->cap ? hash & (c->cap - 1) : 0; c->cap > 0 && c->denials[i] > 0;
-         i = (i + 1) & (c->cap - 1))
-        if (c->hashes[i] == hash)
-            return c->denials[i];
-    return 0;
-}
-
-/* The (up to) TOP_CLIENTS slots of `c` with the most denials, most first; how many. */
-static size_t counts_top(const struct client_counts *c, size_t top[TOP_CLIENTS])
-{
-    size_t n = 0;
-
-    for (size_t i = 0; i < c->cap; i++) {
-        size_t at;
-
-        if (c->denials[i] == 0)
-            continue;
-        for (at = n; at > 0 && c->denials[top[at - 1]] < c->denials[i]; at--)
-            if (at < TOP_CLIENTS)
-                top[at] = top[at - 1];
-        if (at < TOP_CLIENTS)
-            top[at] = i;
-        if (n < TOP_CLIENTS)
-            n++;
-    }
-    return n;
-}
-
-static void counts_free(struct client_counts *c)
-{
-    free(c->hashes);
-    free(c->denials);
-}
 
 /* --- building and running one config ----------------------------------------------------- */
 
@@ -262,7 +175,7 @@ static void sim_close(struct sim *s)
         for (size_t j = 0; j < s->routes[i].n_limits; j++) {
             limiter_free(s->routes[i].limits[j].limiter);
             free(s->routes[i].limits[j].per_minute);
-            counts_free(&s->routes[i].limits[j].clients);
+            gw_client_counts_free(&s->routes[i].limits[j].clients);
         }
         free(s->routes[i].limits);
         free(s->routes[i].plans);
@@ -296,7 +209,7 @@ static int count_denial(struct sim_limit *l, const char *hash, int64_t now_ns, i
         l->n_minutes = n;
     }
     l->per_minute[minute]++;
-    return counts_add(&l->clients, strtoull(hash, NULL, 16), 1);
+    return gw_client_counts_add(&l->clients, strtoull(hash, NULL, 16), 1);
 }
 
 /* The limits `line` is held to on `r`, as the gateway selects them (decide.h): on a route that
@@ -507,10 +420,10 @@ static const struct sim_limit *limit_named(const struct sim_route *r, const char
 /* The clients `proposed` denied whom no limit of `current` denied, with their denials under
  * `proposed`, into `out`. 0, or -1 when memory is short. */
 static int newly_denied(const struct sim_route *proposed, const struct sim_route *current,
-                        struct client_counts *out)
+                        struct gw_client_counts *out)
 {
     for (size_t i = 0; i < proposed->n_limits; i++) {
-        const struct client_counts *c = &proposed->limits[i].clients;
+        const struct gw_client_counts *c = &proposed->limits[i].clients;
 
         for (size_t k = 0; k < c->cap; k++) {
             bool before = false;
@@ -518,8 +431,8 @@ static int newly_denied(const struct sim_route *proposed, const struct sim_route
             if (c->denials[k] == 0)
                 continue;
             for (size_t j = 0; current != NULL && j < current->n_limits && !before; j++)
-                before = counts_get(&current->limits[j].clients, c->hashes[k]) > 0;
-            if (!before && counts_add(out, c->hashes[k], c->denials[k]) != 0)
+                before = gw_client_counts_get(&current->limits[j].clients, c->hashes[k]) > 0;
+            if (!before && gw_client_counts_add(out, c->hashes[k], c->denials[k]) != 0)
                 return -1;
         }
     }
@@ -560,9 +473,9 @@ static void text_figures(const char *label, uint64_t requests, uint64_t denied,
     printf("\n");
 }
 
-static void text_clients(const char *title, const struct client_counts *c)
+static void text_clients(const char *title, const struct gw_client_counts *c)
 {
-    size_t top[TOP_CLIENTS], n = counts_top(c, top);
+    size_t top[GW_CLIENT_COUNTS_TOP], n = gw_client_counts_top(c, top);
 
     if (n == 0)
         return;
@@ -626,15 +539,15 @@ static int text_report(const struct run *run)
     printf("denied under the proposed config, never under the current one:\n");
     for (size_t i = 0; i < run->proposed.config->n_routes; i++) {
         const struct sim_route *r = &run->proposed.routes[i];
-        struct client_counts fresh = {.max = SIZE_MAX};
+        struct gw_client_counts fresh = {.max = SIZE_MAX};
 
         if (newly_denied(r, route_named(&run->current, r->config->name), &fresh) != 0) {
-            counts_free(&fresh);
+            gw_client_counts_free(&fresh);
             return -1;
         }
         printf("  %s: %zu clients\n", r->config->name, fresh.n);
         text_clients("most denied", &fresh);
-        counts_free(&fresh);
+        gw_client_counts_free(&fresh);
     }
     return 0;
 }
@@ -648,9 +561,9 @@ static void json_string(const char *text)
     printf("\"%s\"", escaped);
 }
 
-static void json_clients(const struct client_counts *c)
+static void json_clients(const struct gw_client_counts *c)
 {
-    size_t top[TOP_CLIENTS], n = counts_top(c, top);
+    size_t top[GW_CLIENT_COUNTS_TOP], n = gw_client_counts_top(c, top);
 
     printf("[");
     for (size_t i = 0; i < n; i++)
@@ -740,7 +653,7 @@ static int json_report(const struct run *run)
         printf(",\"newly_denied\":[");
         for (size_t i = 0; i < run->proposed.config->n_routes && rc == 0; i++) {
             const struct sim_route *r = &run->proposed.routes[i];
-            struct client_counts fresh = {.max = SIZE_MAX};
+            struct gw_client_counts fresh = {.max = SIZE_MAX};
 
             rc = newly_denied(r, route_named(&run->current, r->config->name), &fresh);
             printf("%s{\"route\":", i ? "," : "");
@@ -748,7 +661,7 @@ static int json_report(const struct run *run)
             printf(",\"clients\":%zu,\"top_clients\":", fresh.n);
             json_clients(&fresh);
             printf("}");
-            counts_free(&fresh);
+            gw_client_counts_free(&fresh);
         }
         printf("]");
     }
