@@ -1,3 +1,4 @@
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -218,6 +219,41 @@ long redis_number(const struct redis *r, const char *args, const char *field)
     if (out != NULL)
         pclose(out);
     return n;
+}
+
+int tls_client_open(struct tls_client *c, unsigned port, const char *sni, int timeout_ms)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ret;
+
+    *c = (struct tls_client){.fd = socket(AF_INET, SOCK_STREAM, 0)};
+    if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&addr, sizeof addr) != 0)
+        return -1;
+    gnutls_certificate_allocate_credentials(&c->creds);
+    gnutls_init(&c->session, GNUTLS_CLIENT);
+    gnutls_set_default_priority(c->session);
+    if (sni != NULL)
+        gnutls_server_name_set(c->session, GNUTLS_NAME_DNS, sni, strlen(sni));
+    gnutls_credentials_set(c->session, GNUTLS_CRD_CERTIFICATE, c->creds);
+    gnutls_transport_set_int(c->session, c->fd);
+    gnutls_handshake_set_timeout(c->session, (unsigned)timeout_ms);
+    do
+        ret = gnutls_handshake(c->session);
+    while (ret < 0 && !gnutls_error_is_fatal(ret));
+    return ret < 0 ? -1 : 0;
+}
+
+void tls_client_close(struct tls_client *c)
+{
+    if (c->session != NULL)
+        gnutls_deinit(c->session);
+    if (c->creds != NULL)
+        gnutls_certificate_free_credentials(c->creds);
+    if (c->fd >= 0)
+        close(c->fd);
+    *c = (struct tls_client){.fd = -1};
 }
 
 int start_upstream(void)

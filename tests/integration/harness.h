@@ -15,6 +15,7 @@
 #define SLUICE_TESTS_HARNESS_H
 
 #include "tests/suites.h"
+#include <gnutls/gnutls.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -218,6 +219,18 @@ struct haproxy {
 };
 int start_haproxy(struct haproxy *h, const char *config, const unsigned *ports, size_t n);
 void stop_haproxy(struct haproxy *h);
+
+/* A TLS client of the listener on 127.0.0.1:`port` (GnuTLS): the socket connected and the
+ * handshake done, with server name `sni` (NULL: none) and no certificate check (the server's
+ * reading is under test, not its certificate), within `timeout_ms`. 0, or -1 (what was made so
+ * far is in `c`); tls_client_close() frees it either way. */
+struct tls_client {
+    int fd;
+    gnutls_session_t session;
+    gnutls_certificate_credentials_t creds;
+};
+int tls_client_open(struct tls_client *c, unsigned port, const char *sni, int timeout_ms);
+void tls_client_close(struct tls_client *c);
 
 /* A real redis-server without persistence, on a free loopback port, or on r->port again
  * when it was started before; 0, or -1. */

@@ -10,7 +10,6 @@
 #include <CUnit/CUnit.h>
 #include <curl/curl.h>
 #include <gnutls/gnutls.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -198,51 +197,35 @@ static bool presents(unsigned port, const char *host, const char *name)
 static int tls_session(unsigned port, const char *bytes, size_t len, size_t first_record,
                        char *answer, size_t cap, int timeout_ms, int quiet_ms, bool *closed)
 {
-    gnutls_certificate_credentials_t creds = NULL;
-    gnutls_session_t session = NULL;
-    struct sockaddr_in addr = {.sin_family = AF_INET,
-                               .sin_port = htons((uint16_t)port),
-                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM, 0), status = 0, ret;
+    struct tls_client c;
+    int status = 0, ret;
     size_t got = 0, sent = 0;
     double until = seconds_now() + timeout_ms / 1000.0;
 
     *closed = false;
     answer[0] = '\0';
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0)
-        goto out;
-    gnutls_certificate_allocate_credentials(&creds);
-    gnutls_init(&session, GNUTLS_CLIENT);
-    gnutls_set_default_priority(session);
-    gnutls_server_name_set(session, GNUTLS_NAME_DNS, "a.test", 6);
-    gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, creds);
-    gnutls_transport_set_int(session, fd);
-    gnutls_handshake_set_timeout(session, (unsigned)timeout_ms);
-    do
-        ret = gnutls_handshake(session);
-    while (ret < 0 && !gnutls_error_is_fatal(ret));
-    if (ret < 0)
+    if (tls_client_open(&c, port, "a.test", timeout_ms) != 0)
         goto out;
     while (sent < len) {
         size_t piece =
             sent == 0 && first_record > 0 && first_record < len ? first_record : len - sent;
 
-        ret = (int)gnutls_record_send(session, bytes + sent, piece);
+        ret = (int)gnutls_record_send(c.session, bytes + sent, piece);
         if (ret < 0)
             break; /* the server may close before it has read everything */
         sent += (size_t)ret;
     }
     while (got < cap - 1) {
-        struct pollfd p = {fd, POLLIN, 0};
+        struct pollfd p = {c.fd, POLLIN, 0};
         int wait = (int)((until - seconds_now()) * 1000);
         ssize_t n;
 
         if (sscanf(answer, "HTTP/1.%*d %d", &status) == 1 && count_responses(answer) > 0 &&
             strstr(answer, "\r\n\r\n") != NULL && wait > quiet_ms)
             wait = quiet_ms;
-        if (gnutls_record_check_pending(session) == 0 && (wait <= 0 || poll(&p, 1, wait) <= 0))
+        if (gnutls_record_check_pending(c.session) == 0 && (wait <= 0 || poll(&p, 1, wait) <= 0))
             break;
-        n = gnutls_record_recv(session, answer + got, cap - 1 - got);
+        n = gnutls_record_recv(c.session, answer + got, cap - 1 - got);
         if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
             continue;
         if (n <= 0) {
@@ -254,12 +237,7 @@ static int tls_session(unsigned port, const char *bytes, size_t len, size_t firs
     }
     sscanf(answer, "HTTP/1.%*d %d", &status);
 out:
-    if (session != NULL)
-        gnutls_deinit(session);
-    if (creds != NULL)
-        gnutls_certificate_free_credentials(creds);
-    if (fd >= 0)
-        close(fd);
+    tls_client_close(&c);
     return status;
 }
 

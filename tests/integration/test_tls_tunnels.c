@@ -178,25 +178,8 @@ static enum peer_end peer_wait_end(const char *message, int timeout_ms, char *go
 
 /* --- the TLS client ------------------------------------------------------------------------- */
 
-struct client {
-    int fd;
-    gnutls_session_t session;
-    gnutls_certificate_credentials_t creds;
-};
-
-static void client_free(struct client *c)
-{
-    if (c->session != NULL)
-        gnutls_deinit(c->session);
-    if (c->creds != NULL)
-        gnutls_certificate_free_credentials(c->creds);
-    if (c->fd >= 0)
-        close(c->fd);
-    *c = (struct client){.fd = -1};
-}
-
 /* Reads until the head of an answer is whole (or 5 s pass); its status, or 0. */
-static int client_read_head(struct client *c)
+static int client_read_head(struct tls_client *c)
 {
     char head[2048];
     size_t got = 0;
@@ -222,28 +205,12 @@ static int client_read_head(struct client *c)
     return status;
 }
 
-/* Connects to sluice's TLS listener, shakes hands (the certificate is not what is under test)
- * and sends `request`; the status of the answer's head, 0 when none came. */
-static int client_open(struct client *c, unsigned port, const char *request)
+/* Connects to sluice's TLS listener and sends `request`; the status of the answer's head, 0
+ * when none came. */
+static int client_open(struct tls_client *c, unsigned port, const char *request)
 {
-    struct sockaddr_in addr = {.sin_family = AF_INET,
-                               .sin_port = htons((uint16_t)port),
-                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int ret;
-
-    *c = (struct client){.fd = socket(AF_INET, SOCK_STREAM, 0)};
-    if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&addr, sizeof addr) != 0)
-        return 0;
-    gnutls_certificate_allocate_credentials(&c->creds);
-    gnutls_init(&c->session, GNUTLS_CLIENT);
-    gnutls_set_default_priority(c->session);
-    gnutls_credentials_set(c->session, GNUTLS_CRD_CERTIFICATE, c->creds);
-    gnutls_transport_set_int(c->session, c->fd);
-    gnutls_handshake_set_timeout(c->session, 5000);
-    do
-        ret = gnutls_handshake(c->session);
-    while (ret < 0 && !gnutls_error_is_fatal(ret));
-    if (ret < 0 || gnutls_record_send(c->session, request, strlen(request)) < 0)
+    if (tls_client_open(c, port, NULL, 5000) != 0 ||
+        gnutls_record_send(c->session, request, strlen(request)) < 0)
         return 0;
     return client_read_head(c);
 }
@@ -252,7 +219,7 @@ static const char upgrade_request[] = "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                       "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
 
 /* An open tunnel: the 101 came, `message` was sent through it and reached the peer. */
-static bool open_tunnel(struct client *c, unsigned port, const char *message)
+static bool open_tunnel(struct tls_client *c, unsigned port, const char *message)
 {
     enum peer_end end;
     char got[512];
@@ -271,8 +238,8 @@ static bool open_tunnel(struct client *c, unsigned port, const char *message)
 enum leave { FIN, CLOSE_NOTIFY, RESET };
 
 /* The client goes away in the form `how`; its socket stays open (but for RESET) until
- * client_free(), so that what the gateway sees is that form alone. */
-static void client_leave(struct client *c, enum leave how)
+ * tls_client_close(), so that what the gateway sees is that form alone. */
+static void client_leave(struct tls_client *c, enum leave how)
 {
     if (how == CLOSE_NOTIFY) {
         gnutls_bye(c->session, GNUTLS_SHUT_WR);
@@ -336,18 +303,18 @@ static double wait_metric(const char *series, double want)
 /* The cap is free again: a new HTTPS client is served. */
 static int served_after(void)
 {
-    struct client c;
+    struct tls_client c;
     int status = client_open(&c, gw.port,
                              "GET /after HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                              "Connection: close\r\n\r\n");
 
-    client_free(&c);
+    tls_client_close(&c);
     return status;
 }
 
 static void check_leaving(enum leave how, const char *label)
 {
-    struct client clients[CAP];
+    struct tls_client clients[CAP];
     char message[CAP][32], want[CAP][160], got[512];
     double left;
 
@@ -387,7 +354,7 @@ static void check_leaving(enum leave how, const char *label)
                "sluice_connections_active stays %g", metric_now(&gw, "sluice_connections_active"));
     check_case(served_after() == 200, label, "a new HTTPS client at the cap was not served");
     for (int i = 0; i < CAP; i++)
-        client_free(&clients[i]);
+        tls_client_close(&clients[i]);
 }
 
 static void test_fin(void)
@@ -409,7 +376,7 @@ static void test_reset(void)
  * tunnel_idle_timeout (1 s), which then closes it toward the upstream too. */
 static void test_silent_client(void)
 {
-    struct client c;
+    struct tls_client c;
     enum peer_end end;
     char got[512];
     double opened;
@@ -429,7 +396,7 @@ static void test_silent_client(void)
     check_case(seconds_now() - opened >= 0.9, "silent", "closed after %.2f s",
                seconds_now() - opened);
     CU_ASSERT_EQUAL(wait_metric("sluice_tunnels_open{route=\"silent\"}", 0), 0);
-    client_free(&c);
+    tls_client_close(&c);
 }
 
 void register_tls_tunnels_tests(void)
