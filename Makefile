@@ -8,7 +8,9 @@ CC       ?= cc
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread -fno-strict-aliasing
 GATEWAY_DIRS := gateway/common gateway/identity gateway/routing gateway/store gateway/upstream \
-                gateway/limits gateway/ops gateway/front
+                gateway/limits gateway/ops gateway/core gateway/modules/route \
+                gateway/modules/access gateway/modules/limit gateway/modules/forward \
+                gateway/modules/log gateway/front
 # An include names the header's path from the top of the tree ("gateway/common/text.h"): the
 # top is the one place "..." includes are looked up, and <...> ones never look there.
 CPPFLAGS += -D_GNU_SOURCE -iquote .
@@ -34,7 +36,7 @@ TEST_LIBS    = $(shell pkg-config --libs cunit) $(GATEWAY_LIBS)
 
 LIMITER_SRC := $(wildcard limiter/*.c)
 CONFIG_SRC  := $(wildcard config/*.c)
-GATEWAY_SRC := $(wildcard $(addsuffix /*.c,$(GATEWAY_DIRS)))
+GATEWAY_SRC := $(wildcard $(addsuffix /*.c,$(GATEWAY_DIRS))) gateway/modules.c
 SLUICE_SRC  := $(LIMITER_SRC) $(CONFIG_SRC) $(GATEWAY_SRC) gateway/main.c
 UNIT_SRC    := $(LIMITER_SRC) $(CONFIG_SRC) $(GATEWAY_SRC) \
                $(wildcard tests/limiter/*.c tests/config/*.c tests/gateway/*.c) tests/unit_main.c \

@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "gateway/common/log.h"
 #include "gateway/front/server.h"
+#include "gateway/modules.h"
 #include "gateway/ops/simulate.h"
 #include "gateway/ops/watch.h"
 #include "gateway/upstream/health.h"
@@ -284,7 +285,7 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     if (gw_log_start() != 0)
         gw_warn("cannot start the log writer threads: writing the logs directly");
     raise_fd_limit(config->server.max_connections);
-    if (gw_proxy_init() != 0) {
+    if (gw_modules_register() != 0 || gw_proxy_init() != 0) {
         gw_error("cannot initialise libcurl");
         config_free(config);
         goto out;

@@ -5,8 +5,12 @@
 # layers; never one of its own layer (siblings know nothing of each other) or of a higher one.
 # So no two folders include each other either, and a cycle is reported as such as well.
 #
-#   8  gateway            main.c: the command line, signals, wiring
-#   7  gateway/front      the client side: libmicrohttpd, the serving modes, a request's life
+#  10  gateway            main.c and modules.c: the command line, signals, the pipeline's wiring
+#   9  gateway/front      the HTTP adapter: libmicrohttpd, the serving modes, waits, the server
+#   8  gateway/modules/*  one folder per concern of a request: route, access, limit, forward,
+#                         log (each a module of the pipeline; siblings know nothing of each other)
+#   7  gateway/core       the library-neutral request, its phases, the module interface, the
+#                         pipeline that runs them, the runtime (a loaded config's state)
 #   6  gateway/ops        metrics, the access log, the config watch, sluice simulate
 #   5  gateway/limits     a request's limits chosen and asked, with no HTTP in it
 #   4  gateway/identity   gateway/routing   gateway/store   gateway/upstream
@@ -16,11 +20,15 @@
 #
 # limits sits above identity and store because it decides over what they give: a consumer
 # (identity/consumers.h) picks the plan, and the shared store's result (store/store.h) is one
-# of the decisions' inputs; and below ops and front, because simulate (ops) and the gateway
-# (front) both call it, so that a replayed request meets the limits a served one met. ops sits
-# above identity and routing because it uses them: the access log writes key sources
-# (identity/keys.h) and simulate replays a request's route, consumer and keys. Tests sit above
-# everything and may include any of it.
+# of the decisions' inputs; and below ops and the modules, because simulate (ops) and the
+# gateway's limit module both call it, so that a replayed request meets the limits a served one
+# met. ops sits above identity and routing because it uses them: the access log writes key
+# sources (identity/keys.h) and simulate replays a request's route, consumer and keys. core
+# sits above ops because a request counts itself (metrics) and carries its log entry; the
+# modules above core, each including the core and the layers below, never a sibling: what two
+# of them share goes on the core request (the client, the consumer, the refusal, the answer).
+# The adapter (front) is above the modules only to name its own module; it calls none of
+# them: it drives the pipeline. Tests sit above everything and may include any of it.
 #
 # A library is included only in its folders, directly or through a header of the tree (a
 # header that includes a library brings it to every file that includes the header):
@@ -52,8 +60,14 @@ gateway/store 4
 gateway/upstream 4
 gateway/limits 5
 gateway/ops 6
-gateway/front 7
-gateway 8
+gateway/core 7
+gateway/modules/route 8
+gateway/modules/access 8
+gateway/modules/limit 8
+gateway/modules/forward 8
+gateway/modules/log 8
+gateway/front 9
+gateway 10
 '
 LIBRARIES='
 microhttpd.h libmicrohttpd gateway/front

@@ -1,21 +1,25 @@
 /*
- * request: one request's life inside the gateway, driven by libmicrohttpd's callbacks in
- * server.c. With the headers in, the route is matched, the client key worked out and the
- * route's limits asked together (limiter_decide_all, or the Redis store); a refused request is
- * answered by sluice itself, without reading a body it does not need or touching the upstream.
- * An allowed one is forwarded with upstream handles taken from the pool for the time of the
- * exchange (proxy.h), its body streamed upstream as it arrives (body.h; up to
- * server.max_body), and its answer streamed back with the RateLimit fields added. When it
- * ends, it is counted and logged.
+ * request: the HTTP adapter's side of a request, the only code that turns libmicrohttpd's
+ * callbacks into the library-neutral request of gateway/core (request.h) and back. server.c
+ * calls it from libmicrohttpd's callbacks; the request's life is the phases (pipeline.h) run
+ * by the modules (the folders of gateway/modules).
  *
- * The life is written once, as steps that may each have to wait: for the store's answer (event
- * mode only), for the upstream to take more of the request body, for the response head, for
- * more response body. At a wait the request asks whether it can
- * go on; in thread_per_connection the answer is always yes, since the connection's thread
- * blocks inside the call (proxy.h without a loop), and in event mode a "not yet" suspends the
- * connection (MHD_suspend_connection) and the loop resumes it at the next step, after which
- * libmicrohttpd calls the handler (or the content reader) again and the request picks up where
- * it stopped. Later features (pools, retries, upgrades, streamed bodies) add steps, not modes.
+ *   first call      the header fields become the request's field view, the peer and TLS its
+ *                   facts; the strict reader's verdict (head.h) is a refusal; the head's phases
+ *                   run. A request refused with a body still to come is answered at once (and
+ *                   its connection then closed, rather than reading a body that goes nowhere);
+ *                   otherwise the answer waits for the final call.
+ *   body calls      each piece to the phases (gw_pipeline_body()).
+ *   final call      the strict reader must have seen the whole message; the CONTENT phase
+ *                   answers, and the answer (answer.h) becomes libmicrohttpd's response: a
+ *                   buffer, a stream read as the client takes it, or an upgrade.
+ *
+ * Waiting is this adapter's: on an event loop (`loop` given) a step that waits has its
+ * connection suspended (MHD_suspend_connection) and resumed when it may go on, after which
+ * libmicrohttpd calls again and the same step runs again; a step's blocking work (an
+ * upgrade's connection) goes to `offload`'s threads. With no loop (thread_per_connection) the
+ * connection's thread blocks on the request's semaphore instead, and blocking work runs on it.
+ * No module asks which mode it runs in.
  *
  * A request holds its runtime (runtime.h) from start to end, so it runs on one config whole.
  */
@@ -26,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/front/runtime.h"
+#include "gateway/core/runtime.h"
 
 struct gw_access_memo;
 struct gw_head;

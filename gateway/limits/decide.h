@@ -24,7 +24,7 @@
  * daily binds, since a retry after 400 ms would be refused again.
  *
  * The limiters themselves are built per route where a config is loaded (the gateway keeps them
- * across reloads, gateway/front/runtime.c; simulate builds its own), each from the parameters
+ * across reloads, gateway/core/runtime.c; simulate builds its own), each from the parameters
  * gw_limits_local_params() gives. Nothing here reads a clock, allocates, or keeps anything of
  * its arguments.
  */

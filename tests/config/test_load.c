@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "gateway/front/runtime.h"
+#include "gateway/core/runtime.h"
 #include "gateway/ops/metrics.h"
 #include "tests/unit.h"
 

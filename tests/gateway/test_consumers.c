@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "gateway/front/runtime.h"
+#include "gateway/core/runtime.h"
 #include "gateway/identity/consumers.h"
 #include "gateway/ops/metrics.h"
 #include "tests/unit.h"

@@ -4,7 +4,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "gateway/front/runtime.h"
+#include "gateway/core/runtime.h"
 #include "gateway/limits/decide.h"
 
 static void limit_release(struct gw_limit *limit)

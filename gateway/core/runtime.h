@@ -19,8 +19,8 @@
  * `header:A` became `header:B` one client's count would pass to whoever sends the same value in
  * B. Limits of routes that disappear are freed with the last runtime that uses them.
  */
-#ifndef SLUICE_GATEWAY_RUNTIME_H
-#define SLUICE_GATEWAY_RUNTIME_H
+#ifndef SLUICE_GATEWAY_CORE_RUNTIME_H
+#define SLUICE_GATEWAY_CORE_RUNTIME_H
 
 #include <stdatomic.h>
 #include <stdio.h>

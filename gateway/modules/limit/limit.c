@@ -1,0 +1,260 @@
+/* A request's limits asked and reported; design in limit.h. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gateway/limits/decide.h"
+#include "gateway/modules/limit/identify.h"
+#include "gateway/modules/limit/limit.h"
+
+struct limit_ctx {
+    bool limited; /* the route's limits decided: the RateLimit fields go out */
+    bool waiting; /* for the shared store's answer */
+    enum gw_store_result store_result;
+    const struct gw_limit_set *set; /* the limits it is held to: the route's, or a plan's */
+    struct gw_limits_selection selection;
+    struct gw_limits_decision verdict; /* verdict.decided_ns: 0 if not decided */
+    char key[GW_KEY_LEN];
+    char ip_key[GW_KEY_LEN]; /* the client's ip key, for the access log */
+    const char *ids[LIMITER_MAX_PER_REQUEST]; /* each limit's key: `key` or below */
+    char limit_keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN]; /* limits that name their own key */
+    char sources[GW_ACCESS_KEYS_MAX][GW_KEY_SOURCE_LEN];   /* the log's names of the keys */
+};
+
+/* The limits the client is held to (decide.h) and the key each counts it under: the route's
+ * key (a consumer's name, or for an unknown key the client's address), or the limit's own.
+ * 0, or -1 when the request is refused: 401 for an unknown key (unless `exempt`), or for a
+ * key's spelling (identify.h). */
+static int select_limits(struct gw_req *rq, struct limit_ctx *c, bool exempt)
+{
+    const struct config_route *route = gw_req_route(rq);
+    const struct gw_route_runtime *r = gw_req_route_runtime(rq);
+    const struct gw_consumer *consumer = NULL;
+
+    if (route->identifies_consumers && gw_identify_consumer(rq, &consumer) != 0)
+        return -1;
+    if (gw_limits_select(route, consumer, exempt, rq->method, &c->selection) != 0) {
+        gw_req_refuse(rq, 401, r->unknown_key_detail);
+        return -1;
+    }
+    c->set = c->selection.plan == GW_LIMITS_OWN ? &r->own : &r->plans[c->selection.plan];
+    if (consumer != NULL)
+        snprintf(c->key, sizeof c->key, "consumer:%s", consumer->name);
+    else if (route->identifies_consumers)
+        gw_ip_key(&rq->client, route->ipv6_prefix_len, c->key);
+    else if (gw_identify_key(rq, route->key_kind, route->key_name, c->key) != 0)
+        return -1;
+    for (size_t i = 0; i < c->selection.n_limits; i++) {
+        const struct config_limit *limit = &c->selection.limits[i];
+
+        if (c->selection.route_key[i])
+            c->ids[i] = c->key; /* most limits count under the route's key */
+        else if (gw_identify_key(rq, limit->key_kind, limit->key_name, c->limit_keys[i]) != 0)
+            return -1;
+        else
+            c->ids[i] = c->limit_keys[i];
+    }
+    return 0;
+}
+
+/* The limits answered (c->verdict): each refusing limit counted, and the request denied
+ * unless the route only tries its limits (dry_run). */
+static enum gw_step conclude(struct gw_req *rq, struct limit_ctx *c)
+{
+    const struct config_route *route = gw_req_route(rq);
+    const struct gw_limits_decision *verdict = &c->verdict;
+
+    if (verdict->outcome == GW_LIMITS_FAILED_OPEN) {
+        c->limited = false; /* no shared count to report */
+        return GW_NEXT;
+    }
+    for (size_t i = 0; verdict->outcome == GW_LIMITS_DENIED && i < c->set->n_limits; i++)
+        if (!verdict->each[i].allowed)
+            gw_metrics_count_denial(c->set->denials[i]);
+    if (verdict->outcome == GW_LIMITS_ALLOWED)
+        return GW_NEXT;
+    rq->decision = route->dry_run ? GW_DRY_RUN_DENIED : GW_DENIED;
+    if (route->dry_run)
+        return GW_NEXT;
+    gw_req_refuse(rq, route->on_limit.status, GW_DENIED_DETAIL);
+    return GW_ANSWERED;
+}
+
+static enum gw_step decide_shared(struct gw_req *rq, struct limit_ctx *c,
+                                  enum gw_store_result result)
+{
+    gw_limits_decide_shared(&c->verdict, result, rq->config->on_store_error, c->set->limiters,
+                            c->ids, &c->selection, limiter_now_ns());
+    return conclude(rq, c);
+}
+
+/* On one of the store's threads: its answer is in c->verdict.each. */
+static void store_answered(void *arg, enum gw_store_result result)
+{
+    struct gw_req *rq = arg;
+    struct limit_ctx *c = gw_req_ctx(rq, &gw_limit_module);
+
+    c->store_result = result;
+    gw_req_hand_back(rq);
+}
+
+/* Asks the shared store: WAIT for its answer, or, when it is not to be asked now, what
+ * on_store_error says. */
+static enum gw_step ask_store(struct gw_req *rq, struct limit_ctx *c)
+{
+    const struct gw_limit_set *set = c->set;
+    struct gw_store_call *call =
+        gw_store_prepare(rq->runtime->store, gw_req_route(rq)->name, set->limit_names,
+                         set->shared_param_ptrs, c->selection.costs, set->n_limits, c->ids);
+
+    if (call == NULL)
+        return decide_shared(rq, c, GW_STORE_FAILED);
+    c->waiting = true;
+    gw_req_will_wait(rq);
+    gw_store_send(rq->runtime->store, call, c->verdict.each, store_answered, rq);
+    return GW_WAIT;
+}
+
+static enum gw_step limit_step(struct gw_req *rq, void *ctx)
+{
+    struct limit_ctx *c = ctx;
+    const struct config_route *route = gw_req_route(rq);
+    const struct gw_route_runtime *r = gw_req_route_runtime(rq);
+    bool exempt;
+
+    if (c->waiting) {
+        c->waiting = false;
+        return decide_shared(rq, c, c->store_result);
+    }
+    c->set = &r->own;
+    if (!rq->has_peer)
+        return GW_NEXT; /* not an IP connection: nothing to count it by */
+    exempt = gw_cidrs_contain(&route->exempt, &rq->client);
+    gw_ip_key(&rq->client, route->ipv6_prefix_len, c->ip_key);
+    if (select_limits(rq, c, exempt) != 0)
+        return GW_ANSWERED;
+    if (exempt) {
+        rq->decision = GW_EXEMPT;
+        return GW_NEXT;
+    }
+    if (c->set->n_limits == 0) {
+        c->verdict.decided_ns = limiter_now_ns(); /* by no limit, which a replay can vary */
+        return GW_NEXT;
+    }
+    c->limited = true;
+    if (r->shared)
+        return ask_store(rq, c);
+    gw_limits_decide_local(&c->verdict, c->set->limiters, c->ids, &c->selection,
+                           limiter_now_ns());
+    return conclude(rq, c);
+}
+
+/* Whether the upstream's field `name` is one this module sets: the client gets the
+ * gateway's figures only, never two sets. */
+static bool owns_field(const struct gw_req *rq, const void *ctx, const char *name)
+{
+    const struct limit_ctx *c = ctx;
+    enum config_headers mode;
+
+    if (!c->limited)
+        return false;
+    mode = gw_req_route(rq)->headers;
+    if ((mode == CONFIG_HEADERS_IETF || mode == CONFIG_HEADERS_BOTH) &&
+        (strcasecmp(name, "RateLimit") == 0 || strcasecmp(name, "RateLimit-Policy") == 0))
+        return true;
+    return (mode == CONFIG_HEADERS_X_RATELIMIT || mode == CONFIG_HEADERS_BOTH) &&
+           (strcasecmp(name, "X-RateLimit-Limit") == 0 ||
+            strcasecmp(name, "X-RateLimit-Remaining") == 0 ||
+            strcasecmp(name, "X-RateLimit-Reset") == 0);
+}
+
+/* A denial's answer: on_limit's body in place of the problem, when the route gives one. */
+static void denial_body(const struct config_route *route, struct gw_answer *a)
+{
+    if (route->on_limit.body == NULL)
+        return;
+    gw_answer_reset(a);
+    a->status = route->on_limit.status;
+    a->kind = GW_ANSWER_STATIC; /* read once per config, which the request holds */
+    a->body = route->on_limit.body;
+    a->body_len = route->on_limit.body_len;
+    gw_answer_field(a, "Content-Type", route->on_limit.content_type);
+}
+
+static void on_answer(struct gw_req *rq, void *ctx, struct gw_answer *a)
+{
+    struct limit_ctx *c = ctx;
+    const struct config_route *route = gw_req_route(rq);
+    const struct limiter_decision *binding = &c->verdict.each[c->verdict.binding];
+    bool denial = rq->decision == GW_DENIED && rq->refusal != 0 && a->status == rq->refusal;
+    const struct limiter_params *params;
+    char field[GW_FIELD_LEN];
+    int64_t window;
+
+    if (denial)
+        denial_body(route, a);
+    if (!c->limited)
+        return;
+    params = &c->set->config[c->verdict.binding].params;
+    if (route->headers == CONFIG_HEADERS_IETF || route->headers == CONFIG_HEADERS_BOTH) {
+        gw_answer_field(a, "RateLimit-Policy", c->set->policy);
+        gw_format_ratelimit(field, c->set->limits[c->verdict.binding]->name, params, binding);
+        gw_answer_copied(a, "RateLimit", field);
+    }
+    if (route->headers == CONFIG_HEADERS_X_RATELIMIT || route->headers == CONFIG_HEADERS_BOTH) {
+        gw_answer_number(a, "X-RateLimit-Limit", gw_quota(params, &window));
+        gw_answer_number(a, "X-RateLimit-Remaining", binding->remaining);
+        gw_answer_number(a, "X-RateLimit-Reset", (uint64_t)gw_reset_seconds(params, binding));
+    }
+    if (denial)
+        gw_answer_number(a, "Retry-After",
+                         (uint64_t)gw_retry_after_seconds(binding->retry_after_ms));
+}
+
+/* The keys the request was counted under (or, for "ip", could have been), for the log. */
+static size_t access_keys(const struct gw_req *rq, struct limit_ctx *c,
+                          struct gw_access_key *keys, char sources[][GW_KEY_SOURCE_LEN])
+{
+    const struct config_route *route = gw_req_route(rq);
+    size_t n = 0;
+
+    if (c->ip_key[0] == '\0' || c->key[0] == '\0')
+        return 0;
+    keys[n++] = (struct gw_access_key){"ip", c->ip_key};
+    gw_key_source(route->key_kind, route->key_name, route->identifies_consumers, sources[n]);
+    keys[n] = (struct gw_access_key){sources[n], c->key};
+    n++;
+    for (size_t i = 0; i < c->set->n_limits; i++)
+        if (!c->selection.route_key[i]) {
+            gw_limits_key_source(route, &c->set->config[i], sources[n]);
+            keys[n] = (struct gw_access_key){sources[n], c->limit_keys[i]};
+            n++;
+        }
+    return n;
+}
+
+static void on_log(const struct gw_req *rq, void *ctx, struct gw_access_entry *entry)
+{
+    struct limit_ctx *c = ctx;
+
+    if (rq->route < 0)
+        return;
+    gw_metrics_count_request(gw_req_route_runtime(rq)->metrics, c->set ? c->set->plan : NULL,
+                             rq->decision, entry->duration_ns);
+    entry->client_key = c->key[0] ? c->key : NULL;
+    entry->decided_ns = c->verdict.decided_ns;
+    if (c->set == NULL)
+        return;
+    if (rq->decision == GW_DENIED || rq->decision == GW_DRY_RUN_DENIED)
+        entry->limit = c->set->config[c->verdict.binding].name;
+    entry->n_keys = access_keys(rq, c, entry->keys, c->sources);
+}
+
+struct gw_module gw_limit_module = {
+    .name = "limit",
+    .ctx_size = sizeof(struct limit_ctx),
+    .on = {[GW_PHASE_LIMIT] = limit_step},
+    .on_answer = on_answer,
+    .owns_field = owns_field,
+    .on_log = on_log,
+};
