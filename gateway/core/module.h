@@ -13,17 +13,22 @@
  *   on_log         its fields of the access log line, and its metrics, once as the request
  *                  ends for its client.
  *   on_free        lets go of what its context holds.
+ *   route_open     its state for route `route` of a runtime being built (runtime.h), which
+ *                  it may carry over from `previous` (NULL, or the runtime it replaces);
+ *                  route_close frees it with the runtime. Its steps read it with
+ *                  gw_req_route_state().
+ *   gauges         its lines for /metrics that read the runtime's state.
  *
  * Its per-request context is `ctx_size` bytes, zeroed, that the request carries
- * (gw_req_ctx()); nothing else of the request knows its layout. Its per-route state is built
- * with the runtime (runtime.h). Its YAML keys are read by config/ (one section file each) into
- * the config it reads.
+ * (gw_req_ctx()); nothing else of the request knows its layout. Its YAML keys are read by
+ * config/ (one section file each) into the config it reads.
  */
 #ifndef SLUICE_GATEWAY_CORE_MODULE_H
 #define SLUICE_GATEWAY_CORE_MODULE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "gateway/core/request.h"
 #include "gateway/ops/access_log.h"
@@ -39,10 +44,20 @@ struct gw_module {
     bool (*owns_field)(const struct gw_req *rq, const void *ctx, const char *name);
     void (*on_log)(const struct gw_req *rq, void *ctx, struct gw_access_entry *entry);
     void (*on_free)(struct gw_req *rq, void *ctx);
+    int (*route_open)(struct gw_runtime *rt, size_t route, const struct gw_runtime *previous,
+                      void **state, char *err, size_t err_len);
+    void (*route_close)(struct gw_runtime *rt, size_t route, void *state);
+    void (*gauges)(const struct gw_runtime *rt, FILE *out);
     unsigned id; /* its place, set by gw_pipeline_register() */
 };
 
 /* The context of `module` in `rq`. */
 void *gw_req_ctx(const struct gw_req *rq, const struct gw_module *module);
+
+/* The state of `module` for route `route` of `rt` (route_open's), or NULL. */
+void *gw_runtime_state(const struct gw_runtime *rt, size_t route, const struct gw_module *module);
+
+/* Its state for the request's route (found). */
+void *gw_req_route_state(const struct gw_req *rq, const struct gw_module *module);
 
 #endif

@@ -168,3 +168,38 @@ void gw_pipeline_free(struct gw_req *rq)
         if (modules[i]->on_free != NULL)
             modules[i]->on_free(rq, gw_req_ctx(rq, modules[i]));
 }
+
+void *gw_runtime_state(const struct gw_runtime *rt, size_t route, const struct gw_module *module)
+{
+    return rt->routes[route].state[module->id];
+}
+
+void *gw_req_route_state(const struct gw_req *rq, const struct gw_module *module)
+{
+    return rq->runtime->routes[rq->route].state[module->id];
+}
+
+int gw_pipeline_route_open(struct gw_runtime *rt, size_t route, const struct gw_runtime *previous,
+                           char *err, size_t err_len)
+{
+    for (size_t i = 0; i < n_modules; i++)
+        if (modules[i]->route_open != NULL &&
+            modules[i]->route_open(rt, route, previous, &rt->routes[route].state[i], err,
+                                   err_len) != 0)
+            return -1;
+    return 0;
+}
+
+void gw_pipeline_route_close(struct gw_runtime *rt, size_t route)
+{
+    for (size_t i = 0; i < n_modules; i++)
+        if (modules[i]->route_close != NULL && rt->routes[route].state[i] != NULL)
+            modules[i]->route_close(rt, route, rt->routes[route].state[i]);
+}
+
+void gw_pipeline_gauges(const struct gw_runtime *rt, FILE *out)
+{
+    for (size_t i = 0; i < n_modules; i++)
+        if (modules[i]->gauges != NULL)
+            modules[i]->gauges(rt, out);
+}

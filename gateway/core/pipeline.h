@@ -20,8 +20,6 @@
 
 #include "gateway/core/module.h"
 
-#define GW_MODULES_MAX 16
-
 /* Registers `modules` (`n`, in order) and gives each its id; before any request. 0, or -1
  * when there are too many. */
 int gw_pipeline_register(struct gw_module *const *modules, size_t n);
@@ -59,5 +57,14 @@ void gw_pipeline_finish(struct gw_req *rq);
 
 /* Every module's on_free (gw_req_free() calls it). */
 void gw_pipeline_free(struct gw_req *rq);
+
+/* Every module's state for route `route` of `rt` (route_open), for gw_runtime_build(). 0, or
+ * -1 with `err` filled (what was opened is closed with the runtime). */
+int gw_pipeline_route_open(struct gw_runtime *rt, size_t route, const struct gw_runtime *previous,
+                           char *err, size_t err_len);
+void gw_pipeline_route_close(struct gw_runtime *rt, size_t route);
+
+/* Every module's gauges. */
+void gw_pipeline_gauges(const struct gw_runtime *rt, FILE *out);
 
 #endif

@@ -23,6 +23,7 @@
 #include "gateway/front/request.h"
 #include "gateway/front/server.h"
 #include "gateway/front/wire.h"
+#include "gateway/modules/forward/upstream_route.h"
 #include "gateway/ops/access_log.h"
 #include "gateway/upstream/health.h"
 #include "gateway/upstream/proxy.h"
@@ -543,7 +544,7 @@ static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned status, c
 /* Hands the health checker the servers of `rt`. 0, or -1 when memory is short. */
 static int configure_health(struct gw_server *s, struct gw_runtime *rt)
 {
-    struct gw_backend_set **sets = gw_runtime_backend_sets(rt);
+    struct gw_backend_set **sets = gw_forward_backend_sets(rt);
 
     if (sets == NULL)
         return -1;
@@ -579,7 +580,7 @@ static enum MHD_Result ready(struct gw_server *s, struct MHD_Connection *c)
         return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", strdup("draining\n"));
     rt = acquire_runtime(s);
     upstreams = !rt->config->server.ready_needs_upstreams ||
-                gw_runtime_upstreams_ready(rt, limiter_now_ns());
+                gw_forward_upstreams_ready(rt, limiter_now_ns());
     gw_runtime_release(rt);
     if (!upstreams)
         return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",

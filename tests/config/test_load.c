@@ -6,8 +6,17 @@
 
 #include "config/config.h"
 #include "gateway/core/runtime.h"
+#include "gateway/modules.h"
+#include "gateway/modules/limit/limit.h"
+#include "gateway/modules/limit/limit_sets.h"
 #include "gateway/ops/metrics.h"
 #include "tests/unit.h"
+
+/* The limit module's sets of a runtime's first route. */
+static const struct gw_limit_route *limits_of(const struct gw_runtime *rt)
+{
+    return gw_runtime_state(rt, 0, &gw_limit_module);
+}
 
 static char path[64];
 
@@ -270,6 +279,7 @@ static struct gw_runtime *runtime_for(const char *limits, struct gw_runtime *pre
              limits);
     c = load_valid(yaml);
     unlink(path);
+    CU_ASSERT_EQUAL_FATAL(gw_modules_register(), 0);
     rt = gw_runtime_build(c, previous, metrics, backends, NULL, err, sizeof err);
     if (rt == NULL)
         fprintf(stderr, "\n%s\n", err);
@@ -301,13 +311,13 @@ static void test_reload_with_another_key_starts_afresh(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(backends);
     first = runtime_for(before, NULL, metrics, backends);
     second = runtime_for(after, first, metrics, backends);
-    CU_ASSERT_PTR_EQUAL(second->routes[0].own.limits[0], first->routes[0].own.limits[0]);
-    CU_ASSERT_PTR_NOT_EQUAL(second->routes[0].own.limits[1], first->routes[0].own.limits[1]);
-    CU_ASSERT_PTR_EQUAL(second->routes[0].own.limits[2], first->routes[0].own.limits[2]);
+    CU_ASSERT_PTR_EQUAL(limits_of(second)->own.limits[0], limits_of(first)->own.limits[0]);
+    CU_ASSERT_PTR_NOT_EQUAL(limits_of(second)->own.limits[1], limits_of(first)->own.limits[1]);
+    CU_ASSERT_PTR_EQUAL(limits_of(second)->own.limits[2], limits_of(first)->own.limits[2]);
     third = runtime_for(again, second, metrics, backends);
-    CU_ASSERT_PTR_NOT_EQUAL(third->routes[0].own.limits[0], second->routes[0].own.limits[0]);
-    CU_ASSERT_PTR_EQUAL(third->routes[0].own.limits[1], second->routes[0].own.limits[1]);
-    CU_ASSERT_PTR_NOT_EQUAL(third->routes[0].own.limits[2], second->routes[0].own.limits[2]);
+    CU_ASSERT_PTR_NOT_EQUAL(limits_of(third)->own.limits[0], limits_of(second)->own.limits[0]);
+    CU_ASSERT_PTR_EQUAL(limits_of(third)->own.limits[1], limits_of(second)->own.limits[1]);
+    CU_ASSERT_PTR_NOT_EQUAL(limits_of(third)->own.limits[2], limits_of(second)->own.limits[2]);
     gw_runtime_release(first);
     gw_runtime_release(second);
     gw_runtime_release(third);

@@ -9,9 +9,18 @@
 
 #include "config/config.h"
 #include "gateway/core/runtime.h"
+#include "gateway/modules.h"
+#include "gateway/modules/limit/limit.h"
+#include "gateway/modules/limit/limit_sets.h"
 #include "gateway/identity/consumers.h"
 #include "gateway/ops/metrics.h"
 #include "tests/unit.h"
+
+/* The limit module's sets of a runtime's first route. */
+static const struct gw_limit_route *limits_of(const struct gw_runtime *rt)
+{
+    return gw_runtime_state(rt, 0, &gw_limit_module);
+}
 
 #define ROUTE                                                                                      \
     "routes:\n  - name: api\n    match: {path_prefix: /}\n"                                        \
@@ -287,6 +296,7 @@ static struct gw_runtime *runtime_of(const char *yaml, struct gw_runtime *previo
 
     if (backends == NULL)
         backends = gw_backends_new();
+    CU_ASSERT_EQUAL_FATAL(gw_modules_register(), 0);
     rt = gw_runtime_build(parse_ok(yaml), previous, metrics, backends, NULL, err, sizeof err);
 
     if (rt == NULL)
@@ -315,15 +325,15 @@ static void test_reload_keeps_unchanged_plans(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(metrics);
     first = runtime_of(before, NULL, metrics);
     second = runtime_of(after, first, metrics);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(second->routes[0].plans);
-    CU_ASSERT_EQUAL(second->routes[0].plans[1].n_limits, 2);
-    CU_ASSERT_PTR_EQUAL(second->routes[0].plans[1].limits[0], first->routes[0].plans[1].limits[0]);
-    CU_ASSERT_PTR_EQUAL(second->routes[0].plans[1].limits[1], first->routes[0].plans[1].limits[1]);
-    CU_ASSERT_PTR_NOT_EQUAL(second->routes[0].plans[0].limits[0],
-                            first->routes[0].plans[0].limits[0]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(limits_of(second)->plans);
+    CU_ASSERT_EQUAL(limits_of(second)->plans[1].n_limits, 2);
+    CU_ASSERT_PTR_EQUAL(limits_of(second)->plans[1].limits[0], limits_of(first)->plans[1].limits[0]);
+    CU_ASSERT_PTR_EQUAL(limits_of(second)->plans[1].limits[1], limits_of(first)->plans[1].limits[1]);
+    CU_ASSERT_PTR_NOT_EQUAL(limits_of(second)->plans[0].limits[0],
+                            limits_of(first)->plans[0].limits[0]);
     /* The route's own limits (plan: free) and its free plan count apart. */
-    CU_ASSERT_PTR_NOT_EQUAL(second->routes[0].own.limits[0], second->routes[0].plans[0].limits[0]);
-    CU_ASSERT_STRING_EQUAL(second->routes[0].plans[1].policy,
+    CU_ASSERT_PTR_NOT_EQUAL(limits_of(second)->own.limits[0], limits_of(second)->plans[0].limits[0]);
+    CU_ASSERT_STRING_EQUAL(limits_of(second)->plans[1].policy,
                            "\"minute\";q=100;w=60, \"day\";q=5000;w=86400");
     gw_runtime_release(first);
     gw_runtime_release(second);

@@ -12,6 +12,7 @@
 #include "gateway/core/pipeline.h"
 #include "gateway/modules/forward/exchange.h"
 #include "gateway/modules/forward/upstream_headers.h"
+#include "gateway/modules/forward/upstream_route.h"
 
 /* The Host field the upstream sees (route.host). */
 static const char *upstream_host(const struct gw_req *rq, size_t server)
@@ -86,7 +87,7 @@ static int make_request(struct gw_req *rq, struct exchange *x)
 int gw_exchange_begin(struct gw_req *rq, struct exchange *x, struct gw_forward *fw)
 {
     const struct config_route *route = gw_req_route(rq);
-    struct gw_route_runtime *r = gw_req_route_runtime(rq);
+    struct gw_upstream_route *r = gw_req_route_state(rq, &gw_forward_module);
 
     x->server = gw_backend_pick(&r->backends, x->tried, limiter_now_ns(), &x->probe);
     x->tried |= UINT64_C(1) << x->server;
@@ -127,8 +128,9 @@ enum gw_upstream_error gw_exchange_send(struct gw_req *rq, struct exchange *x)
     if (gw_exchange_begin(rq, x, &fw) != 0)
         return GW_UPSTREAM_OTHER;
     /* Handles are held only while forwarding, so idle keep-alive clients hold none. */
-    x->upstream =
-        gw_upstream_acquire(rq->upstream_loop, gw_req_route_runtime(rq)->pools[x->server]);
+    x->upstream = gw_upstream_acquire(
+        rq->upstream_loop,
+        ((struct gw_upstream_route *)gw_req_route_state(rq, &gw_forward_module))->pools[x->server]);
     if (x->upstream == NULL) {
         gw_req_refuse(rq, 503, "out of memory");
         return GW_UPSTREAM_OTHER;
@@ -222,7 +224,8 @@ bool gw_exchange_end(struct gw_req *rq, struct exchange *x, enum gw_upstream_err
                      long status)
 {
     const struct config_route *route = gw_req_route(rq);
-    struct gw_route_runtime *r = gw_req_route_runtime(rq);
+    struct gw_upstream_route *r = gw_req_route_state(rq, &gw_forward_module);
+    struct gw_route_metrics *metrics = gw_req_route_runtime(rq)->metrics;
     int64_t now = limiter_now_ns();
     const char *text = "";
 
@@ -242,10 +245,10 @@ bool gw_exchange_end(struct gw_req *rq, struct exchange *x, enum gw_upstream_err
         !gw_body_replayable(&x->body) || x->body_dropped)
         return false;
     if (!gw_retry_budget_take(r->budget, route->retries.budget_percent, now)) {
-        gw_metrics_count_retry(r->metrics, false);
+        gw_metrics_count_retry(metrics, false);
         return false;
     }
-    gw_metrics_count_retry(r->metrics, true);
+    gw_metrics_count_retry(metrics, true);
     gw_exchange_drop(x);
     return true;
 }

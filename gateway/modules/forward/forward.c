@@ -5,6 +5,7 @@
 #include "gateway/common/log.h"
 #include "gateway/core/pipeline.h"
 #include "gateway/modules/forward/exchange.h"
+#include "gateway/modules/forward/upstream_route.h"
 
 #define RESPONSE_BLOCK (32 * 1024)
 
@@ -235,4 +236,7 @@ struct gw_module gw_forward_module = {
     .on_body = take_body,
     .on_log = on_log,
     .on_free = on_free,
+    .route_open = gw_upstream_route_open,
+    .route_close = gw_upstream_route_close,
+    .gauges = gw_upstream_routes_render,
 };

@@ -6,6 +6,7 @@
 #include "gateway/limits/decide.h"
 #include "gateway/modules/limit/identify.h"
 #include "gateway/modules/limit/limit.h"
+#include "gateway/modules/limit/limit_sets.h"
 
 struct limit_ctx {
     bool limited; /* the route's limits decided: the RateLimit fields go out */
@@ -28,7 +29,7 @@ struct limit_ctx {
 static int select_limits(struct gw_req *rq, struct limit_ctx *c, bool exempt)
 {
     const struct config_route *route = gw_req_route(rq);
-    const struct gw_route_runtime *r = gw_req_route_runtime(rq);
+    const struct gw_limit_route *r = gw_req_route_state(rq, &gw_limit_module);
     const struct gw_consumer *consumer = NULL;
 
     if (route->identifies_consumers && gw_identify_consumer(rq, &consumer) != 0)
@@ -119,7 +120,7 @@ static enum gw_step limit_step(struct gw_req *rq, void *ctx)
 {
     struct limit_ctx *c = ctx;
     const struct config_route *route = gw_req_route(rq);
-    const struct gw_route_runtime *r = gw_req_route_runtime(rq);
+    const struct gw_limit_route *r = gw_req_route_state(rq, &gw_limit_module);
     bool exempt;
 
     if (c->waiting) {
@@ -250,6 +251,33 @@ static void on_log(const struct gw_req *rq, void *ctx, struct gw_access_entry *e
     entry->n_keys = access_keys(rq, c, entry->keys, c->sources);
 }
 
+static const struct gw_limit_route *state_of(const struct gw_runtime *rt, size_t route)
+{
+    return gw_runtime_state(rt, route, &gw_limit_module);
+}
+
+static int route_open(struct gw_runtime *rt, size_t route, const struct gw_runtime *previous,
+                      void **state, char *err, size_t err_len)
+{
+    struct gw_limit_route *r = NULL;
+    int rc = gw_limit_route_open(rt, route, previous, state_of, &r, err, err_len);
+
+    *state = r;
+    return rc;
+}
+
+static void route_close(struct gw_runtime *rt, size_t route, void *state)
+{
+    (void)rt;
+    (void)route;
+    gw_limit_route_free(state);
+}
+
+static void gauges(const struct gw_runtime *rt, FILE *out)
+{
+    gw_limit_routes_render(rt, state_of, out);
+}
+
 struct gw_module gw_limit_module = {
     .name = "limit",
     .ctx_size = sizeof(struct limit_ctx),
@@ -257,4 +285,7 @@ struct gw_module gw_limit_module = {
     .on_answer = on_answer,
     .owns_field = owns_field,
     .on_log = on_log,
+    .route_open = route_open,
+    .route_close = route_close,
+    .gauges = gauges,
 };
