@@ -7,10 +7,9 @@
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -pthread -fno-strict-aliasing
+# Every folder of gateway/modules is a module of the request pipeline (gateway/modules.c).
 GATEWAY_DIRS := gateway/common gateway/identity gateway/routing gateway/store gateway/upstream \
-                gateway/limits gateway/ops gateway/core gateway/modules/route \
-                gateway/modules/access gateway/modules/limit gateway/modules/forward \
-                gateway/modules/log gateway/front
+                gateway/limits gateway/ops gateway/core $(wildcard gateway/modules/*) gateway/front
 # An include names the header's path from the top of the tree ("gateway/common/text.h"): the
 # top is the one place "..." includes are looked up, and <...> ones never look there.
 CPPFLAGS += -D_GNU_SOURCE -iquote .

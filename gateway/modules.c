@@ -1,7 +1,7 @@
 /* The pipeline sluice runs; design in modules.h. */
+#include "gateway/modules.h"
 #include "gateway/core/pipeline.h"
 #include "gateway/front/http_module.h"
-#include "gateway/modules.h"
 #include "gateway/modules/access/access.h"
 #include "gateway/modules/forward/forward.h"
 #include "gateway/modules/limit/limit.h"

@@ -61,11 +61,7 @@ gateway/upstream 4
 gateway/limits 5
 gateway/ops 6
 gateway/core 7
-gateway/modules/route 8
-gateway/modules/access 8
-gateway/modules/limit 8
-gateway/modules/forward 8
-gateway/modules/log 8
+gateway/modules/* 8
 gateway/front 9
 gateway 10
 '
@@ -85,12 +81,22 @@ files=$(find limiter config gateway tests -name '*.[ch]' | sort)
 } | awk -v layers="$LAYERS" -v libraries="$LIBRARIES" '
 function folder(path) { return sub(/\/[^\/]*$/, "", path) ? path : "." }
 function is_test(path) { return path ~ /^tests\// }
+# A folder listed as "PARENT/*" gives each folder right below PARENT its layer.
+function layer_of(dir,    parent) {
+    if (dir in layer) return layer[dir]
+    parent = dir; sub(/\/[^\/]*$/, "/", parent)
+    if (parent in family && index(substr(dir, length(parent) + 1), "/") == 0)
+        layer[dir] = family[parent]
+    return dir in layer ? layer[dir] : ""
+}
 # Each problem as it is found, told in the order of files and lines once all are found.
 function problem(text) { print text | "sort -t: -k1,1 -k2,2n"; problems++ }
 BEGIN {
     n = split(layers, l, "\n")
     for (i = 1; i <= n; i++)
-        if (split(l[i], f, " ") == 2)
+        if (split(l[i], f, " ") == 2 && f[1] ~ /\/\*$/)
+            family[substr(f[1], 1, length(f[1]) - 1)] = f[2]
+        else if (split(l[i], f, " ") == 2)
             layer[f[1]] = f[2]
     n = split(libraries, l, "\n")
     for (i = 1; i <= n; i++) {
@@ -118,6 +124,7 @@ BEGIN {
     text = $0; sub(/^[^:]*:[^:]*:/, "", text)
     where = file ":" at
     dir = folder(file)
+    layer_of(dir)
     includes++
     if (!is_test(file) && !(dir in layer) && !(dir in told)) {
         problem(where ": " dir "/ has no layer: give it one in tests/layering-check.sh")
@@ -147,6 +154,7 @@ BEGIN {
     quoted_where[n_quoted] = where
     quoted_header[n_quoted] = header
     to = folder(header)
+    layer_of(to)
     if (is_test(file) || to == dir || !(dir in layer) || !(to in layer))
         next
     if (!((dir, to) in edge))

@@ -22,7 +22,7 @@
  *   /%61pi//x?k%65y=a&key=b   path /api/x; the key `key` refused (spelled two ways)
  *
  * Path parameters (`/api;v=1/x`, which Java servlet containers serve as /api/x) and letter
- * case (`/API/x`, which ASP.NET serves as /api/x) are two more readings of a path: request.c
+ * case (`/API/x`, which ASP.NET serves as /api/x) are two more readings of a path: the route module
  * refuses a request when they would pick another route.
  */
 #ifndef SLUICE_GATEWAY_TARGET_H

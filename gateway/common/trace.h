@@ -1,7 +1,7 @@
 /*
  * trace: a request's id and its W3C Trace Context (https://www.w3.org/TR/trace-context/),
  * the pure part: what is a sane id, what is a valid traceparent, and the fields sluice sends
- * on. request.c reads the fields and decides whom to believe.
+ * on. gateway/core/request.c reads the fields and decides whom to believe.
  *
  * Request ids. Every request gets one id, made when it starts: the client's X-Request-Id when
  * the direct peer is in server.trusted_proxies and the field is sent exactly once with a sane

@@ -30,7 +30,7 @@ enum gw_answer_body {
 };
 
 /* What a stream's reader returns besides a count of bytes. */
-#define GW_READ_WAIT  0  /* nothing yet: the request waits (request.h) and is read again */
+#define GW_READ_WAIT  0 /* nothing yet: the request waits (request.h) and is read again */
 #define GW_READ_END   (-1)
 #define GW_READ_ERROR (-2)
 
@@ -58,7 +58,7 @@ struct gw_answer {
     ssize_t (*read)(struct gw_req *rq, uint64_t pos, char *buf, size_t max); /* STREAM */
     /* SWITCH: the connection is the module's; the request is then over for its client. */
     void (*switched)(struct gw_req *rq, const struct gw_switched *connection);
-    bool close; /* the connection ends after this answer */
+    bool close;                /* the connection ends after this answer */
     char text[GW_ANSWER_TEXT]; /* room for values made for this answer */
     size_t text_len;
 };

@@ -19,7 +19,6 @@ struct gw_req *gw_req_new(const struct gw_req_spec *spec)
     rq->runtime = spec->runtime;
     rq->config = spec->runtime->config;
     rq->io = spec->io;
-    rq->io_arg = spec->io_arg;
     rq->upstream_loop = spec->upstream_loop;
     rq->tunnels = spec->tunnels;
     rq->memo = spec->memo;

@@ -56,26 +56,25 @@ struct gw_req_io {
 struct gw_req_spec {
     struct gw_runtime *runtime; /* the request takes over the caller's reference */
     const struct gw_req_io *io;
-    void *io_arg;                     /* the adapter's, for its hooks (gw_req_io_arg()) */
     struct gw_upstream_loop *upstream_loop; /* the loop's upstream driver, or NULL */
-    struct gw_tunnels *tunnels;       /* where an upgrade's tunnel goes */
-    struct gw_access_memo *memo;      /* the connection's digest of its address key */
-    const char *method;               /* the adapter's, until the request ends */
-    const char *target;               /* copied */
+    struct gw_tunnels *tunnels;             /* where an upgrade's tunnel goes */
+    struct gw_access_memo *memo;            /* the connection's digest of its address key */
+    const char *method;                     /* the adapter's, until the request ends */
+    const char *target;                     /* copied */
     bool http11, tls;
     bool has_peer;
     struct gw_addr peer;
 };
 
 enum gw_phase {
-    GW_PHASE_READ,     /* what the request is: its target, method, Host (route module) */
-    GW_PHASE_ROUTE,    /* which route serves it */
-    GW_PHASE_ACCESS,   /* whether its client may use the route at all */
-    GW_PHASE_LIMIT,    /* who the client is, and what the route's limits say */
-    GW_PHASE_SEND,     /* allowed: a body of known length starts upstream before it arrives */
-    GW_PHASE_BODY,     /* the body, piece by piece (module.h's on_body) */
-    GW_PHASE_CONTENT,  /* the answer: the upstream's, or an upgrade */
-    GW_PHASE_LOG,      /* over: counted and logged, once */
+    GW_PHASE_READ,    /* what the request is: its target, method, Host (route module) */
+    GW_PHASE_ROUTE,   /* which route serves it */
+    GW_PHASE_ACCESS,  /* whether its client may use the route at all */
+    GW_PHASE_LIMIT,   /* who the client is, and what the route's limits say */
+    GW_PHASE_SEND,    /* allowed: a body of known length starts upstream before it arrives */
+    GW_PHASE_BODY,    /* the body, piece by piece (module.h's on_body) */
+    GW_PHASE_CONTENT, /* the answer: the upstream's, or an upgrade */
+    GW_PHASE_LOG,     /* over: counted and logged, once */
     GW_PHASE_COUNT,
 };
 
@@ -88,8 +87,7 @@ enum gw_step {
 struct gw_req {
     struct gw_runtime *runtime;
     const struct config *config; /* the runtime's */
-    const struct gw_req_io *io;
-    void *io_arg;
+    const struct gw_req_io *io;  /* the adapter's hooks; its own state is its module's */
     struct gw_upstream_loop *upstream_loop;
     struct gw_tunnels *tunnels;
     struct gw_access_memo *memo;
@@ -114,9 +112,9 @@ struct gw_req {
     struct gw_trace trace;
 
     /* What the phases found. */
-    char *path; /* what it is routed by (target.h), or NULL */
-    int route;  /* index into the config's routes, or -1 */
-    struct gw_addr client; /* as its keys see it (has_peer only) */
+    char *path;                  /* what it is routed by (target.h), or NULL */
+    int route;                   /* index into the config's routes, or -1 */
+    struct gw_addr client;       /* as its keys see it (has_peer only) */
     const char *consumer, *plan; /* the consumer its key belongs to and its plan, or NULL */
     enum gw_decision decision;
     unsigned refusal; /* a status sluice answers itself instead of forwarding; 0 if none */

@@ -33,13 +33,13 @@ struct gw_route_runtime {
 
 struct gw_runtime {
     _Atomic unsigned refs;
-    struct config *config; /* owned */
-    struct gw_store *store; /* the server's; outlives every runtime */
+    struct config *config;           /* owned */
+    struct gw_store *store;          /* the server's; outlives every runtime */
     struct gw_metrics *metrics;      /* the server's, likewise */
     struct gw_backends *backends;    /* the server's servers, likewise (backends.h) */
     struct gw_route_runtime *routes; /* one per config->routes */
     struct gw_consumers *consumers;  /* NULL when the config has none */
-    int access_log_fd; /* -1 when off */
+    int access_log_fd;               /* -1 when off */
 };
 
 /* Builds a runtime for `config`, which it takes over (freed with the runtime, or at once on

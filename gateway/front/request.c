@@ -170,18 +170,17 @@ static struct MHD_Response *response_of(struct gw_req *rq)
         return MHD_create_response_from_buffer(a->body_len, (void *)a->body,
                                                MHD_RESPMEM_PERSISTENT);
     case GW_ANSWER_OWNED:
-        response = MHD_create_response_from_buffer(a->body_len, (void *)a->body,
-                                                   MHD_RESPMEM_MUST_FREE);
+        response =
+            MHD_create_response_from_buffer(a->body_len, (void *)a->body, MHD_RESPMEM_MUST_FREE);
         if (response != NULL)
             a->kind = GW_ANSWER_STATIC; /* libmicrohttpd's to free now */
         return response;
     case GW_ANSWER_COPY:
-        return MHD_create_response_from_buffer(a->body_len, (void *)a->body,
-                                               MHD_RESPMEM_MUST_COPY);
+        return MHD_create_response_from_buffer(a->body_len, (void *)a->body, MHD_RESPMEM_MUST_COPY);
     case GW_ANSWER_STREAM:
-        return MHD_create_response_from_callback(
-            a->length >= 0 ? (uint64_t)a->length : MHD_SIZE_UNKNOWN, RESPONSE_BLOCK,
-            read_answer, rq, NULL);
+        return MHD_create_response_from_callback(a->length >= 0 ? (uint64_t)a->length
+                                                                : MHD_SIZE_UNKNOWN,
+                                                 RESPONSE_BLOCK, read_answer, rq, NULL);
     case GW_ANSWER_SWITCH: /* its "Connection: Upgrade" is libmicrohttpd's own */
         return MHD_create_response_for_upgrade(on_upgraded, rq);
     case GW_ANSWER_NONE:
@@ -396,7 +395,8 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *req_cls, cons
     if (fd != NULL)
         gw_wire_upgraded(fd->connect_fd, sock);
     if (tc != NULL)
-        *tc = (struct tunnel_close){urh, http_of(rq)->loop, rq->tls && fd != NULL ? fd->connect_fd : -1};
+        *tc = (struct tunnel_close){urh, http_of(rq)->loop,
+                                    rq->tls && fd != NULL ? fd->connect_fd : -1};
     else
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
     rq->answer.switched(rq, tc != NULL ? &connection : NULL);

@@ -192,7 +192,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     bool body_piece = *upload_data_size > 0;
     enum MHD_Result ret;
 
-    (void)url; /* libmicrohttpd's decoding of the target; request.c reads it itself */
+    (void)url; /* libmicrohttpd's decoding of the target; the route module reads the target itself */
     if (*req_cls == NULL)
         return MHD_NO; /* no memory for it: drop the connection */
     /* The head came whole in time. From here the body, if any, must keep coming: no pause

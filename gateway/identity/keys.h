@@ -18,7 +18,7 @@
  *                 trusted_proxies match it (the config turns ::ffff:10.0.0.0/104 into
  *                 10.0.0.0/8 likewise), so writing an address the other way buys no fresh
  *                 quota and no way past an exemption or trust decision.
- *   header:NAME   "header:" and the header's value (given once; request.c refuses more);
+ *   header:NAME   "header:" and the header's value (given once; the limit module refuses more);
  *   query:NAME    "query:" and the query parameter decoded (%XX and '+'; target.h says
  *                 which spellings are refused), so re-encoding a value gives no fresh quota.
  *                 Either falls back to the ip key when the request lacks it, so anonymous

@@ -1,8 +1,8 @@
 /*
  * decide: a request's limits, chosen and asked, with no HTTP in it. The gateway calls it with
- * what it read of a request (gateway/front/request.c), `sluice simulate` with what an access
- * log line says of one (gateway/ops/simulate.c): both hold a request to the same limits and
- * read the same answer from them, by the same code.
+ * what it read of a request (the limit module, gateway/modules/limit), `sluice simulate` with
+ * what an access log line says of one (gateway/ops/simulate.c): both hold a request to the
+ * same limits and read the same answer from them, by the same code.
  *
  * Choosing (gw_limits_select()): a route's requests are held to its own limit: (or plan:), or,
  * on a route whose key names consumers (config.h, "Consumers and plans"), to the route's
@@ -23,9 +23,9 @@
  * Example: "burst" 10/s and "daily" 1000/d both refuse, burst for 400 ms and daily for 5 h:
  * daily binds, since a retry after 400 ms would be refused again.
  *
- * The limiters themselves are built per route where a config is loaded (the gateway keeps them
- * across reloads, gateway/core/runtime.c; simulate builds its own), each from the parameters
- * gw_limits_local_params() gives. Nothing here reads a clock, allocates, or keeps anything of
+ * The limiters themselves are built per route where a config is loaded (the gateway keeps
+ * them across reloads, gateway/modules/limit/limit_sets.c; simulate builds its own), each from
+ * the parameters gw_limits_local_params() gives. Nothing here reads a clock, allocates, or keeps anything of
  * its arguments.
  */
 #ifndef SLUICE_GATEWAY_LIMITS_DECIDE_H

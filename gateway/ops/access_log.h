@@ -24,7 +24,7 @@
  *
  * upstream_error is the last attempt's failure ("dns", "refused", "connect_timeout", "tls",
  * "reset", "timeout", "cut", "too_large", "invalid", "other"), "" when it had none or the
- * gateway gave it up itself (the client gone, a 413 midway, a stop: request.c);
+ * gateway gave it up itself (the client gone, a 413 midway, a stop: the forward module);
  * upstream_server the server of that attempt, "" when the request was not forwarded.
  * consumer and plan are "" unless the route's key named a consumer (config.h); "plan" is then
  * the consumer's. request_id is the id the client and the upstream saw in X-Request-Id, and

@@ -1,7 +1,7 @@
 /*
  * Picking a request's route: among the routes whose methods and host accept the request, the
  * one with the longest path_prefix that the path starts with; ties go to the route listed
- * first. The path arrives already percent-decoded and normalized by gateway/front/request.c, so
+ * first. The path arrives already percent-decoded and normalized by the route module (gateway/modules/route), so
  * /%61pi/ cannot slip past a limit on /api/.
  *
  * What the gateway routes must be what the upstream will act on, and the Host header is

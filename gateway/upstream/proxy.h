@@ -31,7 +31,7 @@
  * handle taken on a loop (event mode, gw_upstream_loop below) never blocks: head() says
  * GW_UPSTREAM_PENDING and read() GW_UPSTREAM_WOULD_BLOCK, and the loop calls the `notify`
  * given to start() at each later step (head in, body bytes, end, failure, a wait timed out),
- * after which the caller asks again. The request's code (request.c) is the same for both.
+ * after which the caller asks again. The forward module (gateway/modules/forward) is the same for both.
  *
  * Body data lands in a fixed 64 KiB buffer; when it is full the transfer is paused until the
  * client has taken it, so a 1 GiB download passes through in bounded memory at the client's

@@ -153,8 +153,7 @@ void gw_exchange_drop(struct exchange *x)
     x->upstream = NULL;
 }
 
-enum gw_step gw_exchange_failed(struct gw_req *rq, struct exchange *x,
-                                enum gw_upstream_error error)
+enum gw_step gw_exchange_failed(struct gw_req *rq, struct exchange *x, enum gw_upstream_error error)
 {
     struct gw_route_metrics *metrics = gw_req_route_runtime(rq)->metrics;
     unsigned status = error == GW_UPSTREAM_TIMEOUT ? 504 : 502;

@@ -14,10 +14,10 @@
 #define TOO_LARGE "the request body is larger than this gateway accepts"
 
 struct exchange {
-    struct gw_body body;   /* on its way upstream (body.h) */
-    bool body_dropped;     /* the rest of the body is read and let go (answered already) */
+    struct gw_body body; /* on its way upstream (body.h) */
+    bool body_dropped;   /* the rest of the body is read and let go (answered already) */
     enum gw_upstream_error upstream_error; /* an attempt failed mid-body: the final answer */
-    struct gw_upstream *upstream; /* from the pool while forwarding, or NULL */
+    struct gw_upstream *upstream;          /* from the pool while forwarding, or NULL */
     /* The attempts (backends.h): the server of the current one, open while `backend` is set;
      * the servers tried (bit per server); the last attempt's fault. */
     size_t server;
@@ -27,7 +27,7 @@ struct exchange {
     uint64_t tried;
     unsigned attempts;
     enum gw_fault fault;
-    unsigned dropped_headers; /* fields not forwarded for a '_' in their name */
+    unsigned dropped_headers;   /* fields not forwarded for a '_' in their name */
     struct curl_slist *headers; /* one array of nodes (upstream_headers.h) */
     char *header_text;
     char *url;

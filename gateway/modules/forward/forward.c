@@ -25,8 +25,7 @@ static enum gw_step check_route(struct gw_req *rq, void *ctx)
     gw_exchange_read_upgrade(rq, x);
     if (x->upgrade != NULL && rq->has_body && !rq->empty_body)
         gw_req_refuse(rq, 400, "an upgrade request carries no body");
-    else if (rq->content_length > 0 &&
-             (uint64_t)rq->content_length > rq->config->server.max_body)
+    else if (rq->content_length > 0 && (uint64_t)rq->content_length > rq->config->server.max_body)
         gw_req_refuse(rq, 413, TOO_LARGE);
     return rq->refusal != 0 ? GW_ANSWERED : GW_NEXT;
 }
@@ -171,8 +170,8 @@ static enum gw_step forward(struct gw_req *rq, struct exchange *x)
             gw_req_will_wait(rq);
             return GW_WAIT;
         }
-    } while (
-        gw_exchange_end(rq, x, error, error == GW_UPSTREAM_OK ? gw_upstream_status(x->upstream) : 0));
+    } while (gw_exchange_end(rq, x, error,
+                             error == GW_UPSTREAM_OK ? gw_upstream_status(x->upstream) : 0));
     if (error != GW_UPSTREAM_OK)
         return gw_exchange_failed(rq, x, error);
     return answer(rq, x);

@@ -172,8 +172,9 @@ enum gw_step gw_exchange_upgrade(struct gw_req *rq, struct exchange *x)
         return upgrade_answered(rq, x);
     x->upgrade_asked = true;
     if (!client_quiet(rq)) {
-        gw_req_refuse(rq, 400, "the client sent bytes after its upgrade request before the "
-                               "answer");
+        gw_req_refuse(rq, 400,
+                      "the client sent bytes after its upgrade request before the "
+                      "answer");
         return GW_ANSWERED;
     }
     if (gw_exchange_begin(rq, x, &x->upgrade_fw) != 0)

@@ -67,8 +67,7 @@ static void append_field(struct walk *w, const char *name, const char *value)
  * X-Forwarded-Proto and -Host describe the client's side of it, and are kept. */
 static bool replaced_by_gateway(const char *name, bool trusted_peer)
 {
-    static const char *const replaced[] = {"Host", "Content-Length", "Expect",
-                                           "X-Forwarded-For"};
+    static const char *const replaced[] = {"Host", "Content-Length", "Expect", "X-Forwarded-For"};
 
     for (size_t i = 0; i < sizeof replaced / sizeof replaced[0]; i++)
         if (strcasecmp(name, replaced[i]) == 0)
@@ -191,8 +190,7 @@ static void add_gateway_fields(struct walk *w, const struct gw_req *rq, const ch
     }
     if (!w->has_proto && !removed_by_route(route, "X-Forwarded-Proto"))
         append_field(w, "X-Forwarded-Proto", rq->tls ? "https" : "http");
-    if (rq->host != NULL && !w->has_forwarded_host &&
-        !removed_by_route(route, "X-Forwarded-Host"))
+    if (rq->host != NULL && !w->has_forwarded_host && !removed_by_route(route, "X-Forwarded-Host"))
         append_field(w, "X-Forwarded-Host", rq->host);
 }
 

@@ -75,8 +75,8 @@ void gw_upstream_routes_render(const struct gw_runtime *rt, FILE *out)
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
         fputs(families[f].head, out);
         for (size_t i = 0; i < rt->config->n_routes; i++)
-            gw_backend_set_render(&gw_upstream_route_of(rt, i)->backends, out,
-                                  families[f].family, now);
+            gw_backend_set_render(&gw_upstream_route_of(rt, i)->backends, out, families[f].family,
+                                  now);
     }
 }
 

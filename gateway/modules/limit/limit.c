@@ -16,10 +16,10 @@ struct limit_ctx {
     struct gw_limits_selection selection;
     struct gw_limits_decision verdict; /* verdict.decided_ns: 0 if not decided */
     char key[GW_KEY_LEN];
-    char ip_key[GW_KEY_LEN]; /* the client's ip key, for the access log */
+    char ip_key[GW_KEY_LEN];                  /* the client's ip key, for the access log */
     const char *ids[LIMITER_MAX_PER_REQUEST]; /* each limit's key: `key` or below */
     char limit_keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN]; /* limits that name their own key */
-    char sources[GW_ACCESS_KEYS_MAX][GW_KEY_SOURCE_LEN];   /* the log's names of the keys */
+    char sources[GW_ACCESS_KEYS_MAX][GW_KEY_SOURCE_LEN];  /* the log's names of the keys */
 };
 
 /* The limits the client is held to (decide.h) and the key each counts it under: the route's
@@ -145,8 +145,7 @@ static enum gw_step limit_step(struct gw_req *rq, void *ctx)
     c->limited = true;
     if (r->shared)
         return ask_store(rq, c);
-    gw_limits_decide_local(&c->verdict, c->set->limiters, c->ids, &c->selection,
-                           limiter_now_ns());
+    gw_limits_decide_local(&c->verdict, c->set->limiters, c->ids, &c->selection, limiter_now_ns());
     return conclude(rq, c);
 }
 
@@ -213,8 +212,8 @@ static void on_answer(struct gw_req *rq, void *ctx, struct gw_answer *a)
 }
 
 /* The keys the request was counted under (or, for "ip", could have been), for the log. */
-static size_t access_keys(const struct gw_req *rq, struct limit_ctx *c,
-                          struct gw_access_key *keys, char sources[][GW_KEY_SOURCE_LEN])
+static size_t access_keys(const struct gw_req *rq, struct limit_ctx *c, struct gw_access_key *keys,
+                          char sources[][GW_KEY_SOURCE_LEN])
 {
     const struct config_route *route = gw_req_route(rq);
     size_t n = 0;

@@ -8,6 +8,17 @@
 
 typedef const struct gw_limit_route *state_fn(const struct gw_runtime *, size_t);
 
+static void limit_free(struct gw_limit *limit)
+{
+    limiter_free(limit->limiter);
+    free(limit->route);
+    free(limit->plan);
+    free(limit->name);
+    free(limit->key_name);
+    free(limit);
+}
+
+/* Drops a reference; the last one's evictions stay counted in the route's metrics. */
 static void limit_release(struct gw_limit *limit)
 {
     struct limiter_stats stats;
@@ -16,12 +27,7 @@ static void limit_release(struct gw_limit *limit)
         return;
     limiter_get_stats(limit->limiter, &stats);
     atomic_fetch_add(&limit->metrics->retired_evictions, stats.evictions);
-    limiter_free(limit->limiter);
-    free(limit->route);
-    free(limit->plan);
-    free(limit->name);
-    free(limit->key_name);
-    free(limit);
+    limit_free(limit);
 }
 
 /* A route's limit sets: its own (0), then one per plan. */
@@ -91,12 +97,7 @@ static struct gw_limit *new_limit(const char *route, const char *plan,
         limit->name == NULL || (cl->key_name != NULL && limit->key_name == NULL)) {
         snprintf(err, err_len, "route %.100s, limit %.100s: %s", route, cl->name,
                  limit->limiter ? "out of memory" : why);
-        limiter_free(limit->limiter);
-        free(limit->route);
-        free(limit->plan);
-        free(limit->name);
-        free(limit->key_name);
-        free(limit);
+        limit_free(limit);
         return NULL;
     }
     return limit;
@@ -157,7 +158,8 @@ static int build_limit(const struct set_source *src, struct gw_limit_set *set, c
         set->shared_params[j] = gw_limits_store_params(cl);
         set->shared_param_ptrs[j] = &set->shared_params[j];
     }
-    set->limits[j] = carried_over(src->previous, src->state_of, src->route->name, plan, cl, &params);
+    set->limits[j] =
+        carried_over(src->previous, src->state_of, src->route->name, plan, cl, &params);
     if (set->limits[j] == NULL)
         set->limits[j] = new_limit(src->route->name, plan, cl, &params, src->metrics, err, err_len);
     if (set->limits[j] == NULL)
@@ -175,8 +177,7 @@ static int build_limit(const struct set_source *src, struct gw_limit_set *set, c
 /* The limiters of `limits` (n_limits of them, from `plan`, "" for the route's own) into
  * `set`. */
 static int build_set(const struct set_source *src, struct gw_limit_set *set, const char *plan,
-                     const struct config_limit *limits, size_t n_limits, char *err,
-                     size_t err_len)
+                     const struct config_limit *limits, size_t n_limits, char *err, size_t err_len)
 {
     set->config = limits;
     set->plan = plan[0] != '\0' ? gw_metrics_plan(src->rt->metrics, src->metrics, plan) : NULL;
@@ -200,11 +201,11 @@ int gw_limit_route_open(const struct gw_runtime *rt, size_t route,
 {
     const struct config_route *cr = &rt->config->routes[route];
     struct gw_limit_route *r = *out = calloc(1, sizeof *r);
-    struct set_source src = {rt, previous, state_of, cr, rt->routes[route].metrics,
-                             cr->store == CONFIG_STORE_REDIS};
+    struct set_source src = {
+        rt, previous, state_of, cr, rt->routes[route].metrics, cr->store == CONFIG_STORE_REDIS};
 
-    if (r == NULL || (cr->plans != NULL &&
-                      (r->plans = calloc(rt->config->n_plans, sizeof *r->plans)) == NULL)) {
+    if (r == NULL ||
+        (cr->plans != NULL && (r->plans = calloc(rt->config->n_plans, sizeof *r->plans)) == NULL)) {
         snprintf(err, err_len, "out of memory");
         return -1;
     }

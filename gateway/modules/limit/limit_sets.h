@@ -55,8 +55,8 @@ struct gw_limit_route {
     struct gw_limit_set own;    /* the route's limit: or plan: */
     struct gw_limit_set *plans; /* one per config plan, as config_route.plans; or NULL */
     size_t n_plans;
-    bool shared;                /* in the shared store */
-    char *unknown_key_detail;   /* the 401's detail where a key names a consumer, or NULL */
+    bool shared;              /* in the shared store */
+    char *unknown_key_detail; /* the 401's detail where a key names a consumer, or NULL */
 };
 
 /* Route `route` of `rt`'s sets into a new `*out`, limiters carried over from `previous`'s
@@ -64,8 +64,7 @@ struct gw_limit_route {
  * made is in `*out`, for gw_limit_route_free()). */
 int gw_limit_route_open(const struct gw_runtime *rt, size_t route,
                         const struct gw_runtime *previous,
-                        const struct gw_limit_route *(*state_of)(const struct gw_runtime *,
-                                                                 size_t),
+                        const struct gw_limit_route *(*state_of)(const struct gw_runtime *, size_t),
                         struct gw_limit_route **out, char *err, size_t err_len);
 void gw_limit_route_free(struct gw_limit_route *r);
 
