@@ -314,7 +314,7 @@ enum config_balance {
 enum config_host_mode {
     CONFIG_HOST_PRESERVE, /* the client's (default) */
     CONFIG_HOST_UPSTREAM, /* the chosen server's authority; TLS SNI follows */
-    CONFIG_HOST_NAME,     /* config_route.host_name */
+    CONFIG_HOST_NAME,     /* config_route.forwarding.host_name */
 };
 
 /* A field set on forwarded requests: `value` may hold ${request.client_addr},
@@ -322,6 +322,22 @@ enum config_host_mode {
 struct config_set_header {
     char *name;
     char *value;
+};
+
+/* How a route's requests are forwarded (config/forward.c). */
+struct config_forwarding {
+    bool strip_prefix; /* the matched path_prefix is taken off before the base path goes on */
+    enum config_host_mode host_mode;
+    char *host_name; /* host: NAME */
+    struct config_set_header *set_headers;
+    size_t n_set_headers;
+    char **remove_headers; /* field names, dropped from forwarded requests */
+    size_t n_remove_headers;
+    /* upgrades: the Upgrade protocols proxied as tunnels (lower case; default websocket), and
+     * how long a tunnel may pass no byte before it is closed. */
+    char upgrades[CONFIG_MAX_UPGRADES][CONFIG_UPGRADE_LEN];
+    size_t n_upgrades;
+    int64_t tunnel_idle_timeout_ns;
 };
 
 struct config_route {
@@ -336,9 +352,11 @@ struct config_route {
     enum config_balance balance;
     /* Passive health: a server failing (fail_on) max_fails times within fail_window is skipped
      * for fail_timeout, then given one request. max_fails 0: never skipped. */
-    uint32_t max_fails;
-    int64_t fail_window_ns, fail_timeout_ns;
-    unsigned fail_on; /* CONFIG_FAIL_* */
+    struct {
+        uint32_t max_fails;
+        int64_t fail_window_ns, fail_timeout_ns;
+        unsigned fail_on; /* CONFIG_FAIL_* */
+    } passive;
     /* Active health: GET path on each server every interval (off unless health_check:). */
     struct {
         bool enabled;
@@ -356,20 +374,9 @@ struct config_route {
         unsigned on; /* CONFIG_FAIL_* */
         uint32_t budget_percent;
     } retries;
-    bool strip_prefix; /* the matched path_prefix is taken off before the base path goes on */
-    enum config_host_mode host_mode;
-    char *host_name; /* host: NAME */
-    struct config_set_header *set_headers;
-    size_t n_set_headers;
-    char **remove_headers; /* field names, dropped from forwarded requests */
-    size_t n_remove_headers;
     int64_t timeout_ns;
     int64_t connect_timeout_ns;
-    /* upgrades: the Upgrade protocols proxied as tunnels (lower case; default websocket), and
-     * how long a tunnel may pass no byte before it is closed. */
-    char upgrades[CONFIG_MAX_UPGRADES][CONFIG_UPGRADE_LEN];
-    size_t n_upgrades;
-    int64_t tunnel_idle_timeout_ns;
+    struct config_forwarding forwarding;
     enum config_key_kind key_kind; /* the default for limits that name no key */
     char *key_name;                /* the header or query parameter; NULL for ip */
     uint32_t ipv6_prefix_len;

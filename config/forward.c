@@ -59,14 +59,14 @@ void config_parse_route_host(struct loader *ld, yaml_node_t *node, void *object)
 
     if (text == NULL)
         return;
-    free(route->host_name);
-    route->host_name = NULL;
+    free(route->forwarding.host_name);
+    route->forwarding.host_name = NULL;
     if (strcmp(text, "preserve") == 0) {
-        route->host_mode = CONFIG_HOST_PRESERVE;
+        route->forwarding.host_mode = CONFIG_HOST_PRESERVE;
         return;
     }
     if (strcmp(text, "upstream") == 0) {
-        route->host_mode = CONFIG_HOST_UPSTREAM;
+        route->forwarding.host_mode = CONFIG_HOST_UPSTREAM;
         return;
     }
     if (!is_host_field(text)) {
@@ -76,13 +76,13 @@ void config_parse_route_host(struct loader *ld, yaml_node_t *node, void *object)
                      text);
         return;
     }
-    route->host_mode = CONFIG_HOST_NAME;
-    route->host_name = strdup(text);
-    if (route->host_name == NULL) {
+    route->forwarding.host_mode = CONFIG_HOST_NAME;
+    route->forwarding.host_name = strdup(text);
+    if (route->forwarding.host_name == NULL) {
         config_error(ld, node, "host: out of memory");
         return;
     }
-    for (char *c = route->host_name; *c != '\0'; c++)
+    for (char *c = route->forwarding.host_name; *c != '\0'; c++)
         *c = (char)tolower((unsigned char)*c);
 }
 
@@ -176,15 +176,16 @@ void config_parse_set_headers(struct loader *ld, yaml_node_t *node, void *object
                      MAX_HEADER_FIELDS + 1);
         n = MAX_HEADER_FIELDS;
     }
-    route->set_headers = calloc(n + 1, sizeof *route->set_headers);
-    if (route->set_headers == NULL) {
+    route->forwarding.set_headers = calloc(n + 1, sizeof *route->forwarding.set_headers);
+    if (route->forwarding.set_headers == NULL) {
         config_error(ld, node, "set_headers: out of memory");
         return;
     }
     for (size_t i = 0; i < n; i++) {
         yaml_node_t *key = config_node_at(ld, pairs[i].key),
                     *value = config_node_at(ld, pairs[i].value);
-        struct config_set_header *field = &route->set_headers[route->n_set_headers];
+        struct config_set_header *field =
+            &route->forwarding.set_headers[route->forwarding.n_set_headers];
         const char *name, *text;
         bool repeated = false;
 
@@ -220,7 +221,7 @@ void config_parse_set_headers(struct loader *ld, yaml_node_t *node, void *object
             continue;
         field->name = strdup(name);
         field->value = strdup(text);
-        route->n_set_headers++;
+        route->forwarding.n_set_headers++;
         if (field->name == NULL || field->value == NULL)
             config_error(ld, value, "set_headers: out of memory");
     }
@@ -232,7 +233,7 @@ void config_parse_upgrades(struct loader *ld, yaml_node_t *node, void *object)
     struct config_route *route = object;
     size_t n;
 
-    route->n_upgrades = 0;
+    route->forwarding.n_upgrades = 0;
     if (node->type != YAML_SEQUENCE_NODE) {
         config_error(ld, node, "upgrades: expected a list of protocol names, found %s",
                      config_kind_name(node));
@@ -266,18 +267,18 @@ void config_parse_upgrades(struct loader *ld, yaml_node_t *node, void *object)
                          "limiter");
             continue;
         }
-        token = route->upgrades[route->n_upgrades];
+        token = route->forwarding.upgrades[route->forwarding.n_upgrades];
         for (size_t k = 0; text[k] != '\0'; k++)
             token[k] = (char)tolower((unsigned char)text[k]);
         token[strlen(text)] = '\0';
-        for (size_t j = 0; j < route->n_upgrades; j++)
-            if (strcmp(route->upgrades[j], token) == 0) {
+        for (size_t j = 0; j < route->forwarding.n_upgrades; j++)
+            if (strcmp(route->forwarding.upgrades[j], token) == 0) {
                 config_error(ld, item, "upgrades: %s appears twice", text);
                 token = NULL;
                 break;
             }
         if (token != NULL)
-            route->n_upgrades++;
+            route->forwarding.n_upgrades++;
     }
 }
 
@@ -303,8 +304,8 @@ void config_parse_remove_headers(struct loader *ld, yaml_node_t *node, void *obj
                      MAX_HEADER_FIELDS + 1);
         n = MAX_HEADER_FIELDS;
     }
-    route->remove_headers = calloc(n + 1, sizeof *route->remove_headers);
-    if (route->remove_headers == NULL) {
+    route->forwarding.remove_headers = calloc(n + 1, sizeof *route->forwarding.remove_headers);
+    if (route->forwarding.remove_headers == NULL) {
         config_error(ld, node, "remove_headers: out of memory");
         return;
     }
@@ -315,16 +316,16 @@ void config_parse_remove_headers(struct loader *ld, yaml_node_t *node, void *obj
 
         if (text == NULL || !check_field_name(ld, item, "remove_headers", text, true))
             continue;
-        for (size_t j = 0; j < route->n_remove_headers && !repeated; j++)
-            repeated = strcasecmp(route->remove_headers[j], text) == 0;
+        for (size_t j = 0; j < route->forwarding.n_remove_headers && !repeated; j++)
+            repeated = strcasecmp(route->forwarding.remove_headers[j], text) == 0;
         if (repeated) {
             config_error(ld, item, "remove_headers: %s appears twice", text);
             continue;
         }
-        route->remove_headers[route->n_remove_headers] = strdup(text);
-        if (route->remove_headers[route->n_remove_headers] == NULL)
+        route->forwarding.remove_headers[route->forwarding.n_remove_headers] = strdup(text);
+        if (route->forwarding.remove_headers[route->forwarding.n_remove_headers] == NULL)
             config_error(ld, item, "remove_headers: out of memory");
         else
-            route->n_remove_headers++;
+            route->forwarding.n_remove_headers++;
     }
 }

@@ -250,15 +250,15 @@ void config_free(struct config *config)
         free(r->servers);
         free(r->health_check.path);
         free(r->health_check.expect_status);
-        free(r->host_name);
-        for (size_t j = 0; j < r->n_set_headers; j++) {
-            free(r->set_headers[j].name);
-            free(r->set_headers[j].value);
+        free(r->forwarding.host_name);
+        for (size_t j = 0; j < r->forwarding.n_set_headers; j++) {
+            free(r->forwarding.set_headers[j].name);
+            free(r->forwarding.set_headers[j].value);
         }
-        free(r->set_headers);
-        for (size_t j = 0; j < r->n_remove_headers; j++)
-            free(r->remove_headers[j]);
-        free(r->remove_headers);
+        free(r->forwarding.set_headers);
+        for (size_t j = 0; j < r->forwarding.n_remove_headers; j++)
+            free(r->forwarding.remove_headers[j]);
+        free(r->forwarding.remove_headers);
         free(r->key_name);
         config_free_limits(r->limits, r->n_limits);
         free(r->exempt.items);

@@ -125,7 +125,7 @@ static const struct field route_fields[] = {
     {"match", V_CUSTOM, 0, 0, 0, parse_match},
     {"upstream", V_CUSTOM, 0, 0, 0, config_parse_upstream},
     {"retries", V_CUSTOM, 0, 0, 0, config_parse_retries},
-    {"strip_prefix", V_BOOL, offsetof(struct config_route, strip_prefix), 0, 0, NULL},
+    {"strip_prefix", V_BOOL, offsetof(struct config_route, forwarding.strip_prefix), 0, 0, NULL},
     {"host", V_CUSTOM, 0, 0, 0, config_parse_route_host},
     {"set_headers", V_CUSTOM, 0, 0, 0, config_parse_set_headers},
     {"remove_headers", V_CUSTOM, 0, 0, 0, config_parse_remove_headers},
@@ -133,8 +133,8 @@ static const struct field route_fields[] = {
     {"connect_timeout", V_DURATION, offsetof(struct config_route, connect_timeout_ns), 1, DAY,
      NULL},
     {"upgrades", V_CUSTOM, 0, 0, 0, config_parse_upgrades},
-    {"tunnel_idle_timeout", V_DURATION, offsetof(struct config_route, tunnel_idle_timeout_ns),
-     SECOND, DAY, NULL},
+    {"tunnel_idle_timeout", V_DURATION,
+     offsetof(struct config_route, forwarding.tunnel_idle_timeout_ns), SECOND, DAY, NULL},
     {"key", V_CUSTOM, 0, 0, 0, config_parse_route_key},
     {"ipv6_prefix", V_U32, offsetof(struct config_route, ipv6_prefix_len), 1, 128, NULL},
     {"limit", V_CUSTOM, 0, 0, 0, config_parse_limit},
@@ -162,9 +162,9 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config_rout
 {
     route->timeout_ns = 30 * (int64_t)1000000000;
     route->connect_timeout_ns = 2 * (int64_t)1000000000;
-    route->n_upgrades = 1;
-    snprintf(route->upgrades[0], sizeof route->upgrades[0], "websocket");
-    route->tunnel_idle_timeout_ns = 3600 * (int64_t)SECOND;
+    route->forwarding.n_upgrades = 1;
+    snprintf(route->forwarding.upgrades[0], sizeof route->forwarding.upgrades[0], "websocket");
+    route->forwarding.tunnel_idle_timeout_ns = 3600 * (int64_t)SECOND;
     route->key_kind = CONFIG_KEY_IP;
     route->ipv6_prefix_len = 64;
     route->tls_verify = true;
@@ -172,15 +172,15 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config_rout
     route->on_limit.status = 429;
     /* The upstream's, for a URL as for a mapping that leaves them out. */
     route->balance = CONFIG_BALANCE_ROUND_ROBIN;
-    route->max_fails = 3;
-    route->fail_window_ns = 10 * (int64_t)SECOND;
-    route->fail_timeout_ns = 10 * (int64_t)SECOND;
-    route->fail_on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET;
+    route->passive.max_fails = 3;
+    route->passive.fail_window_ns = 10 * (int64_t)SECOND;
+    route->passive.fail_timeout_ns = 10 * (int64_t)SECOND;
+    route->passive.fail_on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET;
     /* Without retries: one attempt; config_parse_retries() has the defaults of retries: {}. */
     route->retries.attempts = 1;
     route->retries.on = 0;
     route->retries.budget_percent = 20;
-    route->host_mode = CONFIG_HOST_PRESERVE;
+    route->forwarding.host_mode = CONFIG_HOST_PRESERVE;
     config_walk_mapping(ld, node, route_fields, route, "route");
     if (node->type != YAML_MAPPING_NODE)
         return;
@@ -287,7 +287,7 @@ static bool shadows(const struct config_route *a, const struct route_match *am,
 {
     return am->prefix_hash == bm->prefix_hash && (bm->methods & ~am->methods) == 0 &&
            (a->host == NULL || am->host_hash == bm->host_hash) &&
-           (!a->strip_prefix || b->strip_prefix || bm->whole_segments) &&
+           (!a->forwarding.strip_prefix || b->forwarding.strip_prefix || bm->whole_segments) &&
            strcmp(a->path_prefix, b->path_prefix) == 0 &&
            (a->host == NULL || (b->host != NULL && strcmp(a->host, b->host) == 0));
 }

@@ -146,7 +146,7 @@ static void parse_outcomes(struct loader *ld, yaml_node_t *node, const char *key
 
 static void parse_fail_on(struct loader *ld, yaml_node_t *node, void *object)
 {
-    parse_outcomes(ld, node, "fail_on", &((struct config_route *)object)->fail_on);
+    parse_outcomes(ld, node, "fail_on", &((struct config_route *)object)->passive.fail_on);
 }
 
 /* health_check.path: sent as the target of a request line, so nothing that could end or
@@ -282,10 +282,11 @@ static void parse_health_check(struct loader *ld, yaml_node_t *node, void *objec
 static const struct field upstream_fields[] = {
     {"servers", V_CUSTOM, 0, 0, 0, parse_servers},
     {"balance", V_CUSTOM, 0, 0, 0, parse_balance},
-    {"max_fails", V_U32, offsetof(struct config_route, max_fails), 0, 1000, NULL},
-    {"fail_window", V_DURATION, offsetof(struct config_route, fail_window_ns), SECOND, HOUR, NULL},
-    {"fail_timeout", V_DURATION, offsetof(struct config_route, fail_timeout_ns), SECOND, HOUR,
+    {"max_fails", V_U32, offsetof(struct config_route, passive.max_fails), 0, 1000, NULL},
+    {"fail_window", V_DURATION, offsetof(struct config_route, passive.fail_window_ns), SECOND, HOUR,
      NULL},
+    {"fail_timeout", V_DURATION, offsetof(struct config_route, passive.fail_timeout_ns), SECOND,
+     HOUR, NULL},
     {"fail_on", V_CUSTOM, 0, 0, 0, parse_fail_on},
     {"health_check", V_CUSTOM, 0, 0, 0, parse_health_check},
     {NULL, 0, 0, 0, 0, NULL},

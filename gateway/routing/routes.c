@@ -83,8 +83,8 @@ static bool host_accepted(const struct config_route *route, const char *host)
  * not /apiadmin, whose rest ("admin") would be sent on as a path of its own ("/admin"). */
 static bool segment_ends(const struct config_route *r, const char *path, size_t len)
 {
-    return !r->strip_prefix || len == 0 || r->path_prefix[len - 1] == '/' || path[len] == '\0' ||
-           path[len] == '/';
+    return !r->forwarding.strip_prefix || len == 0 || r->path_prefix[len - 1] == '/' ||
+           path[len] == '\0' || path[len] == '/';
 }
 
 static int match(const struct config *config, const char *method, const char *path,

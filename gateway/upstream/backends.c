@@ -324,7 +324,7 @@ void gw_backend_finish(struct gw_backend *b, bool reported, bool probe)
 bool gw_backend_report(struct gw_backend *b, const struct config_route *route, enum gw_fault fault,
                        long status, int64_t now_ns, bool probe)
 {
-    bool failed = (gw_fault_class(fault, status) & route->fail_on) != 0, skipped = false;
+    bool failed = (gw_fault_class(fault, status) & route->passive.fail_on) != 0, skipped = false;
     int cls = fault == GW_FAULT_NONE && status >= 100 && status < 600 ? (int)(status / 100) - 1
                                                                       : GW_STATUS_CLASSES - 1;
 
@@ -333,21 +333,21 @@ bool gw_backend_report(struct gw_backend *b, const struct config_route *route, e
         atomic_store_explicit(&b->last_failed_ns, now_ns, memory_order_relaxed);
     if (probe) { /* the probe's outcome decides */
         pthread_mutex_lock(&b->lock);
-        atomic_store(&b->down_until_ns, failed ? now_ns + route->fail_timeout_ns : 0);
+        atomic_store(&b->down_until_ns, failed ? now_ns + route->passive.fail_timeout_ns : 0);
         b->fails = 0;
         atomic_store(&b->probing, false);
         pthread_mutex_unlock(&b->lock);
         return failed;
     }
-    if (!failed || route->max_fails == 0 || atomic_load(&b->down_until_ns) != 0)
+    if (!failed || route->passive.max_fails == 0 || atomic_load(&b->down_until_ns) != 0)
         return false; /* a straggler's failure while skipped changes nothing */
     pthread_mutex_lock(&b->lock);
-    if (b->fails == 0 || now_ns - b->window_start_ns > route->fail_window_ns) {
+    if (b->fails == 0 || now_ns - b->window_start_ns > route->passive.fail_window_ns) {
         b->fails = 0;
         b->window_start_ns = now_ns;
     }
-    if (++b->fails >= route->max_fails && atomic_load(&b->down_until_ns) == 0) {
-        atomic_store(&b->down_until_ns, now_ns + route->fail_timeout_ns);
+    if (++b->fails >= route->passive.max_fails && atomic_load(&b->down_until_ns) == 0) {
+        atomic_store(&b->down_until_ns, now_ns + route->passive.fail_timeout_ns);
         b->fails = 0;
         skipped = true;
     }

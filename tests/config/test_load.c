@@ -976,21 +976,21 @@ static void expect_server(const struct config_server *s, const char *url, const 
 static void expect_upstream_defaults(const struct config_route *r)
 {
     CU_ASSERT_EQUAL(r->balance, CONFIG_BALANCE_ROUND_ROBIN);
-    CU_ASSERT_EQUAL(r->max_fails, 3);
-    CU_ASSERT_EQUAL(r->fail_window_ns, 10000000000);
-    CU_ASSERT_EQUAL(r->fail_timeout_ns, 10000000000);
-    CU_ASSERT_EQUAL(r->fail_on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET);
+    CU_ASSERT_EQUAL(r->passive.max_fails, 3);
+    CU_ASSERT_EQUAL(r->passive.fail_window_ns, 10000000000);
+    CU_ASSERT_EQUAL(r->passive.fail_timeout_ns, 10000000000);
+    CU_ASSERT_EQUAL(r->passive.fail_on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET);
     CU_ASSERT_FALSE(r->health_check.enabled);
     CU_ASSERT_PTR_NULL(r->health_check.path);
     CU_ASSERT_PTR_NULL(r->health_check.expect_status);
     CU_ASSERT_EQUAL(r->retries.attempts, 1);
     CU_ASSERT_EQUAL(r->retries.on, 0);
     CU_ASSERT_EQUAL(r->retries.budget_percent, 20);
-    CU_ASSERT_FALSE(r->strip_prefix);
-    CU_ASSERT_EQUAL(r->host_mode, CONFIG_HOST_PRESERVE);
-    CU_ASSERT_PTR_NULL(r->host_name);
-    CU_ASSERT_EQUAL(r->n_set_headers, 0);
-    CU_ASSERT_EQUAL(r->n_remove_headers, 0);
+    CU_ASSERT_FALSE(r->forwarding.strip_prefix);
+    CU_ASSERT_EQUAL(r->forwarding.host_mode, CONFIG_HOST_PRESERVE);
+    CU_ASSERT_PTR_NULL(r->forwarding.host_name);
+    CU_ASSERT_EQUAL(r->forwarding.n_set_headers, 0);
+    CU_ASSERT_EQUAL(r->forwarding.n_remove_headers, 0);
 }
 
 static void test_upstream_url_is_one_server(void)
@@ -1059,10 +1059,10 @@ static void test_upstream_servers(void)
     expect_server(&r->servers[6], "https://a.example:80", "https://a.example:80", "",
                   "a.example:80", 1);
     CU_ASSERT_EQUAL(r->balance, CONFIG_BALANCE_LEAST_REQUEST);
-    CU_ASSERT_EQUAL(r->max_fails, 0);
-    CU_ASSERT_EQUAL(r->fail_window_ns, 1000000000);
-    CU_ASSERT_EQUAL(r->fail_timeout_ns, 3600000000000);
-    CU_ASSERT_EQUAL(r->fail_on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET |
+    CU_ASSERT_EQUAL(r->passive.max_fails, 0);
+    CU_ASSERT_EQUAL(r->passive.fail_window_ns, 1000000000);
+    CU_ASSERT_EQUAL(r->passive.fail_timeout_ns, 3600000000000);
+    CU_ASSERT_EQUAL(r->passive.fail_on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET |
                                     CONFIG_FAIL_502 | CONFIG_FAIL_503 | CONFIG_FAIL_504);
     unload(c);
 
@@ -1077,14 +1077,14 @@ static void test_upstream_servers(void)
                                   "      fail_on: []\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->routes[0].balance, CONFIG_BALANCE_RANDOM_TWO);
-    CU_ASSERT_EQUAL(c->routes[0].max_fails, 1000);
-    CU_ASSERT_EQUAL(c->routes[0].fail_on, 0); /* nothing counts against a server */
+    CU_ASSERT_EQUAL(c->routes[0].passive.max_fails, 1000);
+    CU_ASSERT_EQUAL(c->routes[0].passive.fail_on, 0); /* nothing counts against a server */
     unload(c);
 
     c = load_valid(UPSTREAM_START "      balance: round_robin\n      fail_on: [503]\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_EQUAL(c->routes[0].balance, CONFIG_BALANCE_ROUND_ROBIN);
-    CU_ASSERT_EQUAL(c->routes[0].fail_on, CONFIG_FAIL_503);
+    CU_ASSERT_EQUAL(c->routes[0].passive.fail_on, CONFIG_FAIL_503);
     unload(c);
 }
 
@@ -1343,14 +1343,14 @@ static void test_strip_prefix_and_readiness(void)
                                   "    strip_prefix: true\n");
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_TRUE(c->routes[0].strip_prefix);
+    CU_ASSERT_TRUE(c->routes[0].forwarding.strip_prefix);
     CU_ASSERT_FALSE(c->server.ready_needs_upstreams);
     unload(c);
 
     c = load_valid("server: {ready_needs_upstreams: true}\n" ROUTE_HEAD
                    "    strip_prefix: false\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_FALSE(c->routes[0].strip_prefix);
+    CU_ASSERT_FALSE(c->routes[0].forwarding.strip_prefix);
     CU_ASSERT_TRUE(c->server.ready_needs_upstreams);
     unload(c);
 
@@ -1369,11 +1369,11 @@ static void expect_host(const char *value, enum config_host_mode mode, const cha
     snprintf(yaml, sizeof yaml, ROUTE_HEAD "    host: %s\n", value);
     c = load_valid(yaml);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL(c->routes[0].host_mode, mode);
+    CU_ASSERT_EQUAL(c->routes[0].forwarding.host_mode, mode);
     if (name == NULL) {
-        CU_ASSERT_PTR_NULL(c->routes[0].host_name);
+        CU_ASSERT_PTR_NULL(c->routes[0].forwarding.host_name);
     } else {
-        CU_ASSERT_STRING_EQUAL(c->routes[0].host_name, name);
+        CU_ASSERT_STRING_EQUAL(c->routes[0].forwarding.host_name, name);
     }
     unload(c);
 }
@@ -1397,7 +1397,7 @@ static void test_route_host(void)
                    "    upstream: \"https://10.0.0.1\"\n    host: upstream\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_STRING_EQUAL(c->routes[0].host, "in.example");
-    CU_ASSERT_EQUAL(c->routes[0].host_mode, CONFIG_HOST_UPSTREAM);
+    CU_ASSERT_EQUAL(c->routes[0].forwarding.host_mode, CONFIG_HOST_UPSTREAM);
     CU_ASSERT_STRING_EQUAL(c->routes[0].servers[0].authority, "10.0.0.1");
     unload(c);
 
@@ -1444,21 +1444,21 @@ static void test_set_headers(void)
     unsetenv("SLUICE_TEST_SET");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     r = &c->routes[0];
-    CU_ASSERT_EQUAL_FATAL(r->n_set_headers, 6);
-    CU_ASSERT_STRING_EQUAL(r->set_headers[0].name, "X-Client");
-    CU_ASSERT_STRING_EQUAL(r->set_headers[0].value, "${request.client_addr}");
-    CU_ASSERT_STRING_EQUAL(r->set_headers[1].name, "X-Consumer");
-    CU_ASSERT_STRING_EQUAL(r->set_headers[1].value, "${request.consumer} via abc");
-    CU_ASSERT_STRING_EQUAL(r->set_headers[2].value, "${request.id}");
-    CU_ASSERT_STRING_EQUAL(r->set_headers[3].value, "d-${request.consumer}");
-    CU_ASSERT_STRING_EQUAL(r->set_headers[4].name, "x-plain"); /* as written */
-    CU_ASSERT_STRING_EQUAL(r->set_headers[4].value, "a value; with = signs");
-    CU_ASSERT_STRING_EQUAL(r->set_headers[5].value, "");
+    CU_ASSERT_EQUAL_FATAL(r->forwarding.n_set_headers, 6);
+    CU_ASSERT_STRING_EQUAL(r->forwarding.set_headers[0].name, "X-Client");
+    CU_ASSERT_STRING_EQUAL(r->forwarding.set_headers[0].value, "${request.client_addr}");
+    CU_ASSERT_STRING_EQUAL(r->forwarding.set_headers[1].name, "X-Consumer");
+    CU_ASSERT_STRING_EQUAL(r->forwarding.set_headers[1].value, "${request.consumer} via abc");
+    CU_ASSERT_STRING_EQUAL(r->forwarding.set_headers[2].value, "${request.id}");
+    CU_ASSERT_STRING_EQUAL(r->forwarding.set_headers[3].value, "d-${request.consumer}");
+    CU_ASSERT_STRING_EQUAL(r->forwarding.set_headers[4].name, "x-plain"); /* as written */
+    CU_ASSERT_STRING_EQUAL(r->forwarding.set_headers[4].value, "a value; with = signs");
+    CU_ASSERT_STRING_EQUAL(r->forwarding.set_headers[5].value, "");
     unload(c);
 
     c = load_valid(ROUTE_HEAD "    set_headers: {}\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL(c->routes[0].n_set_headers, 0);
+    CU_ASSERT_EQUAL(c->routes[0].forwarding.n_set_headers, 0);
     unload(c);
 }
 
@@ -1555,7 +1555,7 @@ static void test_set_headers_errors(void)
              ROUTE_HEAD "    set_headers:\n      X-A: \"${SLUICE_TEST_LONG_VALUE}\"\n");
     c = load_valid(yaml);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL(strlen(c->routes[0].set_headers[0].value), 1024);
+    CU_ASSERT_EQUAL(strlen(c->routes[0].forwarding.set_headers[0].value), 1024);
     unload(c);
     snprintf(yaml, sizeof yaml,
              ROUTE_HEAD "    set_headers:\n      X-A: \"${SLUICE_TEST_LONG_VALUE}v\"\n");
@@ -1579,11 +1579,11 @@ static void test_remove_headers(void)
     char *many;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_remove_headers, 4);
-    CU_ASSERT_STRING_EQUAL(c->routes[0].remove_headers[0], "X-Debug");
-    CU_ASSERT_STRING_EQUAL(c->routes[0].remove_headers[1], "cookie"); /* as given */
-    CU_ASSERT_STRING_EQUAL(c->routes[0].remove_headers[2], "Connection");
-    CU_ASSERT_STRING_EQUAL(c->routes[0].remove_headers[3], "X-Forwarded-For");
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].forwarding.n_remove_headers, 4);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].forwarding.remove_headers[0], "X-Debug");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].forwarding.remove_headers[1], "cookie"); /* as given */
+    CU_ASSERT_STRING_EQUAL(c->routes[0].forwarding.remove_headers[2], "Connection");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].forwarding.remove_headers[3], "X-Forwarded-For");
     unload(c);
 
     expect_one_error(ROUTE_HEAD "    remove_headers: [X-A, host]\n", 5, 27,
@@ -1615,21 +1615,21 @@ static void test_upgrades(void)
     struct config *c = load_valid(ROUTE_HEAD);
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_upgrades, 1); /* the default */
-    CU_ASSERT_STRING_EQUAL(c->routes[0].upgrades[0], "websocket");
-    CU_ASSERT_EQUAL(c->routes[0].tunnel_idle_timeout_ns, 3600 * 1000000000LL);
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].forwarding.n_upgrades, 1); /* the default */
+    CU_ASSERT_STRING_EQUAL(c->routes[0].forwarding.upgrades[0], "websocket");
+    CU_ASSERT_EQUAL(c->routes[0].forwarding.tunnel_idle_timeout_ns, 3600 * 1000000000LL);
     unload(c);
     c = load_valid(ROUTE_HEAD "    upgrades: [WebSocket, my-proto.v2]\n"
                               "    tunnel_idle_timeout: 90s\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_upgrades, 2);
-    CU_ASSERT_STRING_EQUAL(c->routes[0].upgrades[0], "websocket"); /* in lower case */
-    CU_ASSERT_STRING_EQUAL(c->routes[0].upgrades[1], "my-proto.v2");
-    CU_ASSERT_EQUAL(c->routes[0].tunnel_idle_timeout_ns, 90 * 1000000000LL);
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].forwarding.n_upgrades, 2);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].forwarding.upgrades[0], "websocket"); /* in lower case */
+    CU_ASSERT_STRING_EQUAL(c->routes[0].forwarding.upgrades[1], "my-proto.v2");
+    CU_ASSERT_EQUAL(c->routes[0].forwarding.tunnel_idle_timeout_ns, 90 * 1000000000LL);
     unload(c);
     c = load_valid(ROUTE_HEAD "    upgrades: []\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL(c->routes[0].n_upgrades, 0);
+    CU_ASSERT_EQUAL(c->routes[0].forwarding.n_upgrades, 0);
     unload(c);
 
     expect_one_error(ROUTE_HEAD "    upgrades: [websocket, H2C]\n", 5, 27,
@@ -1965,7 +1965,7 @@ static void test_merge_keys_refused(void)
     /* "<<" quoted is an ordinary (unknown) key; a value << is no merge key. */
     expect_one_error(ROUTE_HEAD "    \"<<\": 1\n", 5, 5, "route: unknown key \"<<\"");
     c = load_valid(ROUTE_HEAD "    set_headers: {X-Arrows: <<}\n");
-    CU_ASSERT_STRING_EQUAL(c->routes[0].set_headers[0].value, "<<");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].forwarding.set_headers[0].value, "<<");
     unload(c);
 }
 

@@ -45,10 +45,10 @@ static void make_route(enum config_balance balance, const uint32_t *weights, siz
         .servers = fx.servers,
         .n_servers = n,
         .balance = balance,
-        .max_fails = 3,
-        .fail_window_ns = 10 * SECOND_NS,
-        .fail_timeout_ns = 1 * SECOND_NS,
-        .fail_on = CONFIG_FAIL_CONNECT,
+        .passive.max_fails = 3,
+        .passive.fail_window_ns = 10 * SECOND_NS,
+        .passive.fail_timeout_ns = 1 * SECOND_NS,
+        .passive.fail_on = CONFIG_FAIL_CONNECT,
     };
     fx.backends = gw_backends_new();
     CU_ASSERT_PTR_NOT_NULL_FATAL(fx.backends);
@@ -324,7 +324,7 @@ static int64_t skip_server_zero(int64_t at)
 {
     CU_ASSERT_TRUE(refuse(0, 3, at - 2, 1));
     CU_ASSERT_FALSE(gw_backend_healthy(server(0), at));
-    return at + fx.route.fail_timeout_ns;
+    return at + fx.route.passive.fail_timeout_ns;
 }
 
 static void test_one_probe_after_fail_timeout(void)
@@ -398,18 +398,18 @@ static void test_one_server_is_probed_too(void)
     CU_ASSERT_FALSE(gw_backend_healthy(server(0), T0 + 3));
     CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, T0 + 3, &fx.probe), 0); /* panic mode */
     CU_ASSERT_FALSE(fx.probe);
-    due = T0 + 2 + fx.route.fail_timeout_ns;
+    due = T0 + 2 + fx.route.passive.fail_timeout_ns;
     CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, due, &fx.probe), 0);
     CU_ASSERT_TRUE(fx.probe);
     CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, due, &fx.probe), 0);
     CU_ASSERT_FALSE(fx.probe); /* one probe only */
     CU_ASSERT_TRUE(gw_backend_report(server(0), &fx.route, GW_FAULT_REFUSED, 0, due + 1, true));
     CU_ASSERT_FALSE(gw_backend_healthy(server(0), due + 1));
-    CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, due + 1 + fx.route.fail_timeout_ns, &fx.probe), 0);
+    CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, due + 1 + fx.route.passive.fail_timeout_ns, &fx.probe), 0);
     CU_ASSERT_TRUE(fx.probe);
     CU_ASSERT_FALSE(gw_backend_report(server(0), &fx.route, GW_FAULT_NONE, 200,
-                                      due + 2 + fx.route.fail_timeout_ns, true));
-    CU_ASSERT_TRUE(gw_backend_healthy(server(0), due + 2 + fx.route.fail_timeout_ns));
+                                      due + 2 + fx.route.passive.fail_timeout_ns, true));
+    CU_ASSERT_TRUE(gw_backend_healthy(server(0), due + 2 + fx.route.passive.fail_timeout_ns));
     free_route();
 }
 
@@ -443,7 +443,7 @@ static void test_statuses_count_when_fail_on_names_them(void)
     CU_ASSERT_TRUE(gw_backend_healthy(server(0), T0 + 5));
     CU_ASSERT_EQUAL(atomic_load(&server(0)->last_failed_ns), 0);
 
-    fx.route.fail_on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_503;
+    fx.route.passive.fail_on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_503;
     for (int k = 0; k < 3; k++) /* neither a 502 nor a 500 */
         CU_ASSERT_FALSE(
             gw_backend_report(server(1), &fx.route, GW_FAULT_NONE, k ? 502 : 500, T0, false));
@@ -462,7 +462,7 @@ static void test_max_fails_zero_never_skips(void)
     int counts[2];
 
     make_route(CONFIG_BALANCE_ROUND_ROBIN, weights, 2);
-    fx.route.max_fails = 0;
+    fx.route.passive.max_fails = 0;
     for (int k = 0; k < 100; k++)
         CU_ASSERT_FALSE(
             gw_backend_report(server(0), &fx.route, GW_FAULT_REFUSED, 0, T0 + k, false));
@@ -481,7 +481,7 @@ static void test_panic_picks_the_least_recently_failed(void)
     int counts[3];
 
     make_route(CONFIG_BALANCE_ROUND_ROBIN, weights, 3);
-    fx.route.fail_timeout_ns = 60 * SECOND_NS;
+    fx.route.passive.fail_timeout_ns = 60 * SECOND_NS;
     CU_ASSERT_TRUE(refuse(0, 3, T0 + 3 * SECOND_NS, 1));
     CU_ASSERT_TRUE(refuse(1, 3, T0 + 1 * SECOND_NS, 1));
     CU_ASSERT_TRUE(refuse(2, 3, T0 + 2 * SECOND_NS, 1));

@@ -19,10 +19,10 @@ static const char *upstream_host(const struct gw_req *rq, size_t server)
 {
     const struct config_route *route = gw_req_route(rq);
 
-    if (route->host_mode == CONFIG_HOST_UPSTREAM)
+    if (route->forwarding.host_mode == CONFIG_HOST_UPSTREAM)
         return route->servers[server].authority;
-    if (route->host_mode == CONFIG_HOST_NAME)
-        return route->host_name;
+    if (route->forwarding.host_mode == CONFIG_HOST_NAME)
+        return route->forwarding.host_name;
     return rq->host;
 }
 
@@ -36,7 +36,7 @@ static char *upstream_url(const struct gw_req *rq, size_t k)
     size_t len;
     char *url;
 
-    if (route->strip_prefix) {
+    if (route->forwarding.strip_prefix) {
         rest = gw_target_after(rq->target, strlen(route->path_prefix));
         /* "/v1" stripped from "/v1?q" leaves the base path (or "/") alone; "/v1/" stripped
          * from "/v1/x" took the '/' that the rest needs. */
@@ -206,7 +206,7 @@ static void report(const struct gw_req *rq, struct exchange *x, long status, con
         gw_warn("route %s: server %s is skipped for fail_timeout (%s) after %s failed, the last "
                 "with %s",
                 route->name, x->backend->url,
-                config_format_duration(route->fail_timeout_ns, pause, sizeof pause),
+                config_format_duration(route->passive.fail_timeout_ns, pause, sizeof pause),
                 x->probe ? "its probe" : "max_fails attempts",
                 x->fault != GW_FAULT_NONE ? gw_fault_name(x->fault) : outcome);
     }

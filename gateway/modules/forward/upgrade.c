@@ -22,9 +22,9 @@ void gw_exchange_read_upgrade(struct gw_req *rq, struct exchange *x)
     if (!rq->http11 || rq->connection == NULL || !gw_header_list_has(rq->connection, "upgrade"))
         return;
     field = gw_fields_join(&rq->fields, "Upgrade");
-    for (size_t i = 0; field != NULL && i < route->n_upgrades && x->upgrade == NULL; i++)
-        if (strcasecmp(field, route->upgrades[i]) == 0)
-            x->upgrade = route->upgrades[i];
+    for (size_t i = 0; field != NULL && i < route->forwarding.n_upgrades && x->upgrade == NULL; i++)
+        if (strcasecmp(field, route->forwarding.upgrades[i]) == 0)
+            x->upgrade = route->forwarding.upgrades[i];
     if (x->upgrade == NULL)
         free(field);
     else
@@ -51,7 +51,7 @@ static int join(struct gw_req *rq, struct exchange *x, const struct gw_switched 
         .client_tls = connection->tls,
         .client_early = connection->early,
         .client_early_len = connection->early_len,
-        .idle_timeout_ns = route->tunnel_idle_timeout_ns,
+        .idle_timeout_ns = route->forwarding.tunnel_idle_timeout_ns,
         .gauge = &gw_req_route_runtime(rq)->metrics->tunnels_open,
         .closed = connection->close,
         .closed_cls = connection->close_cls,

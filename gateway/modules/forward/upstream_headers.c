@@ -87,8 +87,8 @@ static bool replaced_by_trace(const char *name, bool keep_tracestate)
  * gateway's own (X-Forwarded-*) is forwarded. */
 static bool removed_by_route(const struct config_route *route, const char *name)
 {
-    for (size_t i = 0; i < route->n_remove_headers; i++)
-        if (strcasecmp(name, route->remove_headers[i]) == 0)
+    for (size_t i = 0; i < route->forwarding.n_remove_headers; i++)
+        if (strcasecmp(name, route->forwarding.remove_headers[i]) == 0)
             return true;
     return false;
 }
@@ -96,8 +96,8 @@ static bool removed_by_route(const struct config_route *route, const char *name)
 /* Whether the route's set_headers or remove_headers name the field. */
 static bool replaced_by_route(const struct config_route *route, const char *name)
 {
-    for (size_t i = 0; i < route->n_set_headers; i++)
-        if (strcasecmp(name, route->set_headers[i].name) == 0)
+    for (size_t i = 0; i < route->forwarding.n_set_headers; i++)
+        if (strcasecmp(name, route->forwarding.set_headers[i].name) == 0)
             return true;
     return removed_by_route(route, name);
 }
@@ -174,12 +174,12 @@ static void add_gateway_fields(struct walk *w, const struct gw_req *rq, const ch
     if (rq->has_peer) {
         write_address(peer_text, sizeof peer_text, &rq->peer);
         /* The client as its keys see it: behind trusted proxies, their X-Forwarded-For's. */
-        if (route->n_set_headers > 0)
+        if (route->forwarding.n_set_headers > 0)
             write_address(client_text, sizeof client_text, &rq->client);
     }
-    for (size_t i = 0; i < route->n_set_headers; i++)
-        append_set_header(w, rq, route->set_headers[i].name, route->set_headers[i].value,
-                          client_text);
+    for (size_t i = 0; i < route->forwarding.n_set_headers; i++)
+        append_set_header(w, rq, route->forwarding.set_headers[i].name,
+                          route->forwarding.set_headers[i].value, client_text);
     if (host != NULL)
         append_field(w, "Host", host);
     if (!removed_by_route(route, "X-Forwarded-For")) {
