@@ -75,15 +75,16 @@ void gw_store_free(struct gw_store *store);
 /* Decides one request on `route` against `n` limits (names and parameters, burst already
  * defaulted), limit i counting it under `client_keys[i]` at a cost of `costs[i]` units (1 to
  * its quota, as limiter_decide_all_cost()), filling one decision each: all are charged, or
- * none. Waits at most limiter.redis.timeout (thread_per_connection). Nothing passed in is
- * kept. */
+ * none. Waits on the calling thread at most limiter.redis.timeout, whatever the store's
+ * threads are doing. Nothing passed in is kept. */
 enum gw_store_result gw_store_decide(struct gw_store *store, const char *route,
                                      const char *const *limit_names,
                                      const struct limiter_params *const *limits,
                                      const uint64_t *costs, size_t n,
                                      const char *const *client_keys, struct limiter_decision *out);
 
-/* The same decision in two steps, for event mode, whose loop must not wait. First the call,
+/* The same decision in two steps, for a caller that must not wait here (the gateway, whose
+ * requests wait by their adapter's means in either serving mode). First the call,
  * its deadline set to now plus limiter.redis.timeout: NULL when the store is not to be asked
  * now (degraded and this is not the probe, or memory short), and on_store_error decides at
  * once. Nothing passed in is kept. */

@@ -5,10 +5,11 @@
  * A call holds its EVALSHA arguments whole (store_script.h), its deadline (when it was asked
  * plus limiter.redis.timeout), the health state it started under, and its answer. A store
  * thread finishes it exactly once, with its answer or a failure. How the answer reaches the
- * request depends on the serving mode:
- *   - event mode hands a callback, which the finishing thread calls (the connection waits
- *     suspended meanwhile); then the call is freed.
- *   - thread_per_connection waits on the call's condition variable until it is finished or
+ * caller depends on how it asked:
+ *   - gw_store_send() hands a callback, which the finishing thread calls; then the call is
+ *     freed. The gateway asks so in both serving modes: the limit module's step waits, and
+ *     the HTTP adapter suspends the connection (event) or blocks its thread until then.
+ *   - gw_store_decide() waits on the call's condition variable until it is finished or
  *     its deadline has passed. Past the deadline the waiter gives up: it marks the call
  *     abandoned and leaves; the store thread that comes to finish it later sees the mark and
  *     frees it, its answer unread. The mark and the thread's claim to finish are taken under
