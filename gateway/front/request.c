@@ -172,8 +172,10 @@ static struct MHD_Response *response_of(struct gw_req *rq)
     case GW_ANSWER_OWNED:
         response =
             MHD_create_response_from_buffer(a->body_len, (void *)a->body, MHD_RESPMEM_MUST_FREE);
-        if (response != NULL)
-            a->kind = GW_ANSWER_STATIC; /* libmicrohttpd's to free now */
+        if (response != NULL) { /* libmicrohttpd's to free now: the answer holds it no more */
+            a->kind = GW_ANSWER_NONE;
+            a->body = NULL;
+        }
         return response;
     case GW_ANSWER_COPY:
         return MHD_create_response_from_buffer(a->body_len, (void *)a->body, MHD_RESPMEM_MUST_COPY);
