@@ -682,7 +682,10 @@ static double parse_percent(const char *text)
     return value / 100;
 }
 
-int gw_simulate_main(int argc, char **argv)
+/* The command line into `run` and the two configs' paths: 0, 1 for --help, -1 for a usage
+ * error. */
+static int parse_options(struct run *run, int argc, char **argv, const char **proposed,
+                         const char **current)
 {
     static const struct option options[] = {
         {"config", required_argument, NULL, 'c'},
@@ -693,9 +696,46 @@ int gw_simulate_main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    int opt;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "c:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            *proposed = optarg;
+            break;
+        case 'C':
+            *current = optarg;
+            break;
+        case 'f':
+            if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
+                return -1;
+            run->json = strcmp(optarg, "json") == 0;
+            break;
+        case 'm':
+            run->max_denied = parse_percent(optarg);
+            if (run->max_denied < 0) {
+                fprintf(stderr, "sluice simulate: --max-denied takes a percentage: 0.1%%\n");
+                return -1;
+            }
+            break;
+        case 'd':
+            run->decisions = true;
+            break;
+        case 'h':
+            return 1;
+        default:
+            return -1;
+        }
+    }
+    return *proposed == NULL || optind == argc ? -1 : 0;
+}
+
+int gw_simulate_main(int argc, char **argv)
+{
     struct run *run = calloc(1, sizeof *run);
     const char *proposed = NULL, *current = NULL;
-    int opt, rc = 2;
+    int parsed, rc = 2;
 
     if (run == NULL) {
         fprintf(stderr, "sluice simulate: out of memory\n");
@@ -703,40 +743,12 @@ int gw_simulate_main(int argc, char **argv)
     }
     run->max_denied = -1;
     run->first_minute = -1;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "c:h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'c':
-            proposed = optarg;
-            break;
-        case 'C':
-            current = optarg;
-            break;
-        case 'f':
-            if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
-                goto usage;
-            run->json = strcmp(optarg, "json") == 0;
-            break;
-        case 'm':
-            run->max_denied = parse_percent(optarg);
-            if (run->max_denied < 0) {
-                fprintf(stderr, "sluice simulate: --max-denied takes a percentage: 0.1%%\n");
-                goto usage;
-            }
-            break;
-        case 'd':
-            run->decisions = true;
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            rc = 0;
-            goto out;
-        default:
-            goto usage;
-        }
+    parsed = parse_options(run, argc, argv, &proposed, &current);
+    if (parsed != 0) {
+        fputs(usage, parsed > 0 ? stdout : stderr);
+        rc = parsed > 0 ? 0 : 2;
+        goto out;
     }
-    if (proposed == NULL || optind == argc)
-        goto usage;
     run->compare = current != NULL;
     if (sim_open(&run->proposed, proposed) != 0 ||
         (run->compare && sim_open(&run->current, current) != 0))
@@ -754,9 +766,6 @@ int gw_simulate_main(int argc, char **argv)
         fprintf(stderr,
                 "sluice simulate: %.3f%% of the replayed requests would be denied, over %.3f%%\n",
                 100.0 * share(run->proposed.denied, run->proposed.requests), 100 * run->max_denied);
-    goto out;
-usage:
-    fputs(usage, stderr);
 out:
     if (run->proposed.config != NULL)
         sim_close(&run->proposed);
