@@ -54,6 +54,13 @@
  * Timeouts: `timeout` bounds the wait for the response head (from the body's end), every
  * wait for the upstream to take more of the request body, and every wait for more response
  * body; `connect_timeout` bounds the TCP (and TLS) connect.
+ *
+ * The files: exchange.c (the four steps, and the blocking wait), transfer.c (what libcurl is
+ * told for a transfer and calls back with: options, the head and body landing, the request
+ * body taken), pool.c (the pools and their pruning), handle.c (one handle's life and the
+ * sockets it holds), loop.c (handles on an event loop), fault.c (enum gw_fault's names and
+ * words), proxy.c (libcurl's global state, and the abort). What they share of a handle, a pool
+ * and a loop is in handle.h, which only they include.
  */
 #ifndef SLUICE_GATEWAY_PROXY_H
 #define SLUICE_GATEWAY_PROXY_H
