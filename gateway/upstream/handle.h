@@ -2,18 +2,8 @@
  * handle: the insides of an upstream handle (struct gw_upstream), of the pools that keep the
  * idle ones and of the event loops that drive them, for the files that implement proxy.h and
  * no others: nothing outside gateway/upstream includes it, and the rest of the folder, like
- * everyone else, goes by proxy.h, where the design is.
- *
- * Who holds what:
- *   proxy.c     libcurl's global state, and shutdown's abort
- *   pool.c      the idle handles of each origin, the blocking handles' and each loop's:
- *               acquire, release, prune, and the idle settings they go by
- *   handle.c    one handle's life: made, its multi handle, the sockets it holds, freed
- *   transfer.c  what libcurl is told for a transfer and what it calls back with: the options,
- *               the response head and body landing in the handle, the request body taken
- *   exchange.c  an exchange's steps (start, feed, head, read, finish) and the blocking wait
- *   loop.c      handles on an event loop: watches in its epoll set, timers, the running list
- *   fault.c     what went wrong with an exchange, by name and in a client's words
+ * everyone else, goes by proxy.h. proxy.h has the design, and says which file holds which
+ * part of it.
  *
  * A handle is touched by one thread at a time: its request's while it blocks, or its loop's.
  * A pool set is shared by the threads that take from it, under its lock.
