@@ -32,7 +32,7 @@
  * GW_HEAD_FIELD_COST for each record (one per field, one per query argument, split at '&',
  * and one per cookie of a Cookie field, split at ';' and ','), so that neither 700 tiny
  * fields, nor a 5 KB Cookie of 1,000 cookies, nor 1,000 query arguments can leave it without
- * room for the answer (server.c sizes that memory for its copy of the Cookie field too). A
+ * room for the answer (front.c sizes that memory for its copy of the Cookie field too). A
  * chunked body's trailer fields, kept beside the head, count toward the same limit (431
  * too).
  *
@@ -50,7 +50,7 @@
  * body in the read would; else where its body passes it (a Content-Length body is then
  * refused halfway, as a chunked one may be). The connection ends after the answers before
  * it. Over plain HTTP no read takes that much (gw_head_take()); over TLS, where GnuTLS holds a
- * record's plaintext whole, the memory holds two records more instead (server.c), so that a
+ * record's plaintext whole, the memory holds two records more instead (front.c), so that a
  * read of libmicrohttpd's whole buffer (half that memory, until it grows it) fits behind any
  * message unless max_response_header_size is over 28 KiB. One read of libmicrohttpd's may be
  * fed in several pieces (over TLS, a record at a time): gw_head_read() starts each read.
@@ -117,7 +117,7 @@ struct gw_head_step {
 
 /* A reader for a new connection, taking heads of up to `max_head` bytes, whose
  * libmicrohttpd memory holds `hold` bytes of what the client sent besides the answer's head
- * (server.c): its head, records and Cookie copy, and what is pipelined behind it. */
+ * (front.c): its head, records and Cookie copy, and what is pipelined behind it. */
 void gw_head_init(struct gw_head *h, uint32_t max_head, uint32_t hold);
 
 /* A read of libmicrohttpd's starts: what its feeds pass behind a message is counted afresh. */

@@ -13,7 +13,7 @@
  * network.
  *
  * Every GW_LOOP_TICK_NS, and whenever woken, the loop calls its owner's `tick` on its own
- * thread (server.c uses it for client deadlines, idle upstream connections, draining and
+ * thread (housekeeping.c uses it for client deadlines, idle upstream connections, draining and
  * reloads). gw_loop_stop() fails the transfers still running, lets the daemon answer them and
  * joins the thread; the daemon is then the caller's to stop.
  */

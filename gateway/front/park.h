@@ -1,7 +1,7 @@
 /*
  * park: event mode's idle keep-alive connections, held outside libmicrohttpd.
  *
- * libmicrohttpd gives each connection one memory pool (server.c sizes it: 52 KiB with the
+ * libmicrohttpd gives each connection one memory pool (front.c sizes it: 52 KiB with the
  * default head limits) and zeroes the whole of it after every request, so a keep-alive
  * connection that has served a request keeps all of it resident while it waits for the next:
  * 10,000 such clients held 546 MiB. An event loop therefore parks a plain-HTTP connection that

@@ -29,6 +29,8 @@
  * completion callback (request.h); per-connection state in the connection's socket context. A
  * reload swaps the current runtime under a mutex held for that pointer alone; a loop takes the
  * new one when the generation counter moves, without the mutex on its request path.
+ *
+ * The server's files, one concept each, are listed in server_private.h.
  */
 #ifndef SLUICE_GATEWAY_SERVER_H
 #define SLUICE_GATEWAY_SERVER_H

@@ -12,7 +12,7 @@
  *
  * A head that arrives in pieces is held back here until it is whole, in a buffer allocated
  * for that time only; it must fit server.max_header_size and libmicrohttpd's read buffer
- * (half the connection pool, which server.c sizes to hold it), else 431. Each call hands
+ * (half the connection pool, which front.c sizes to hold it), else 431. Each call hands
  * back at most what it read, so nothing waits here while the socket is drained:
  * libmicrohttpd, which polls before it reads again, would not ask (when it must, after a
  * fault, the read side is shut so that the socket stays readable).
@@ -35,7 +35,7 @@
  * thread_per_connection, reads again without polling the socket only when a read filled its
  * buffer (recv_tls_adapter() in connection_https.c). What the reader hands over can be less
  * than it read (a head rewritten, or one not yet whole kept back), so a read here goes on
- * while GnuTLS holds plaintext and the buffer has room; and the buffer (server.c sizes it)
+ * while GnuTLS holds plaintext and the buffer has room; and the buffer (front.c sizes it)
  * holds a whole record beside the largest head, so that a head kept back always fits the
  * room left and a read never ends short with plaintext left in GnuTLS, which no poll would
  * announce. (When the buffer is partly full, holding body bytes the request has not taken
