@@ -9,6 +9,7 @@
 
 #include "config/config.h"
 #include "config/loader.h"
+#include "config/methods.h"
 #include "config/sections.h"
 #include "limiter/limiter.h"
 
@@ -181,10 +182,9 @@ static void parse_cost(struct loader *ld, yaml_node_t *node, void *object)
             continue;
         }
         /* In capitals, as the request line carries it and the lookup compares it. */
-        if (config_known_method(method) == NULL ||
-            strcmp(config_known_method(method), method) != 0) {
+        if (!config_method_is_standard(method)) {
             config_error(ld, key, "cost: \"%s\" is not default or a method in capitals (%s)",
-                         method, METHOD_LIST);
+                         method, CONFIG_METHOD_LIST);
             continue;
         }
         for (size_t j = 0; j < limit->n_costs; j++)
