@@ -301,14 +301,14 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
                      p->per_ns < LIMITER_MIN_PER_NS ? "at least 1ms" : "at most 366d");
         return;
     }
-    if (!limiter_algorithm_exists(p->algorithm)) {
+    p->algorithm_id = limiter_algorithm_from_name(p->algorithm);
+    if (p->algorithm_id == LIMITER_ALGORITHM_UNKNOWN) {
         config_error(ld, config_value_or_self(ld, node, "algorithm"),
-                     "algorithm: unknown \"%s\" (expected token_bucket, gcra, fixed_window, "
-                     "sliding_window_log or sliding_window_counter)",
+                     "algorithm: unknown \"%s\" (expected " LIMITER_ALGORITHM_LIST ")",
                      p->algorithm);
         return;
     }
-    if (strcmp(p->algorithm, "sliding_window_log") == 0)
+    if (p->algorithm_id == LIMITER_SLIDING_WINDOW_LOG)
         note_log_limit(ld, node, p->requests);
     p->max_clients = 1; /* only the parameters are on trial here */
     probe = limiter_create(p, err);

@@ -57,11 +57,6 @@ int gw_limits_select(const struct config_route *route, const struct gw_consumer 
     return 0;
 }
 
-static bool takes_burst(const struct limiter_params *params)
-{
-    return strcmp(params->algorithm, "token_bucket") == 0 || strcmp(params->algorithm, "gcra") == 0;
-}
-
 static uint64_t share_of(uint64_t quota, uint32_t replicas)
 {
     return quota / replicas > 0 ? quota / replicas : 1;
@@ -71,7 +66,7 @@ struct limiter_params gw_limits_store_params(const struct config_limit *limit)
 {
     struct limiter_params params = limit->params;
 
-    if (takes_burst(&params) && params.burst == 0)
+    if (limiter_algorithm_takes_burst(params.algorithm_id) && params.burst == 0)
         params.burst = params.requests;
     return params;
 }
@@ -83,7 +78,7 @@ struct limiter_params gw_limits_local_params(const struct config *config,
 
     if (shared) {
         params.requests = share_of(params.requests, config->replicas);
-        if (takes_burst(&params))
+        if (limiter_algorithm_takes_burst(params.algorithm_id))
             params.burst = share_of(params.burst, config->replicas);
     }
     params.max_clients = config->max_clients;

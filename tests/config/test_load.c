@@ -152,7 +152,7 @@ static void test_defaults_and_upstream_parts(void)
 }
 
 /* Each limit counts under its own key: the one it names, or else its route's, whichever comes
- * first in the file; also on the single-mapping form. */
+ * first in the file; also on the single-mapping form. Each has its algorithm resolved. */
 static void test_per_limit_keys(void)
 {
     char *errors = NULL;
@@ -186,6 +186,9 @@ static void test_per_limit_keys(void)
     CU_ASSERT_EQUAL(r->limits[2].key_kind, CONFIG_KEY_QUERY);
     CU_ASSERT_STRING_EQUAL(r->limits[2].key_name, "user");
     CU_ASSERT_EQUAL(r->key_kind, CONFIG_KEY_HEADER); /* the route's own is unchanged */
+    CU_ASSERT_EQUAL(r->limits[0].params.algorithm_id, LIMITER_TOKEN_BUCKET);
+    CU_ASSERT_EQUAL(r->limits[1].params.algorithm_id, LIMITER_SLIDING_WINDOW_COUNTER);
+    CU_ASSERT_EQUAL(r->limits[2].params.algorithm_id, LIMITER_GCRA);
     r = &c->routes[1];
     CU_ASSERT_EQUAL_FATAL(r->n_limits, 1);
     CU_ASSERT_STRING_EQUAL(r->limits[0].name, "one");

@@ -240,14 +240,21 @@ static void test_on_store_error(void)
 static void test_params(void)
 {
     struct config config = {.replicas = 3, .max_clients = 5000};
-    struct config_limit bucket = {
-        .name = "b",
+    struct config_limit bucket = {.name = "b",
+                                  .params = {.algorithm = "token_bucket",
+                                             .algorithm_id = LIMITER_TOKEN_BUCKET,
+                                             .requests = 100,
+                                             .per_ns = 60 * SECOND,
+                                             .burst = 20}};
+    struct config_limit unset = {
+        .name = "u",
         .params = {
-            .algorithm = "token_bucket", .requests = 100, .per_ns = 60 * SECOND, .burst = 20}};
-    struct config_limit unset = {.name = "u",
-                                 .params = {.algorithm = "gcra", .requests = 2, .per_ns = SECOND}};
-    struct config_limit window = {
-        .name = "w", .params = {.algorithm = "fixed_window", .requests = 10, .per_ns = SECOND}};
+            .algorithm = "gcra", .algorithm_id = LIMITER_GCRA, .requests = 2, .per_ns = SECOND}};
+    struct config_limit window = {.name = "w",
+                                  .params = {.algorithm = "fixed_window",
+                                             .algorithm_id = LIMITER_FIXED_WINDOW,
+                                             .requests = 10,
+                                             .per_ns = SECOND}};
     struct limiter_params p;
 
     p = gw_limits_store_params(&bucket);
