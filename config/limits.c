@@ -434,8 +434,9 @@ void config_parse_on_limit(struct loader *ld, yaml_node_t *node, void *object)
         config_error(ld, node, "on_limit: body_file and content_type go together");
 }
 
-/* Limits that name no key of their own count under the route's. Done once the whole route is
- * read, since its key: may come after its limit:. */
+/* Limits that name no key of their own count under the route's, and so do those that name
+ * the same key: decided here once, not for each request. Done once the whole route is read,
+ * since its key: may come after its limit:. */
 void config_inherit_route_key(struct loader *ld, yaml_node_t *node,
                               const struct config_route *route, struct config_limit *limits,
                               size_t n_limits)
@@ -443,13 +444,17 @@ void config_inherit_route_key(struct loader *ld, yaml_node_t *node,
     for (size_t i = 0; i < n_limits; i++) {
         struct config_limit *limit = &limits[i];
 
-        if (limit->key_set)
-            continue;
-        limit->key_kind = route->key_kind;
-        free(limit->key_name);
-        limit->key_name = route->key_name != NULL ? strdup(route->key_name) : NULL;
-        if (route->key_name != NULL && limit->key_name == NULL)
-            config_error(ld, node, "key: out of memory");
+        if (!limit->key_set) {
+            limit->key_kind = route->key_kind;
+            free(limit->key_name);
+            limit->key_name = route->key_name != NULL ? strdup(route->key_name) : NULL;
+            if (route->key_name != NULL && limit->key_name == NULL) {
+                config_error(ld, node, "key: out of memory");
+                continue;
+            }
+        }
+        limit->route_key =
+            config_same_key(limit->key_kind, limit->key_name, route->key_kind, route->key_name);
     }
 }
 

@@ -77,7 +77,8 @@ void config_parse_on_limit(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_limit_list(struct loader *ld, yaml_node_t *node, const char *name,
                              struct config_limit **limits, size_t *n_limits);
 
-/* Gives each of `limits` that names no key of its own the route's key. */
+/* Gives each of `limits` that names no key of its own the route's key, and marks each that
+ * counts under the route's key (config_limit.route_key). Once the route's key is known. */
 void config_inherit_route_key(struct loader *ld, yaml_node_t *node,
                               const struct config_route *route, struct config_limit *limits,
                               size_t n_limits);

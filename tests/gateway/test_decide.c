@@ -9,21 +9,23 @@
 static struct config_cost post_costs_5[] = {{.method = "POST", .units = 5}};
 
 /* A route keyed by X-API-Key: "per_key" counts under it, "per_ip" under the address, and
- * "writes" (the route's key too) takes 5 units of a POST and 2 of anything else. */
+ * "writes" (the route's key too) takes 5 units of a POST and 2 of anything else. route_key
+ * is as config_load() marks it. */
 static struct config_limit own_limits[] = {
-    {.name = "per_key", .key_kind = CONFIG_KEY_HEADER, .key_name = "X-API-Key"},
+    {.name = "per_key", .key_kind = CONFIG_KEY_HEADER, .key_name = "X-API-Key", .route_key = true},
     {.name = "per_ip", .key_kind = CONFIG_KEY_IP, .key_set = true},
     {.name = "writes",
      .key_kind = CONFIG_KEY_HEADER,
      .key_name = "X-API-Key",
+     .route_key = true,
      .costs = post_costs_5,
      .n_costs = 1,
      .default_cost = 2},
 };
 static struct config_limit free_limits[] = {
-    {.name = "minute", .key_kind = CONFIG_KEY_HEADER, .key_name = "X-API-Key"}};
+    {.name = "minute", .key_kind = CONFIG_KEY_HEADER, .key_name = "X-API-Key", .route_key = true}};
 static struct config_limit gold_limits[] = {
-    {.name = "minute", .key_kind = CONFIG_KEY_HEADER, .key_name = "X-API-Key"},
+    {.name = "minute", .key_kind = CONFIG_KEY_HEADER, .key_name = "X-API-Key", .route_key = true},
     {.name = "per_ip", .key_kind = CONFIG_KEY_IP, .key_set = true}};
 static struct config_plan plans[] = {
     {.name = "free", .limits = free_limits, .n_limits = 1},
@@ -61,8 +63,6 @@ static void test_select_own_keys_and_costs(void)
     CU_ASSERT_EQUAL(sel.costs[2], 5);
     CU_ASSERT_EQUAL_FATAL(gw_limits_select(&r, NULL, false, "GET", &sel), 0);
     CU_ASSERT_EQUAL(sel.costs[2], 2); /* default: 2 */
-    CU_ASSERT_TRUE(gw_limits_route_key(&r, &own_limits[0]));
-    CU_ASSERT_FALSE(gw_limits_route_key(&r, &own_limits[1]));
 }
 
 static void test_key_sources(void)
