@@ -247,6 +247,10 @@ struct config_limit {
     enum config_key_kind key_kind; /* its own key:, or else the route's */
     char *key_name; /* the header or query parameter, owned by the config; NULL for ip */
     bool key_set;   /* it names its own key */
+    /* It counts a client under its route's key (on a route that names consumers, under the
+     * consumer's name): its key is the route's, inherited or named alike (config_same_key()).
+     * Set at load, for the route's own limits and its version of each plan. */
+    bool route_key;
     /* cost: {POST: 5, default: 1}: the units a request of each method takes of this limit
      * (limiter_decide_all_cost()), from 1 to what the limit lets through at once. */
     struct config_cost *costs;

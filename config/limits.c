@@ -9,6 +9,7 @@
 
 #include "config/config.h"
 #include "config/loader.h"
+#include "config/methods.h"
 #include "config/sections.h"
 #include "limiter/limiter.h"
 
@@ -181,10 +182,9 @@ static void parse_cost(struct loader *ld, yaml_node_t *node, void *object)
             continue;
         }
         /* In capitals, as the request line carries it and the lookup compares it. */
-        if (config_known_method(method) == NULL ||
-            strcmp(config_known_method(method), method) != 0) {
+        if (!config_method_is_standard(method)) {
             config_error(ld, key, "cost: \"%s\" is not default or a method in capitals (%s)",
-                         method, METHOD_LIST);
+                         method, CONFIG_METHOD_LIST);
             continue;
         }
         for (size_t j = 0; j < limit->n_costs; j++)
@@ -301,14 +301,14 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
                      p->per_ns < LIMITER_MIN_PER_NS ? "at least 1ms" : "at most 366d");
         return;
     }
-    if (!limiter_algorithm_exists(p->algorithm)) {
+    p->algorithm_id = limiter_algorithm_from_name(p->algorithm);
+    if (p->algorithm_id == LIMITER_ALGORITHM_UNKNOWN) {
         config_error(ld, config_value_or_self(ld, node, "algorithm"),
-                     "algorithm: unknown \"%s\" (expected token_bucket, gcra, fixed_window, "
-                     "sliding_window_log or sliding_window_counter)",
+                     "algorithm: unknown \"%s\" (expected " LIMITER_ALGORITHM_LIST ")",
                      p->algorithm);
         return;
     }
-    if (strcmp(p->algorithm, "sliding_window_log") == 0)
+    if (p->algorithm_id == LIMITER_SLIDING_WINDOW_LOG)
         note_log_limit(ld, node, p->requests);
     p->max_clients = 1; /* only the parameters are on trial here */
     probe = limiter_create(p, err);
@@ -434,8 +434,9 @@ void config_parse_on_limit(struct loader *ld, yaml_node_t *node, void *object)
         config_error(ld, node, "on_limit: body_file and content_type go together");
 }
 
-/* Limits that name no key of their own count under the route's. Done once the whole route is
- * read, since its key: may come after its limit:. */
+/* Limits that name no key of their own count under the route's, and so do those that name
+ * the same key: decided here once, not for each request. Done once the whole route is read,
+ * since its key: may come after its limit:. */
 void config_inherit_route_key(struct loader *ld, yaml_node_t *node,
                               const struct config_route *route, struct config_limit *limits,
                               size_t n_limits)
@@ -443,13 +444,17 @@ void config_inherit_route_key(struct loader *ld, yaml_node_t *node,
     for (size_t i = 0; i < n_limits; i++) {
         struct config_limit *limit = &limits[i];
 
-        if (limit->key_set)
-            continue;
-        limit->key_kind = route->key_kind;
-        free(limit->key_name);
-        limit->key_name = route->key_name != NULL ? strdup(route->key_name) : NULL;
-        if (route->key_name != NULL && limit->key_name == NULL)
-            config_error(ld, node, "key: out of memory");
+        if (!limit->key_set) {
+            limit->key_kind = route->key_kind;
+            free(limit->key_name);
+            limit->key_name = route->key_name != NULL ? strdup(route->key_name) : NULL;
+            if (route->key_name != NULL && limit->key_name == NULL) {
+                config_error(ld, node, "key: out of memory");
+                continue;
+            }
+        }
+        limit->route_key =
+            config_same_key(limit->key_kind, limit->key_name, route->key_kind, route->key_name);
     }
 }
 

@@ -6,11 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <yaml.h>
 
 #include "config/config.h"
 #include "config/loader.h"
+#include "config/methods.h"
 #include "config/sections.h"
 
 static void parse_route_headers(struct loader *ld, yaml_node_t *node, void *object)
@@ -22,22 +22,6 @@ static void parse_route_headers(struct loader *ld, yaml_node_t *node, void *obje
         route->headers = (enum config_headers)mode;
         route->headers_set = true;
     }
-}
-
-/* The methods a route may name: RFC 9110's and PATCH (RFC 5789). Anything else is far more
- * likely a typo (GETT) than an extension method, and a route limited to a method no client
- * sends would never match. */
-static const char *const http_methods[] = {"GET",     "HEAD",    "POST",  "PUT",  "DELETE",
-                                           "CONNECT", "OPTIONS", "TRACE", "PATCH"};
-
-/* The method `text` names, in capitals as a request line carries it (get is GET); NULL when
- * it is none of http_methods. */
-const char *config_known_method(const char *text)
-{
-    for (size_t i = 0; i < sizeof http_methods / sizeof http_methods[0]; i++)
-        if (strcasecmp(text, http_methods[i]) == 0)
-            return http_methods[i];
-    return NULL;
 }
 
 static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
@@ -65,12 +49,14 @@ static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
 
         if (text == NULL)
             continue;
-        if (config_known_method(text) == NULL) {
+        /* Only the standard methods: a route limited to one no client sends (GETT) would
+         * never match. */
+        if (config_method_standard(text) == NULL) {
             config_error(ld, item, "methods: \"%s\" is not an HTTP method (expected %s)", text,
-                         METHOD_LIST);
+                         CONFIG_METHOD_LIST);
             continue;
         }
-        method = strdup(config_known_method(text));
+        method = strdup(config_method_standard(text));
         if (method == NULL) {
             config_error(ld, item, "methods: out of memory");
             continue;
@@ -238,19 +224,18 @@ static void check_route_names(struct loader *ld, yaml_node_t *list, struct confi
     free(named);
 }
 
-#define ANY_OTHER_METHOD (1u << (sizeof http_methods / sizeof http_methods[0]))
+#define ANY_OTHER_METHOD (1u << CONFIG_METHOD_COUNT)
 
-/* The bit of `method` among http_methods; 0 for none of them. */
+/* The bit of `method` among the standard methods (config_method_index()); 0 for none. */
 static unsigned method_bit(const char *method)
 {
-    for (size_t i = 0; i < sizeof http_methods / sizeof http_methods[0]; i++)
-        if (strcmp(method, http_methods[i]) == 0)
-            return 1u << i;
-    return 0;
+    int index = config_method_index(method);
+
+    return index >= 0 ? 1u << index : 0;
 }
 
-/* The methods `route` takes, as bits of http_methods (HEAD with GET, as routes.c matches),
- * and ANY_OTHER_METHOD when it names none and so takes every method. */
+/* The methods `route` takes, as bits of the standard methods (HEAD with GET, as routes.c
+ * matches), and ANY_OTHER_METHOD when it names none and so takes every method. */
 static unsigned methods_taken(const struct config_route *route)
 {
     unsigned bits = 0;

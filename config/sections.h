@@ -48,11 +48,6 @@ void config_parse_tracing(struct loader *ld, yaml_node_t *node, void *object);
 extern const struct key_table config_route_keys[];
 void config_parse_routes(struct loader *ld, yaml_node_t *node, void *object);
 
-/* The method `text` names, in capitals (get is GET); NULL when it is none of the methods a
- * route may name, which METHOD_LIST lists. */
-const char *config_known_method(const char *text);
-#define METHOD_LIST "GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE or PATCH"
-
 /* upstream.c: a route's upstream: and retries:. */
 extern const struct key_table config_upstream_keys[];
 void config_parse_upstream(struct loader *ld, yaml_node_t *node, void *object);
@@ -82,7 +77,8 @@ void config_parse_on_limit(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_limit_list(struct loader *ld, yaml_node_t *node, const char *name,
                              struct config_limit **limits, size_t *n_limits);
 
-/* Gives each of `limits` that names no key of its own the route's key. */
+/* Gives each of `limits` that names no key of its own the route's key, and marks each that
+ * counts under the route's key (config_limit.route_key). Once the route's key is known. */
 void config_inherit_route_key(struct loader *ld, yaml_node_t *node,
                               const struct config_route *route, struct config_limit *limits,
                               size_t n_limits);

@@ -21,8 +21,7 @@
 #include "limiter/state.h"
 
 struct limiter_ops {
-    const char *name;
-    bool takes_burst;
+    enum limiter_algorithm algorithm; /* its name and whether it takes a burst: limiter.c */
     /* Fills allowed, remaining (as after this request) and retry_after_ms for a request that
      * costs `cost` units (1 to the quota: `requests`, or `burst` where taken). Consumes quota
      * only when allowed and `consume` is set; with it clear the state is left as it was, so
@@ -35,7 +34,8 @@ struct limiter_ops {
 
 struct limiter {
     const struct limiter_ops *ops;
-    struct limiter_params params; /* defaults filled in; algorithm = ops->name */
+    struct limiter_params params; /* defaults filled in; algorithm and algorithm_id are
+                                     ops->algorithm's */
     struct client_table *clients;
     unsigned char hash_key[16]; /* SipHash key, random per limiter */
 };

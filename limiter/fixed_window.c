@@ -49,7 +49,7 @@ static int64_t idle_at(const struct limiter *self, const union client_state *sta
 }
 
 static const struct limiter_ops fixed_window_ops = {
-    .name = "fixed_window",
+    .algorithm = LIMITER_FIXED_WINDOW,
     .decide = decide,
     .idle_at = idle_at,
 };

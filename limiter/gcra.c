@@ -50,8 +50,7 @@ static int64_t idle_at(const struct limiter *self, const union client_state *sta
 }
 
 static const struct limiter_ops gcra_ops = {
-    .name = "gcra",
-    .takes_burst = true,
+    .algorithm = LIMITER_GCRA,
     .decide = decide,
     .idle_at = idle_at,
 };

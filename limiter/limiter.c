@@ -12,18 +12,31 @@
 #include "limiter/algorithm.h"
 #include "limiter/table.h"
 
-static const struct {
+/* Each algorithm's name, whether it is a bucket and its constructor, by enum
+ * limiter_algorithm: the one place that knows them. */
+static const struct algorithm {
     const char *name;
+    bool takes_burst;
     struct limiter *(*create)(const struct limiter_params *, char[LIMITER_ERR_LEN]);
 } algorithms[] = {
-    {"token_bucket", limiter_token_bucket_create},
-    {"gcra", limiter_gcra_create},
-    {"fixed_window", limiter_fixed_window_create},
-    {"sliding_window_log", limiter_sliding_window_log_create},
-    {"sliding_window_counter", limiter_sliding_window_counter_create},
+    [LIMITER_TOKEN_BUCKET] = {"token_bucket", true, limiter_token_bucket_create},
+    [LIMITER_GCRA] = {"gcra", true, limiter_gcra_create},
+    [LIMITER_FIXED_WINDOW] = {"fixed_window", false, limiter_fixed_window_create},
+    [LIMITER_SLIDING_WINDOW_LOG] = {"sliding_window_log", false, limiter_sliding_window_log_create},
+    [LIMITER_SLIDING_WINDOW_COUNTER] = {"sliding_window_counter", false,
+                                        limiter_sliding_window_counter_create},
 };
 
 #define N_ALGORITHMS (sizeof algorithms / sizeof algorithms[0])
+
+/* `id`'s entry, or NULL for LIMITER_ALGORITHM_UNKNOWN (whose entry is empty) and values
+ * outside the enum. */
+static const struct algorithm *algorithm_of(enum limiter_algorithm id)
+{
+    if ((size_t)id >= N_ALGORITHMS || algorithms[id].name == NULL)
+        return NULL;
+    return &algorithms[id];
+}
 
 void limiter_set_error(char err[LIMITER_ERR_LEN], const char *fmt, ...)
 {
@@ -36,34 +49,50 @@ void limiter_set_error(char err[LIMITER_ERR_LEN], const char *fmt, ...)
     va_end(ap);
 }
 
-bool limiter_algorithm_exists(const char *name)
+enum limiter_algorithm limiter_algorithm_from_name(const char *name)
 {
     for (size_t i = 0; name != NULL && i < N_ALGORITHMS; i++)
-        if (strcmp(algorithms[i].name, name) == 0)
-            return true;
-    return false;
+        if (algorithms[i].name != NULL && strcmp(algorithms[i].name, name) == 0)
+            return (enum limiter_algorithm)i;
+    return LIMITER_ALGORITHM_UNKNOWN;
+}
+
+const char *limiter_algorithm_name(enum limiter_algorithm algorithm)
+{
+    const struct algorithm *a = algorithm_of(algorithm);
+
+    return a != NULL ? a->name : NULL;
+}
+
+bool limiter_algorithm_takes_burst(enum limiter_algorithm algorithm)
+{
+    const struct algorithm *a = algorithm_of(algorithm);
+
+    return a != NULL && a->takes_burst;
 }
 
 struct limiter *limiter_create(const struct limiter_params *params, char err[LIMITER_ERR_LEN])
 {
+    const struct algorithm *a;
+
     if (params == NULL || params->algorithm == NULL) {
         limiter_set_error(err, "no algorithm given");
         return NULL;
     }
-    for (size_t i = 0; i < N_ALGORITHMS; i++)
-        if (strcmp(algorithms[i].name, params->algorithm) == 0)
-            return algorithms[i].create(params, err);
-    limiter_set_error(err,
-                      "unknown algorithm \"%.64s\" (expected token_bucket, gcra, fixed_window, "
-                      "sliding_window_log or sliding_window_counter)",
-                      params->algorithm);
-    return NULL;
+    a = algorithm_of(limiter_algorithm_from_name(params->algorithm));
+    if (a == NULL) {
+        limiter_set_error(err, "unknown algorithm \"%.64s\" (expected " LIMITER_ALGORITHM_LIST ")",
+                          params->algorithm);
+        return NULL;
+    }
+    return a->create(params, err);
 }
 
 void *limiter_alloc(size_t size, const struct limiter_ops *ops,
                     const struct limiter_params *params, char err[LIMITER_ERR_LEN])
 {
     struct limiter_params p = *params;
+    bool takes_burst = limiter_algorithm_takes_burst(ops->algorithm);
     struct limiter *self;
 
     if (p.requests < 1 || p.requests > LIMITER_MAX_REQUESTS) {
@@ -77,8 +106,9 @@ void *limiter_alloc(size_t size, const struct limiter_ops *ops,
                           (long long)p.per_ns);
         return NULL;
     }
-    if (p.burst != 0 && !ops->takes_burst) {
-        limiter_set_error(err, "burst applies to token_bucket and gcra only, not %s", ops->name);
+    if (p.burst != 0 && !takes_burst) {
+        limiter_set_error(err, "burst applies to token_bucket and gcra only, not %s",
+                          limiter_algorithm_name(ops->algorithm));
         return NULL;
     }
     if (p.burst > LIMITER_MAX_REQUESTS) {
@@ -86,11 +116,12 @@ void *limiter_alloc(size_t size, const struct limiter_ops *ops,
                           (unsigned long long)LIMITER_MAX_REQUESTS, (unsigned long long)p.burst);
         return NULL;
     }
-    if (ops->takes_burst && p.burst == 0)
+    if (takes_burst && p.burst == 0)
         p.burst = p.requests;
     if (p.max_clients == 0)
         p.max_clients = LIMITER_DEFAULT_MAX_CLIENTS;
-    p.algorithm = ops->name;
+    p.algorithm = limiter_algorithm_name(ops->algorithm);
+    p.algorithm_id = ops->algorithm;
     if (sodium_init() < 0) {
         limiter_set_error(err, "libsodium failed to initialise");
         return NULL;
@@ -263,5 +294,6 @@ const struct limiter_params *limiter_get_params(const struct limiter *limiter)
 
 uint64_t limiter_quota(const struct limiter *limiter)
 {
-    return limiter->ops->takes_burst ? limiter->params.burst : limiter->params.requests;
+    return limiter_algorithm_takes_burst(limiter->params.algorithm_id) ? limiter->params.burst
+                                                                       : limiter->params.requests;
 }

@@ -49,15 +49,35 @@
 
 struct limiter;
 
+/* The algorithms. Callers outside limiter/ ask the functions below what an algorithm is (a
+ * bucket? its name?) rather than compare names. */
+enum limiter_algorithm {
+    LIMITER_ALGORITHM_UNKNOWN, /* no name, or one no algorithm has */
+    LIMITER_TOKEN_BUCKET,
+    LIMITER_GCRA,
+    LIMITER_FIXED_WINDOW,
+    LIMITER_SLIDING_WINDOW_LOG,
+    LIMITER_SLIDING_WINDOW_COUNTER,
+};
+
+/* The names, for a message that lists what is expected. */
+#define LIMITER_ALGORITHM_LIST                                                                     \
+    "token_bucket, gcra, fixed_window, sliding_window_log or sliding_window_counter"
+
 /* What a limiter enforces. The caller keeps ownership of `algorithm`; the limiter copies
  * what it needs. */
 struct limiter_params {
     const char *algorithm; /* token_bucket | gcra | fixed_window | sliding_window_log |
-                              sliding_window_counter */
+                              sliding_window_counter: what limiter_create() reads */
     uint64_t requests;     /* quota per `per` */
     int64_t per_ns;        /* window or refill period */
     uint64_t burst;        /* token_bucket and gcra only; 0 means `requests` */
     uint32_t max_clients;  /* 0 means LIMITER_DEFAULT_MAX_CLIENTS */
+    /* `algorithm` resolved once (limiter_algorithm_from_name()), so that code deciding by it
+     * asks limiter_algorithm_takes_burst() and the like instead of comparing names:
+     * limiter_create() fills it in the limiter's copy (limiter_get_params()), and config as it
+     * checks a limit. limiter_create() itself ignores it. */
+    enum limiter_algorithm algorithm_id;
 };
 
 /* One decision. Times are rounded up to whole milliseconds, so waiting them is enough. */
@@ -134,10 +154,21 @@ int64_t limiter_now_ns(void);
 void limiter_get_stats(const struct limiter *limiter, struct limiter_stats *out);
 
 /* The parameters the limiter runs with, defaults filled in (`algorithm` points at a static
- * name). Valid while the limiter lives. */
+ * name, and algorithm_id is set). Valid while the limiter lives. */
 const struct limiter_params *limiter_get_params(const struct limiter *limiter);
 
-/* True when `name` is an algorithm limiter_create() accepts. */
-bool limiter_algorithm_exists(const char *name);
+/* The algorithm `name` names (exactly: "token_bucket", not "Token_Bucket"), or
+ * LIMITER_ALGORITHM_UNKNOWN, also for NULL. limiter_create() accepts exactly the names this
+ * resolves. */
+enum limiter_algorithm limiter_algorithm_from_name(const char *name);
+
+/* The algorithm's name, as configs and logs spell it: a static string; NULL for
+ * LIMITER_ALGORITHM_UNKNOWN or a value outside the enum. */
+const char *limiter_algorithm_name(enum limiter_algorithm algorithm);
+
+/* True for the buckets, token_bucket and gcra: they take a burst (0 meaning `requests`), and
+ * the most a client may spend at once is that burst rather than `requests`. False for the
+ * windows and for LIMITER_ALGORITHM_UNKNOWN. */
+bool limiter_algorithm_takes_burst(enum limiter_algorithm algorithm);
 
 #endif

@@ -112,7 +112,7 @@ static int64_t idle_at(const struct limiter *self, const union client_state *sta
 }
 
 static const struct limiter_ops sliding_window_counter_ops = {
-    .name = "sliding_window_counter",
+    .algorithm = LIMITER_SLIDING_WINDOW_COUNTER,
     .decide = decide,
     .idle_at = idle_at,
 };

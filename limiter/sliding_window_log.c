@@ -102,7 +102,7 @@ static void release(union client_state *state)
 }
 
 static const struct limiter_ops sliding_window_log_ops = {
-    .name = "sliding_window_log",
+    .algorithm = LIMITER_SLIDING_WINDOW_LOG,
     .decide = decide,
     .idle_at = idle_at,
     .release = release,

@@ -65,8 +65,7 @@ static int64_t idle_at(const struct limiter *self, const union client_state *sta
 }
 
 static const struct limiter_ops token_bucket_ops = {
-    .name = "token_bucket",
-    .takes_burst = true,
+    .algorithm = LIMITER_TOKEN_BUCKET,
     .decide = decide,
     .idle_at = idle_at,
 };

@@ -23,6 +23,7 @@ int main(int argc, char **argv)
     register_sliding_window_log_tests();
     register_sliding_window_counter_tests();
     register_units_tests();
+    register_methods_tests();
     register_load_tests();
     register_routes_tests();
     register_keys_tests();

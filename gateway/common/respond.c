@@ -12,8 +12,7 @@ static int64_t ceil_seconds(int64_t ms)
 
 uint64_t gw_quota(const struct limiter_params *params, int64_t *window)
 {
-    bool bucket =
-        strcmp(params->algorithm, "token_bucket") == 0 || strcmp(params->algorithm, "gcra") == 0;
+    bool bucket = limiter_algorithm_takes_burst(params->algorithm_id);
     uint64_t quota = bucket && params->burst > 0 ? params->burst : params->requests;
     /* burst * per / requests in ms; both at most LIMITER_MAX_REQUESTS and per at most a
      * year or so, so this stays well inside 128 bits. */

@@ -31,7 +31,8 @@
 #define GW_FIELD_LEN 160
 #define GW_DENIED_DETAIL "rate limit exceeded; retry after the time in Retry-After"
 
-/* The quota q of `params` as above, and its window w in seconds (at least 1) into `*window`. */
+/* The quota q of `params` as above, and its window w in seconds (at least 1) into `*window`.
+ * `params` has its algorithm_id set, as a config's limits and limiter_get_params() have. */
 uint64_t gw_quota(const struct limiter_params *params, int64_t *window);
 
 void gw_format_policy(char out[GW_FIELD_LEN], const char *name,

@@ -3,15 +3,10 @@
 
 #include "gateway/limits/decide.h"
 
-bool gw_limits_route_key(const struct config_route *route, const struct config_limit *limit)
-{
-    return config_same_key(limit->key_kind, limit->key_name, route->key_kind, route->key_name);
-}
-
 void gw_limits_key_source(const struct config_route *route, const struct config_limit *limit,
                           char out[GW_KEY_SOURCE_LEN])
 {
-    if (gw_limits_route_key(route, limit))
+    if (limit->route_key)
         gw_key_source(route->key_kind, route->key_name, route->identifies_consumers, out);
     else
         gw_key_source(limit->key_kind, limit->key_name, false, out);
@@ -51,15 +46,10 @@ int gw_limits_select(const struct config_route *route, const struct gw_consumer 
     out->limits = plan == GW_LIMITS_OWN ? route->limits : route->plans[plan].limits;
     out->n_limits = plan == GW_LIMITS_OWN ? route->n_limits : route->plans[plan].n_limits;
     for (size_t i = 0; i < out->n_limits; i++) {
-        out->route_key[i] = gw_limits_route_key(route, &out->limits[i]);
+        out->route_key[i] = out->limits[i].route_key;
         out->costs[i] = cost_of(&out->limits[i], method);
     }
     return 0;
-}
-
-static bool takes_burst(const struct limiter_params *params)
-{
-    return strcmp(params->algorithm, "token_bucket") == 0 || strcmp(params->algorithm, "gcra") == 0;
 }
 
 static uint64_t share_of(uint64_t quota, uint32_t replicas)
@@ -71,7 +61,7 @@ struct limiter_params gw_limits_store_params(const struct config_limit *limit)
 {
     struct limiter_params params = limit->params;
 
-    if (takes_burst(&params) && params.burst == 0)
+    if (limiter_algorithm_takes_burst(params.algorithm_id) && params.burst == 0)
         params.burst = params.requests;
     return params;
 }
@@ -83,7 +73,7 @@ struct limiter_params gw_limits_local_params(const struct config *config,
 
     if (shared) {
         params.requests = share_of(params.requests, config->replicas);
-        if (takes_burst(&params))
+        if (limiter_algorithm_takes_burst(params.algorithm_id))
             params.burst = share_of(params.burst, config->replicas);
     }
     params.max_clients = config->max_clients;

@@ -9,7 +9,8 @@
  * version of the consumer's plan; a key no consumer holds takes the anonymous plan, or the
  * route's own limits without one, unless unknown_key is reject and the client is not exempt.
  * Each limit of the set counts the client under the route's key (on a consumer route: the
- * consumer's name) when it names the same key, else under its own; and takes the request's
+ * consumer's name) when it names the same key (config marks it at load:
+ * config_limit.route_key), else under its own; and takes the request's
  * cost for its method (cost:, 1 by default).
  *
  * Deciding: in this process (gw_limits_decide_local()), every limit at once, all or none, at
@@ -49,7 +50,8 @@ struct gw_limits_selection {
     long plan; /* index into config->plans (the route's version of it), or GW_LIMITS_OWN */
     const struct config_limit *limits; /* the set's limits, the route's (the config's) */
     size_t n_limits;
-    bool route_key[LIMITER_MAX_PER_REQUEST]; /* counts under the route's key, else its own */
+    bool route_key[LIMITER_MAX_PER_REQUEST]; /* counts under the route's key, else its own
+                                                (config_limit.route_key) */
     uint64_t costs[LIMITER_MAX_PER_REQUEST]; /* the units the request takes of each limit */
 };
 
@@ -76,9 +78,6 @@ struct gw_limits_decision {
  * is not `exempt`. */
 int gw_limits_select(const struct config_route *route, const struct gw_consumer *consumer,
                      bool exempt, const char *method, struct gw_limits_selection *out);
-
-/* Whether `limit` of `route` counts a client under the route's key rather than its own. */
-bool gw_limits_route_key(const struct config_route *route, const struct config_limit *limit);
 
 /* Where the key `limit` of `route` counts a client under comes from, as the access log names
  * it (gw_key_source()): the route's key ("consumer" on a route that names consumers), or the

@@ -111,14 +111,24 @@ const char gw_script_text[] =
     "end\n"
     "return out\n";
 
-static int algorithm_code(const char *name)
+/* The script's number for `algorithm` (the top of this file). 0 for an unknown one, which
+ * no limit has: config resolved each one's algorithm as it checked it. */
+static int algorithm_code(enum limiter_algorithm algorithm)
 {
-    static const char *const names[] = {"token_bucket", "gcra", "fixed_window",
-                                        "sliding_window_log", "sliding_window_counter"};
-
-    for (int i = 0; i < 5; i++)
-        if (strcmp(names[i], name) == 0)
-            return i + 1;
+    switch (algorithm) {
+    case LIMITER_TOKEN_BUCKET:
+        return 1;
+    case LIMITER_GCRA:
+        return 2;
+    case LIMITER_FIXED_WINDOW:
+        return 3;
+    case LIMITER_SLIDING_WINDOW_LOG:
+        return 4;
+    case LIMITER_SLIDING_WINDOW_COUNTER:
+        return 5;
+    case LIMITER_ALGORITHM_UNKNOWN:
+        break;
+    }
     return 0;
 }
 
@@ -164,7 +174,7 @@ void gw_script_args_make(struct gw_script_args *a, const char *prefix, const cha
         char(*f)[24] = &a->numbers[1 + i * 5];
 
         a->requests[i] = limits[i]->requests;
-        snprintf(f[0], sizeof f[0], "%d", algorithm_code(limits[i]->algorithm));
+        snprintf(f[0], sizeof f[0], "%d", algorithm_code(limits[i]->algorithm_id));
         snprintf(f[1], sizeof f[1], "%llu", (unsigned long long)limits[i]->requests);
         snprintf(f[2], sizeof f[2], "%lld", (long long)(limits[i]->per_ns / 1000));
         snprintf(f[3], sizeof f[3], "%llu", (unsigned long long)limits[i]->burst);

@@ -87,7 +87,10 @@ static double timed(struct run *runs, int n)
 
 static struct limiter *make(const char *algorithm)
 {
-    struct limiter_params params = {algorithm, 1000, 1000000000, 0, CLIENTS + CLIENTS / 16};
+    struct limiter_params params = {.algorithm = algorithm,
+                                    .requests = 1000,
+                                    .per_ns = 1000000000,
+                                    .max_clients = CLIENTS + CLIENTS / 16};
     char err[LIMITER_ERR_LEN];
     struct limiter *l = limiter_create(&params, err);
 

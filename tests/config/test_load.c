@@ -161,7 +161,8 @@ static void test_defaults_and_upstream_parts(void)
 }
 
 /* Each limit counts under its own key: the one it names, or else its route's, whichever comes
- * first in the file; also on the single-mapping form. */
+ * first in the file; also on the single-mapping form. Each is marked once (route_key) when
+ * that key is the route's, inherited or named alike; and its algorithm resolved. */
 static void test_per_limit_keys(void)
 {
     char *errors = NULL;
@@ -172,6 +173,8 @@ static void test_per_limit_keys(void)
                    "per: 1m, key: ip}\n"
                    "      - {name: per_user, algorithm: gcra, requests: 5, per: 1s, "
                    "key: \"query:user\"}\n"
+                   "      - {name: per_key_too, algorithm: fixed_window, requests: 9, per: 1s, "
+                   "key: \"header:x-api-key\"}\n"
                    "    key: \"header:X-API-Key\"\n"
                    "  - name: one\n    match: {path_prefix: /one/}\n"
                    "    upstream: \"http://127.0.0.1:9000\"\n"
@@ -186,7 +189,7 @@ static void test_per_limit_keys(void)
         fprintf(stderr, "\n%s", errors);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     r = &c->routes[0];
-    CU_ASSERT_EQUAL_FATAL(r->n_limits, 3);
+    CU_ASSERT_EQUAL_FATAL(r->n_limits, 4);
     CU_ASSERT_EQUAL(r->limits[0].key_kind, CONFIG_KEY_HEADER); /* key: came after limit: */
     CU_ASSERT_STRING_EQUAL(r->limits[0].key_name, "X-API-Key");
     CU_ASSERT_PTR_NOT_EQUAL(r->limits[0].key_name, r->key_name); /* a copy of its own */
@@ -195,15 +198,25 @@ static void test_per_limit_keys(void)
     CU_ASSERT_EQUAL(r->limits[2].key_kind, CONFIG_KEY_QUERY);
     CU_ASSERT_STRING_EQUAL(r->limits[2].key_name, "user");
     CU_ASSERT_EQUAL(r->key_kind, CONFIG_KEY_HEADER); /* the route's own is unchanged */
+    CU_ASSERT_TRUE(r->limits[0].route_key);
+    CU_ASSERT_FALSE(r->limits[1].route_key);
+    CU_ASSERT_FALSE(r->limits[2].route_key);
+    CU_ASSERT_TRUE(r->limits[3].route_key); /* header names compare without case */
+    CU_ASSERT_EQUAL(r->limits[0].params.algorithm_id, LIMITER_TOKEN_BUCKET);
+    CU_ASSERT_EQUAL(r->limits[1].params.algorithm_id, LIMITER_SLIDING_WINDOW_COUNTER);
+    CU_ASSERT_EQUAL(r->limits[2].params.algorithm_id, LIMITER_GCRA);
+    CU_ASSERT_EQUAL(r->limits[3].params.algorithm_id, LIMITER_FIXED_WINDOW);
     r = &c->routes[1];
     CU_ASSERT_EQUAL_FATAL(r->n_limits, 1);
     CU_ASSERT_STRING_EQUAL(r->limits[0].name, "one");
     CU_ASSERT_EQUAL(r->limits[0].key_kind, CONFIG_KEY_HEADER);
     CU_ASSERT_STRING_EQUAL(r->limits[0].key_name, "X-Token");
     CU_ASSERT_EQUAL(r->key_kind, CONFIG_KEY_IP);
+    CU_ASSERT_FALSE(r->limits[0].route_key);
     r = &c->routes[2];
     CU_ASSERT_EQUAL(r->limits[0].key_kind, CONFIG_KEY_IP); /* the route's default */
     CU_ASSERT_PTR_NULL(r->limits[0].key_name);
+    CU_ASSERT_TRUE(r->limits[0].route_key);
     unload(c);
 
     /* A limit's key is checked like a route's, and reported where it stands. */

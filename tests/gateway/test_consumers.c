@@ -86,12 +86,15 @@ static void test_plans_resolve_per_route(void)
     CU_ASSERT_EQUAL(api->limits[0].params.requests, 2);
     CU_ASSERT_EQUAL(api->limits[0].key_kind, CONFIG_KEY_HEADER);
     CU_ASSERT_STRING_EQUAL(api->limits[0].key_name, "X-API-Key");
+    CU_ASSERT_TRUE(api->limits[0].route_key); /* counts under the consumer's name */
     /* The route's own gold; the top-level free. */
     CU_ASSERT_STRING_EQUAL(api->plans[1].name, "gold");
     CU_ASSERT_EQUAL(api->plans[1].n_limits, 1);
     CU_ASSERT_STRING_EQUAL(api->plans[1].limits[0].params.algorithm, "token_bucket");
     CU_ASSERT_EQUAL(api->plans[1].limits[0].params.requests, 7);
     CU_ASSERT_EQUAL(api->plans[0].limits[0].params.requests, 2);
+    CU_ASSERT_TRUE(api->plans[1].limits[0].route_key);
+    CU_ASSERT_TRUE(api->plans[0].limits[0].route_key);
     CU_ASSERT_TRUE(api->identifies_consumers);
     CU_ASSERT_EQUAL(api->unknown_key, CONFIG_UNKNOWN_KEY_REJECT); /* consumers: reject */
     CU_ASSERT_EQUAL(api->anonymous_plan, -1);

@@ -9,21 +9,23 @@
 static struct config_cost post_costs_5[] = {{.method = "POST", .units = 5}};
 
 /* A route keyed by X-API-Key: "per_key" counts under it, "per_ip" under the address, and
- * "writes" (the route's key too) takes 5 units of a POST and 2 of anything else. */
+ * "writes" (the route's key too) takes 5 units of a POST and 2 of anything else. route_key
+ * is as config_load() marks it. */
 static struct config_limit own_limits[] = {
-    {.name = "per_key", .key_kind = CONFIG_KEY_HEADER, .key_name = "X-API-Key"},
+    {.name = "per_key", .key_kind = CONFIG_KEY_HEADER, .key_name = "X-API-Key", .route_key = true},
     {.name = "per_ip", .key_kind = CONFIG_KEY_IP, .key_set = true},
     {.name = "writes",
      .key_kind = CONFIG_KEY_HEADER,
      .key_name = "X-API-Key",
+     .route_key = true,
      .costs = post_costs_5,
      .n_costs = 1,
      .default_cost = 2},
 };
 static struct config_limit free_limits[] = {
-    {.name = "minute", .key_kind = CONFIG_KEY_HEADER, .key_name = "X-API-Key"}};
+    {.name = "minute", .key_kind = CONFIG_KEY_HEADER, .key_name = "X-API-Key", .route_key = true}};
 static struct config_limit gold_limits[] = {
-    {.name = "minute", .key_kind = CONFIG_KEY_HEADER, .key_name = "X-API-Key"},
+    {.name = "minute", .key_kind = CONFIG_KEY_HEADER, .key_name = "X-API-Key", .route_key = true},
     {.name = "per_ip", .key_kind = CONFIG_KEY_IP, .key_set = true}};
 static struct config_plan plans[] = {
     {.name = "free", .limits = free_limits, .n_limits = 1},
@@ -61,8 +63,6 @@ static void test_select_own_keys_and_costs(void)
     CU_ASSERT_EQUAL(sel.costs[2], 5);
     CU_ASSERT_EQUAL_FATAL(gw_limits_select(&r, NULL, false, "GET", &sel), 0);
     CU_ASSERT_EQUAL(sel.costs[2], 2); /* default: 2 */
-    CU_ASSERT_TRUE(gw_limits_route_key(&r, &own_limits[0]));
-    CU_ASSERT_FALSE(gw_limits_route_key(&r, &own_limits[1]));
 }
 
 static void test_key_sources(void)
@@ -240,14 +240,21 @@ static void test_on_store_error(void)
 static void test_params(void)
 {
     struct config config = {.replicas = 3, .max_clients = 5000};
-    struct config_limit bucket = {
-        .name = "b",
+    struct config_limit bucket = {.name = "b",
+                                  .params = {.algorithm = "token_bucket",
+                                             .algorithm_id = LIMITER_TOKEN_BUCKET,
+                                             .requests = 100,
+                                             .per_ns = 60 * SECOND,
+                                             .burst = 20}};
+    struct config_limit unset = {
+        .name = "u",
         .params = {
-            .algorithm = "token_bucket", .requests = 100, .per_ns = 60 * SECOND, .burst = 20}};
-    struct config_limit unset = {.name = "u",
-                                 .params = {.algorithm = "gcra", .requests = 2, .per_ns = SECOND}};
-    struct config_limit window = {
-        .name = "w", .params = {.algorithm = "fixed_window", .requests = 10, .per_ns = SECOND}};
+            .algorithm = "gcra", .algorithm_id = LIMITER_GCRA, .requests = 2, .per_ns = SECOND}};
+    struct config_limit window = {.name = "w",
+                                  .params = {.algorithm = "fixed_window",
+                                             .algorithm_id = LIMITER_FIXED_WINDOW,
+                                             .requests = 10,
+                                             .per_ns = SECOND}};
     struct limiter_params p;
 
     p = gw_limits_store_params(&bucket);

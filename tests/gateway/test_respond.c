@@ -8,7 +8,10 @@
 
 static void test_fields(void)
 {
-    struct limiter_params p = {"gcra", 100, 60 * (int64_t)1000000000, 0, 0};
+    struct limiter_params p = {.algorithm = "gcra",
+                               .requests = 100,
+                               .per_ns = 60 * (int64_t)1000000000,
+                               .algorithm_id = LIMITER_GCRA};
     struct limiter_decision d = {false, 100, 0, 16001, 1500};
     char field[GW_FIELD_LEN];
 
@@ -46,7 +49,8 @@ static void test_fields_per_algorithm(void)
         struct limiter_params p = {.algorithm = cases[i].algorithm,
                                    .requests = cases[i].requests,
                                    .burst = cases[i].burst,
-                                   .per_ns = cases[i].per_s * (int64_t)1000000000};
+                                   .per_ns = cases[i].per_s * (int64_t)1000000000,
+                                   .algorithm_id = limiter_algorithm_from_name(cases[i].algorithm)};
         /* A reset further off than the window: a sliding window counter's estimate. */
         struct limiter_decision far = {false, cases[i].requests, 0, 2 * cases[i].per_s * 1000,
                                        1000};

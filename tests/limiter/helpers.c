@@ -9,7 +9,11 @@ const char *const all_algorithms[5] = {"token_bucket", "gcra", "fixed_window",
 struct limiter *new_limiter(const char *algorithm, uint64_t requests, int64_t per_ns,
                             uint64_t burst, uint32_t max_clients)
 {
-    struct limiter_params params = {algorithm, requests, per_ns, burst, max_clients};
+    struct limiter_params params = {.algorithm = algorithm,
+                                    .requests = requests,
+                                    .per_ns = per_ns,
+                                    .burst = burst,
+                                    .max_clients = max_clients};
     char err[LIMITER_ERR_LEN] = "";
     struct limiter *limiter = limiter_create(&params, err);
 

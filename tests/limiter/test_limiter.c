@@ -11,7 +11,8 @@
 static void expect_rejected(const char *algorithm, uint64_t requests, int64_t per_ns,
                             uint64_t burst, const char *fragment)
 {
-    struct limiter_params params = {algorithm, requests, per_ns, burst, 0};
+    struct limiter_params params = {
+        .algorithm = algorithm, .requests = requests, .per_ns = per_ns, .burst = burst};
     char err[LIMITER_ERR_LEN] = "";
     struct limiter *l = limiter_create(&params, err);
 
@@ -72,12 +73,46 @@ static void test_names_map_to_algorithms(void)
         const struct limiter_params *p = limiter_get_params(l);
 
         CU_ASSERT_STRING_EQUAL(p->algorithm, all_algorithms[i]);
+        CU_ASSERT_EQUAL(p->algorithm_id, limiter_algorithm_from_name(all_algorithms[i]));
         CU_ASSERT_EQUAL(p->max_clients, LIMITER_DEFAULT_MAX_CLIENTS);
-        CU_ASSERT_TRUE(limiter_algorithm_exists(all_algorithms[i]));
         limiter_free(l);
     }
-    CU_ASSERT_FALSE(limiter_algorithm_exists("token-bucket"));
-    CU_ASSERT_FALSE(limiter_algorithm_exists(NULL));
+}
+
+/* Names to algorithms and back; which are buckets; and a limiter's quota by that. */
+static void test_algorithm_names_and_kinds(void)
+{
+    static const struct {
+        const char *name;
+        enum limiter_algorithm algorithm;
+        bool takes_burst;
+    } cases[] = {
+        {"token_bucket", LIMITER_TOKEN_BUCKET, true},
+        {"gcra", LIMITER_GCRA, true},
+        {"fixed_window", LIMITER_FIXED_WINDOW, false},
+        {"sliding_window_log", LIMITER_SLIDING_WINDOW_LOG, false},
+        {"sliding_window_counter", LIMITER_SLIDING_WINDOW_COUNTER, false},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct limiter *l = new_limiter(cases[i].name, 10, SEC(1), cases[i].takes_burst ? 4 : 0, 0);
+
+        CU_ASSERT_EQUAL(limiter_algorithm_from_name(cases[i].name), cases[i].algorithm);
+        CU_ASSERT_STRING_EQUAL(limiter_algorithm_name(cases[i].algorithm), cases[i].name);
+        CU_ASSERT_EQUAL(limiter_algorithm_takes_burst(cases[i].algorithm), cases[i].takes_burst);
+        CU_ASSERT_EQUAL(limiter_quota(l), cases[i].takes_burst ? 4 : 10);
+        limiter_free(l);
+    }
+    /* Exactly the names limiter_create() takes, nothing near them. */
+    CU_ASSERT_EQUAL(limiter_algorithm_from_name("token-bucket"), LIMITER_ALGORITHM_UNKNOWN);
+    CU_ASSERT_EQUAL(limiter_algorithm_from_name("GCRA"), LIMITER_ALGORITHM_UNKNOWN);
+    CU_ASSERT_EQUAL(limiter_algorithm_from_name("gcra "), LIMITER_ALGORITHM_UNKNOWN);
+    CU_ASSERT_EQUAL(limiter_algorithm_from_name(""), LIMITER_ALGORITHM_UNKNOWN);
+    CU_ASSERT_EQUAL(limiter_algorithm_from_name(NULL), LIMITER_ALGORITHM_UNKNOWN);
+    CU_ASSERT_PTR_NULL(limiter_algorithm_name(LIMITER_ALGORITHM_UNKNOWN));
+    CU_ASSERT_PTR_NULL(limiter_algorithm_name((enum limiter_algorithm)99));
+    CU_ASSERT_FALSE(limiter_algorithm_takes_burst(LIMITER_ALGORITHM_UNKNOWN));
+    CU_ASSERT_FALSE(limiter_algorithm_takes_burst((enum limiter_algorithm)99));
 }
 
 /* The classic entry point on the real clock: a quota of 2 per hour. */
@@ -294,6 +329,7 @@ void register_limiter_tests(void)
     add_test(s, "bad parameters are refused with a reason", test_bad_parameters);
     add_test(s, "bad calls fail cleanly and deny", test_bad_calls);
     add_test(s, "algorithm names map to constructors", test_names_map_to_algorithms);
+    add_test(s, "algorithm names, ids, and which take a burst", test_algorithm_names_and_kinds);
     add_test(s, "allow_request on the real clock", test_allow_request);
     add_test(s, "the production clock is wall time", test_clock);
     add_test(s, "retry_after is exact for every algorithm", test_retry_after_is_exact);
