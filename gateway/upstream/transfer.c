@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/methods.h"
 #include "gateway/upstream/handle.h"
 #include "gateway/upstream/proxy.h"
 
@@ -151,17 +152,6 @@ static int on_seek(void *cls, curl_off_t offset, int origin)
     return CURL_SEEKFUNC_OK;
 }
 
-/* RFC 9110 section 9.2.2: a request that may be sent twice with the effect of once. */
-static bool is_idempotent(const char *method)
-{
-    static const char *const idempotent[] = {"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"};
-
-    for (size_t i = 0; i < sizeof idempotent / sizeof idempotent[0]; i++)
-        if (strcmp(method, idempotent[i]) == 0)
-            return true;
-    return false;
-}
-
 /* The sockets' callbacks are handle.c's, set where the handle is made. */
 void gw_upstream_set_handle_options(struct gw_upstream *u)
 {
@@ -198,7 +188,7 @@ void gw_upstream_set_request_options(struct gw_upstream *u, const struct gw_forw
     /* libcurl resends a request whose reused connection died before any answer; the upstream
      * may have acted on it. Idempotent requests may go twice, others once (502 otherwise). */
     u->sends = 0;
-    u->max_sends = is_idempotent(fw->method) ? 2 : 1;
+    u->max_sends = config_method_is_idempotent(fw->method) ? 2 : 1;
     gw_upstream_set_proxy(e, fw->proxy);
     /* gw_proxy_prune() closes idle connections; this stops their reuse meanwhile. */
     curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, (long)(gw_upstream_idle_timeout_ns() / 1000000000));

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config/methods.h"
 #include "gateway/common/headers.h"
 #include "gateway/common/log.h"
 #include "gateway/common/target.h"
@@ -180,17 +181,6 @@ enum gw_step gw_exchange_answer_failure(struct gw_req *rq, struct exchange *x,
     return gw_exchange_failed(rq, x, error);
 }
 
-/* Methods a retry may send again: RFC 9110's idempotent ones, TRACE aside. */
-static bool may_retry(const char *method)
-{
-    static const char *const methods[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS"};
-
-    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
-        if (strcmp(method, methods[i]) == 0)
-            return true;
-    return false;
-}
-
 /* Reports the attempt's outcome to its server's state, and logs a failure (at most once a
  * second per server and kind). */
 static void report(const struct gw_req *rq, struct exchange *x, long status, const char *text,
@@ -240,7 +230,7 @@ bool gw_exchange_end(struct gw_req *rq, struct exchange *x, enum gw_upstream_err
         text = x->up.error_text;
     report(rq, x, status, text, now);
     if (!(gw_fault_class(x->fault, status) & route->retries.on) ||
-        x->attempts >= route->retries.attempts || !may_retry(rq->method) ||
+        x->attempts >= route->retries.attempts || !config_method_may_retry(rq->method) ||
         !gw_body_replayable(&x->body) || x->body_dropped)
         return false;
     if (!gw_retry_budget_take(r->budget, route->retries.budget_percent, now)) {

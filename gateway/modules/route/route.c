@@ -3,21 +3,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config/methods.h"
 #include "gateway/common/target.h"
 #include "gateway/modules/route/route.h"
 #include "gateway/routing/routes.h"
-
-/* A standard method spelled in another case (`get`). */
-static bool is_misspelled_method(const char *method)
-{
-    static const char *const standard[] = {"GET",     "HEAD",    "POST",  "PUT",  "DELETE",
-                                           "CONNECT", "OPTIONS", "TRACE", "PATCH"};
-
-    for (size_t i = 0; i < sizeof standard / sizeof standard[0]; i++)
-        if (strcasecmp(method, standard[i]) == 0)
-            return strcmp(method, standard[i]) != 0;
-    return false;
-}
 
 static enum gw_step refused(struct gw_req *rq, unsigned status, const char *detail)
 {
@@ -34,7 +23,7 @@ static enum gw_step read_request(struct gw_req *rq, void *ctx)
         return refused(rq, 400, "the request target must be a path (origin-form)");
     /* Methods are case-sensitive, but some upstreams fold them, and would run what sluice
      * routed as another method. */
-    if (is_misspelled_method(rq->method))
+    if (config_method_is_miscased(rq->method))
         return refused(rq, 400, "a standard method must be written in upper case");
     rq->path = malloc(strlen(rq->target) + 1);
     if (rq->path == NULL)
