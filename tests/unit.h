@@ -33,5 +33,10 @@ void register_log_reader_tests(void);
 void register_random_tests(void);
 void register_store_call_tests(void);
 void register_decide_tests(void);
+void register_route_module_tests(void);
+void register_access_module_tests(void);
+void register_identify_tests(void);
+void register_limit_module_tests(void);
+void register_upstream_headers_tests(void);
 
 #endif

@@ -43,6 +43,11 @@ int main(int argc, char **argv)
     register_random_tests();
     register_store_call_tests();
     register_decide_tests();
+    register_route_module_tests();
+    register_access_module_tests();
+    register_identify_tests();
+    register_limit_module_tests();
+    register_upstream_headers_tests();
 
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
         if (only != NULL && strstr(s->pName, only) == NULL)
