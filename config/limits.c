@@ -67,6 +67,7 @@ static void parse_key_into(struct loader *ld, yaml_node_t *node, enum config_key
 {
     const char *text = config_scalar(ld, node, "key");
     const char *name = NULL;
+    enum config_key_kind found = CONFIG_KEY_IP;
     struct underscore_key *grown;
 
     if (text == NULL)
@@ -78,22 +79,26 @@ static void parse_key_into(struct loader *ld, yaml_node_t *node, enum config_key
         return;
     }
     if (strncmp(text, "header:", 7) == 0) {
-        *kind = CONFIG_KEY_HEADER;
+        found = CONFIG_KEY_HEADER;
         name = text + 7;
     } else if (strncmp(text, "query:", 6) == 0) {
-        *kind = CONFIG_KEY_QUERY;
+        found = CONFIG_KEY_QUERY;
         name = text + 6;
     }
     if (name == NULL || !config_is_token(name)) {
         config_error(ld, node, "key: expected ip, header:NAME or query:NAME, not \"%s\"", text);
         return;
     }
+    /* The kind and its name change together: a header or query key always has its name,
+     * even in a config being refused (config_same_key() reads both). */
     free(*key_name);
     *key_name = strdup(name);
     if (*key_name == NULL) {
+        *kind = CONFIG_KEY_IP;
         config_error(ld, node, "key: out of memory");
         return;
     }
+    *kind = found;
     if (*kind != CONFIG_KEY_HEADER || strchr(name, '_') == NULL)
         return;
     grown = config_grow(ld->underscore_keys, &ld->cap_underscore_keys, ld->n_underscore_keys,

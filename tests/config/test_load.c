@@ -219,6 +219,14 @@ static void test_per_limit_keys(void)
     CU_ASSERT_TRUE(r->limits[0].route_key);
     unload(c);
 
+    /* A route's key that is refused leaves no half-made key behind for its limits to inherit
+     * (a header key without its name once reached strcasecmp() with NULL). */
+    expect_error(ROUTE_HEAD "    key: \"header:X-API-ult = requests\"\n"
+                            "    limit: {algorithm: gcra, requests: 1, per: 1s}\n",
+                 5, 10, "key: expected ip, header:NAME or query:NAME");
+    expect_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 1, per: 1s}\n"
+                            "    key: \"query:\"\n",
+                 6, 10, "key: expected ip, header:NAME or query:NAME");
     /* A limit's key is checked like a route's, and reported where it stands. */
     expect_error(ROUTE_HEAD "    limit: {algorithm: gcra, requests: 1, per: 1s, key: cookie:x}\n",
                  5, 57, "key: expected ip, header:NAME or query:NAME, not \"cookie:x\"");
