@@ -119,7 +119,7 @@ static void warn_about(const struct config *config)
 
 /* Raises the soft limit on open files to the hard one (many systems start services at 1024)
  * and says when max_connections can need more. Past the limit accept() fails and accepting
- * pauses (server.c, on_mhd_log), so clients wait in the listen backlog rather than fail, but
+ * pauses (gateway/front/mhd_log.c), so clients wait in the listen backlog rather than fail, but
  * wait they do; and an upstream connection that cannot be opened is a 502. */
 static void raise_fd_limit(uint32_t max_connections)
 {

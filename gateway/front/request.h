@@ -1,6 +1,6 @@
 /*
  * request: the HTTP adapter's side of a request, the only code that turns libmicrohttpd's
- * callbacks into the library-neutral request of gateway/core (request.h) and back. server.c
+ * callbacks into the library-neutral request of gateway/core (request.h) and back. front.c
  * calls it from libmicrohttpd's callbacks; the request's life is the phases (pipeline.h) run
  * by the modules (the folders of gateway/modules).
  *

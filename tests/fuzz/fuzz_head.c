@@ -1,5 +1,5 @@
 /* libFuzzer: the strict reading of client bytes (head.c) and of request targets (target.c).
- * The first byte picks a piece size and how much libmicrohttpd's memory holds (as server.c
+ * The first byte picks a piece size and how much libmicrohttpd's memory holds (as front.c
  * sizes it, or 2 KiB, so that what is pipelined behind a request soon meets its bound); the
  * stream is read whole and in pieces the way wire.c feeds one read of libmicrohttpd's, and
  * both readings must agree byte for byte. The same bytes as a target must
