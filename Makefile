@@ -48,7 +48,8 @@ FUZZ_TARGETS := config units keys headers head proxy_header traceparent
 FUZZ_SRC     := $(LIMITER_SRC) $(CONFIG_SRC) gateway/identity/keys.c gateway/common/headers.c \
                 gateway/routing/routes.c gateway/front/head.c gateway/common/target.c \
                 gateway/front/proxy_header.c gateway/common/trace.c \
-                gateway/common/random.c gateway/common/text.c
+                gateway/common/random.c gateway/common/text.c \
+                $(wildcard gateway/modules/*/*_options.c)
 FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_SECONDS ?= 60
 # per target within make test; make fuzz alone runs FUZZ_SECONDS

@@ -7,11 +7,11 @@
  * wholly valid or not returned at all, so the gateway never runs half a file. Durations are
  * kept in nanoseconds, sizes in bytes. Nothing here opens a socket.
  *
- *   server:   listen, admin_listen, trusted_proxies, deny, max_connections, max_connections_per_ip,
+ *   server:   listen, admin_listen, trusted_proxies, max_connections, max_connections_per_ip,
  *             client_timeout, max_body, max_header_size, max_response_header_size,
  *             drain_timeout, park_idle_after, watch_config,
  *             access_log {path, client}, underscores_in_headers, upstream_idle_timeout,
- *             upstream_max_idle, mode, workers, consumer_header, deny, headers,
+ *             upstream_max_idle, mode, workers, consumer_header, headers,
  *             ready_needs_upstreams, proxy_protocol, proxy_protocol_from,
  *             tls {cert, key, min_version, ciphers, certificates [{cert, key}]}
  *   log:      format, level
@@ -22,15 +22,18 @@
  *             interval, timeout, healthy, unhealthy, expect_status}}), retries {attempts, on,
  *             budget}, strip_prefix, host, set_headers, remove_headers, timeout, connect_timeout,
  *             key, ipv6_prefix, limit {algorithm, requests, per, burst, key, cost} (or a list of
- *             such limits, each with a name), store, dry_run, exempt, tls_verify, proxy,
- *             plan, plans, unknown_key, deny, headers, on_limit {status, body_file,
- *             content_type}
+ *             such limits, each with a name), store, tls_verify, proxy, plan, plans,
+ *             unknown_key, headers, on_limit {status, body_file, content_type}
  *   plans:    NAME: a limit as a route's limit: (one mapping, or a list of named ones)
  *   consumers: a list of {name, key, plan}
  *   consumers_file: a YAML file holding `consumers:` and such a list, and nothing else: up to
  *             CONFIG_MAX_CONSUMERS of them in CONFIG_MAX_CONSUMERS_FILE bytes, read as a
  *             stream (no ${VAR} there: give keys as sha256:), watched like the config itself
  *   tracing:  sample
+ *
+ * and the keys the gateway's modules own (blocks.h), read into each module's block of a route
+ * or of server:: server.deny and a route's deny (the access module), a route's exempt and
+ * dry_run (the limit module).
  *
  * Request ids and tracing (gateway/common/trace.h). tracing.sample (a number from 0 to 1,
  * default 0) is the chance that a request arriving without a valid W3C traceparent starts a
@@ -344,11 +347,14 @@ struct config_forwarding {
     int64_t tunnel_idle_timeout_ns;
 };
 
+/* The blocks of keys the gateway's modules may register (blocks.h). */
+#define CONFIG_BLOCKS_MAX 16
+
 struct config_route {
     char *name;
     char *path_prefix;
-    char **methods;           /* upper case; NULL-terminated; NULL when any method matches */
-    char *host;               /* lower case, no port; NULL when any host matches */
+    char **methods; /* upper case; NULL-terminated; NULL when any method matches */
+    char *host;     /* lower case, no port; NULL when any host matches */
     /* upstream: a URL (one server) or {servers: [...], balance, max_fails, fail_window,
      * fail_timeout, fail_on, health_check}. */
     struct config_server *servers;
@@ -388,9 +394,6 @@ struct config_route {
     size_t n_limits;
     enum config_store store; /* limiter.store unless the route sets its own */
     bool store_set;
-    bool dry_run;
-    struct config_cidrs exempt;
-    struct config_cidrs deny; /* answered 403, never forwarded (as server.deny) */
     bool tls_verify;
     char *proxy; /* scheme://host:port of a forward proxy; NULL: none, not even from the
                   * environment */
@@ -413,6 +416,7 @@ struct config_route {
         size_t body_len;
         char *content_type;
     } on_limit;
+    void *blocks[CONFIG_BLOCKS_MAX]; /* the modules' own keys (blocks.h), by slot */
 };
 
 /* server.tls: the lowest TLS version accepted (1.0 and 1.1 never are). */
@@ -439,25 +443,24 @@ struct config {
         struct config_endpoint listen;
         struct config_endpoint admin_listen; /* host NULL when not set */
         struct config_cidrs trusted_proxies;
-        struct config_cidrs deny;    /* clients answered 403 on every route */
         enum config_headers headers; /* the rate-limit fields of routes that name none */
         uint32_t max_connections;
         uint32_t max_connections_per_ip; /* 0: no cap */
         int64_t client_timeout_ns;
         uint64_t max_body;
-        uint64_t max_header_size; /* the largest request head; 431 beyond */
+        uint64_t max_header_size;          /* the largest request head; 431 beyond */
         uint64_t max_response_header_size; /* the largest upstream response head; 502 beyond */
         int64_t drain_timeout_ns;
         int64_t
             park_idle_after_ns; /* event mode: an idle connection leaves libmicrohttpd (0: never) */
         bool watch_config;
-        char *access_log;                 /* "stdout", "off", or a file path */
+        char *access_log; /* "stdout", "off", or a file path */
         enum config_access_client access_log_client;
         bool underscores_in_headers;      /* forward header names with '_' (default: drop them) */
         int64_t upstream_idle_timeout_ns; /* an idle upstream connection is closed after this */
         uint32_t upstream_max_idle;       /* idle upstream connections kept, per upstream */
         enum config_mode mode;            /* needs a restart to change */
-        uint32_t workers; /* event loops in event mode; 0 until loaded: one per core */
+        uint32_t workers;      /* event loops in event mode; 0 until loaded: one per core */
         char *consumer_header; /* the field that names a request's consumer upstream, or NULL */
         /* /readyz answers 503 while some route has no server believed healthy (default
          * true); false: upstream health does not change readiness. */
@@ -468,6 +471,7 @@ struct config {
         struct config_cidrs proxy_protocol_from;
         struct config_tls tls; /* off unless server.tls is set */
     } server;
+    void *server_blocks[CONFIG_BLOCKS_MAX]; /* the modules' own keys of server: (blocks.h) */
     struct {
         enum config_log_format format;
         enum config_log_level level; /* default info */
@@ -507,12 +511,12 @@ struct config *config_load(const char *path, char **errors);
 struct config *config_parse(const char *name, const char *text, size_t len, char **errors);
 
 /* The parser's bounds; see the top of this file. */
-#define CONFIG_MAX_FILE   (1024 * 1024) /* bytes */
-#define CONFIG_MAX_DEPTH  32            /* mappings and lists nested in one another */
-#define CONFIG_MAX_ITEMS  4096          /* keys in one mapping, items in one list */
-#define CONFIG_MAX_SCALAR 4096 /* bytes in one key or value, also once ${VAR} is expanded */
-#define CONFIG_MAX_ROUTES 1024
-#define CONFIG_MAX_ERRORS 100 /* problems listed; any more are counted on one more line */
+#define CONFIG_MAX_FILE           (1024 * 1024) /* bytes */
+#define CONFIG_MAX_DEPTH          32            /* mappings and lists nested in one another */
+#define CONFIG_MAX_ITEMS          4096          /* keys in one mapping, items in one list */
+#define CONFIG_MAX_SCALAR         4096 /* bytes in one key or value, also once ${VAR} is expanded */
+#define CONFIG_MAX_ROUTES         1024
+#define CONFIG_MAX_ERRORS         100 /* problems listed; any more are counted on one more line */
 #define CONFIG_MAX_CONSUMERS_FILE (64 * 1024 * 1024) /* bytes of consumers_file */
 #define CONFIG_MAX_CONSUMERS      1000000            /* consumers in consumers_file */
 #define CONFIG_MAX_BODY_FILE      (64 * 1024)        /* bytes of an on_limit body_file */
@@ -520,8 +524,9 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
 
 void config_free(struct config *config);
 
-/* Calls `each` with every key the loader knows: its section ("" for the top level, "server",
- * "routes.limit", ...; a list's items are named by the list) and its name, both static. */
+/* Calls `each` with every key the loader knows, the keys of the blocks registered (blocks.h)
+ * among them: its section ("" for the top level, "server", "routes.limit", ...; a list's items
+ * are named by the list) and its name, both static. */
 void config_known_keys(void (*each)(const char *section, const char *key, void *cls), void *cls);
 
 /* Reads the regular file `path`, of at most `max` bytes, into `*text` (NUL-terminated, its

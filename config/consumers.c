@@ -40,9 +40,9 @@ static void parse_consumer_key(struct loader *ld, yaml_node_t *node, void *objec
 }
 
 static const struct field consumer_fields[] = {
-    {"name", V_STRING, offsetof(struct config_consumer, name), 0, 0, NULL},
-    {"key", V_CUSTOM, 0, 0, 0, parse_consumer_key},
-    {"plan", V_STRING, offsetof(struct config_consumer, plan), 0, 0, NULL},
+    {"name", CONFIG_STRING, offsetof(struct config_consumer, name), 0, 0, NULL},
+    {"key", CONFIG_CUSTOM, 0, 0, 0, parse_consumer_key},
+    {"plan", CONFIG_STRING, offsetof(struct config_consumer, plan), 0, 0, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
 

@@ -28,11 +28,11 @@ static void parse_on_store_error(struct loader *ld, yaml_node_t *node, void *obj
 }
 
 static const struct field redis_fields[] = {
-    {"address", V_ENDPOINT, offsetof(struct config, redis.address), 0, 0, NULL},
-    {"password", V_STRING, offsetof(struct config, redis.password), 0, 0, NULL},
-    {"db", V_U32, offsetof(struct config, redis.db), 0, 1000000, NULL},
-    {"timeout", V_DURATION, offsetof(struct config, redis.timeout_ns), 1, DAY, NULL},
-    {"prefix", V_STRING, offsetof(struct config, redis.prefix), 0, 0, NULL},
+    {"address", CONFIG_ENDPOINT, offsetof(struct config, redis.address), 0, 0, NULL},
+    {"password", CONFIG_STRING, offsetof(struct config, redis.password), 0, 0, NULL},
+    {"db", CONFIG_U32, offsetof(struct config, redis.db), 0, 1000000, NULL},
+    {"timeout", CONFIG_DURATION, offsetof(struct config, redis.timeout_ns), 1, DAY, NULL},
+    {"prefix", CONFIG_STRING, offsetof(struct config, redis.prefix), 0, 0, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -44,14 +44,14 @@ static void parse_redis(struct loader *ld, yaml_node_t *node, void *object)
 }
 
 static const struct field limiter_fields[] = {
-    {"max_clients", V_U32, offsetof(struct config, max_clients), 1, 100000000, NULL},
-    {"store", V_CUSTOM, 0, 0, 0, parse_config_store},
-    {"redis", V_CUSTOM, 0, 0, 0, parse_redis},
-    {"replicas", V_U32, offsetof(struct config, replicas), 1, 10000, NULL},
-    {"on_store_error", V_CUSTOM, 0, 0, 0, parse_on_store_error},
+    {"max_clients", CONFIG_U32, offsetof(struct config, max_clients), 1, 100000000, NULL},
+    {"store", CONFIG_CUSTOM, 0, 0, 0, parse_config_store},
+    {"redis", CONFIG_CUSTOM, 0, 0, 0, parse_redis},
+    {"replicas", CONFIG_U32, offsetof(struct config, replicas), 1, 10000, NULL},
+    {"on_store_error", CONFIG_CUSTOM, 0, 0, 0, parse_on_store_error},
     /* 1MiB: below that, not even the default max_clients of 1-request logs fit. 1TiB: no
      * machine sluice runs on has more. */
-    {"max_memory", V_SIZE, offsetof(struct config, max_memory), 1024 * KIB,
+    {"max_memory", CONFIG_SIZE, offsetof(struct config, max_memory), 1024 * KIB,
      1024 * 1024 * 1024 * KIB, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
@@ -205,14 +205,15 @@ static void parse_cost(struct loader *ld, yaml_node_t *node, void *object)
 }
 
 static const struct field limit_fields[] = {
-    {"name", V_STRING, offsetof(struct config_limit, name), 0, 0, NULL},
-    {"algorithm", V_STRING, offsetof(struct config_limit, params.algorithm), 0, 0, NULL},
-    {"requests", V_U64, offsetof(struct config_limit, params.requests), 1, LIMITER_MAX_REQUESTS,
+    {"name", CONFIG_STRING, offsetof(struct config_limit, name), 0, 0, NULL},
+    {"algorithm", CONFIG_STRING, offsetof(struct config_limit, params.algorithm), 0, 0, NULL},
+    {"requests", CONFIG_U64, offsetof(struct config_limit, params.requests), 1,
+     LIMITER_MAX_REQUESTS, NULL},
+    {"per", CONFIG_DURATION, offsetof(struct config_limit, params.per_ns), 0, 0, NULL},
+    {"burst", CONFIG_U64, offsetof(struct config_limit, params.burst), 1, LIMITER_MAX_REQUESTS,
      NULL},
-    {"per", V_DURATION, offsetof(struct config_limit, params.per_ns), 0, 0, NULL},
-    {"burst", V_U64, offsetof(struct config_limit, params.burst), 1, LIMITER_MAX_REQUESTS, NULL},
-    {"key", V_CUSTOM, 0, 0, 0, parse_limit_key},
-    {"cost", V_CUSTOM, 0, 0, 0, parse_cost},
+    {"key", CONFIG_CUSTOM, 0, 0, 0, parse_limit_key},
+    {"cost", CONFIG_CUSTOM, 0, 0, 0, parse_cost},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -424,9 +425,9 @@ static void parse_on_limit_content_type(struct loader *ld, yaml_node_t *node, vo
 }
 
 static const struct field on_limit_fields[] = {
-    {"status", V_CUSTOM, 0, 0, 0, parse_on_limit_status},
-    {"body_file", V_CUSTOM, 0, 0, 0, parse_on_limit_body},
-    {"content_type", V_CUSTOM, 0, 0, 0, parse_on_limit_content_type},
+    {"status", CONFIG_CUSTOM, 0, 0, 0, parse_on_limit_status},
+    {"body_file", CONFIG_CUSTOM, 0, 0, 0, parse_on_limit_body},
+    {"content_type", CONFIG_CUSTOM, 0, 0, 0, parse_on_limit_content_type},
     {NULL, 0, 0, 0, 0, NULL},
 };
 

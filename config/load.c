@@ -65,14 +65,14 @@ fail:
 }
 
 static const struct field top_fields[] = {
-    {"server", V_CUSTOM, 0, 0, 0, config_parse_server},
-    {"log", V_CUSTOM, 0, 0, 0, config_parse_log},
-    {"limiter", V_CUSTOM, 0, 0, 0, config_parse_limiter},
-    {"routes", V_CUSTOM, 0, 0, 0, config_parse_routes},
-    {"plans", V_CUSTOM, 0, 0, 0, config_parse_plans},
-    {"consumers", V_CUSTOM, 0, 0, 0, config_parse_consumers},
-    {"consumers_file", V_CUSTOM, 0, 0, 0, config_parse_consumers_file},
-    {"tracing", V_CUSTOM, 0, 0, 0, config_parse_tracing},
+    {"server", CONFIG_CUSTOM, 0, 0, 0, config_parse_server},
+    {"log", CONFIG_CUSTOM, 0, 0, 0, config_parse_log},
+    {"limiter", CONFIG_CUSTOM, 0, 0, 0, config_parse_limiter},
+    {"routes", CONFIG_CUSTOM, 0, 0, 0, config_parse_routes},
+    {"plans", CONFIG_CUSTOM, 0, 0, 0, config_parse_plans},
+    {"consumers", CONFIG_CUSTOM, 0, 0, 0, config_parse_consumers},
+    {"consumers_file", CONFIG_CUSTOM, 0, 0, 0, config_parse_consumers_file},
+    {"tracing", CONFIG_CUSTOM, 0, 0, 0, config_parse_tracing},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -95,6 +95,12 @@ void config_known_keys(void (*each)(const char *section, const char *key, void *
         for (const struct key_table *t = key_tables[i]; t->section != NULL; t++)
             for (const struct field *f = t->fields; f->key != NULL; f++)
                 each(t->section, f->key, cls);
+    for (size_t i = 0; i < config_blocks_count(); i++) {
+        const struct config_block *b = config_blocks_at(i);
+
+        for (const struct config_option *o = b->options; o->key != NULL; o++)
+            each(config_place_section(b->place), o->key, cls);
+    }
 }
 
 static void set_defaults(struct config *config)
@@ -179,6 +185,8 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
     }
     set_defaults(config);
     config->path = strdup(name);
+    if (config_blocks_open(config->server_blocks, CONFIG_IN_SERVER) != 0)
+        config_error_at(&ld, (yaml_mark_t){0, 0, 0}, "out of memory");
     if (sodium_init() < 0) /* for the consumers' key digests */
         config_error_at(&ld, (yaml_mark_t){0, 0, 0}, "libsodium could not start");
     if (config_read_yaml(&ld, text, len) == 0)
@@ -261,8 +269,7 @@ void config_free(struct config *config)
         free(r->forwarding.remove_headers);
         free(r->key_name);
         config_free_limits(r->limits, r->n_limits);
-        free(r->exempt.items);
-        free(r->deny.items);
+        config_blocks_free(r->blocks);
         free(r->on_limit.body);
         free(r->on_limit.content_type);
         free(r->proxy);
@@ -290,7 +297,7 @@ void config_free(struct config *config)
     free(config->server.admin_listen.host);
     free(config->server.trusted_proxies.items);
     free(config->server.proxy_protocol_from.items);
-    free(config->server.deny.items);
+    config_blocks_free(config->server_blocks);
     free(config->server.access_log);
     free(config->redis.address.host);
     free(config->redis.password);

@@ -283,43 +283,85 @@ static size_t edit_distance(const char *a, const char *b)
     return row[len_b];
 }
 
-/* The known key that `name` most likely meant: the one key of `fields` that differs from it
- * only in case, or else the one nearest within SUGGEST_DISTANCE edits; NULL when none is, or
- * two are equally near. */
-static const char *suggest_key(const struct field *fields, const char *name)
+/* The search for the known key that `name` most likely meant: the one key that differs from
+ * it only in case, or else the one nearest within SUGGEST_DISTANCE edits; none when two are
+ * equally near. */
+struct guess {
+    const char *name, *best;
+    size_t best_distance;
+    bool tie;
+};
+
+static void consider(struct guess *g, const char *key)
 {
-    const char *best = NULL;
-    size_t best_distance = SUGGEST_DISTANCE + 1;
-    bool tie = false;
+    size_t distance = strcasecmp(key, g->name) == 0 ? 0 : edit_distance(g->name, key);
 
-    for (const struct field *f = fields; f->key != NULL; f++) {
-        size_t distance = strcasecmp(f->key, name) == 0 ? 0 : edit_distance(name, f->key);
-
-        if (distance < best_distance) {
-            best = f->key;
-            best_distance = distance;
-            tie = false;
-        } else if (distance == best_distance && distance <= SUGGEST_DISTANCE) {
-            tie = true;
-        }
+    if (distance < g->best_distance) {
+        g->best = key;
+        g->best_distance = distance;
+        g->tie = false;
+    } else if (distance == g->best_distance && distance <= SUGGEST_DISTANCE) {
+        g->tie = true;
     }
-    return tie ? NULL : best;
 }
 
-/* Reports `name`, which none of `fields` is, at `mark`, with the key it most likely meant. */
-void config_report_unknown_key(struct loader *ld, yaml_mark_t mark, const char *section,
-                               const char *name, const struct field *fields)
+/* Reports `name`, a key of none of `fields` nor of the blocks registered for `place` (or of
+ * no block: `blocks_too` false), at `mark`, with the key it most likely meant. */
+static void report_unknown(struct loader *ld, yaml_mark_t mark, const char *section,
+                           const char *name, const struct field *fields, bool blocks_too,
+                           enum config_place place)
 {
-    const char *meant = suggest_key(fields, name);
+    struct guess g = {name, NULL, SUGGEST_DISTANCE + 1, false};
+    const char *meant;
 
+    for (const struct field *f = fields; f->key != NULL; f++)
+        consider(&g, f->key);
+    for (size_t i = 0; blocks_too && i < config_blocks_count(); i++)
+        if (config_blocks_at(i)->place == place)
+            for (const struct config_option *o = config_blocks_at(i)->options; o->key != NULL; o++)
+                consider(&g, o->key);
+    meant = g.tie ? NULL : g.best;
     config_error_at(ld, mark, "%s: unknown key \"%s\"%s%s%s", section, name,
                     meant != NULL ? "; did you mean " : "", meant != NULL ? meant : "",
                     meant != NULL ? "?" : "");
 }
 
-/* Applies `fields` to every pair of the mapping `node`; unknown and repeated keys are errors. */
-void config_walk_mapping(struct loader *ld, yaml_node_t *node, const struct field *fields,
-                         void *object, const char *section)
+void config_report_unknown_key(struct loader *ld, yaml_mark_t mark, const char *section,
+                               const char *name, const struct field *fields)
+{
+    report_unknown(ld, mark, section, name, fields, false, CONFIG_IN_SERVER);
+}
+
+/* Reads the pair `p` of the mapping being walked: into `object` when `fields` has its key,
+ * else into the block of `blocks` (NULL: none) whose option it is. */
+static void walk_pair(struct loader *ld, yaml_node_pair_t *p, const struct field *fields,
+                      void *object, const char *section, enum config_place place, void **blocks)
+{
+    yaml_node_t *key = config_node_at(ld, p->key);
+    const char *name = (const char *)key->data.scalar.value;
+    const struct config_option *option;
+    size_t index;
+
+    for (const struct field *f = fields; f->key != NULL; f++) {
+        if (strcmp(f->key, name) == 0) {
+            config_parse_value(ld, f, config_node_at(ld, p->value), object);
+            return;
+        }
+    }
+    option = blocks != NULL ? config_blocks_find(place, name, &index) : NULL;
+    if (option == NULL) {
+        report_unknown(ld, key->start_mark, section, name, fields, blocks != NULL, place);
+    } else if (blocks[index] != NULL) { /* else memory was short, and said so */
+        struct field f = {option->key, option->type, option->offset,
+                          option->min, option->max,  NULL};
+
+        config_parse_value(ld, &f, config_node_at(ld, p->value), blocks[index]);
+    }
+}
+
+void config_walk_mapping_blocks(struct loader *ld, yaml_node_t *node, const struct field *fields,
+                                void *object, const char *section, enum config_place place,
+                                void **blocks)
 {
     const yaml_node_t **first = NULL;
 
@@ -337,8 +379,6 @@ void config_walk_mapping(struct loader *ld, yaml_node_t *node, const struct fiel
          p++) {
         yaml_node_t *key = config_node_at(ld, p->key);
         const yaml_node_t *earlier = first[p - node->data.mapping.pairs.start];
-        const char *name = (const char *)key->data.scalar.value;
-        const struct field *f = fields;
 
         if (key->type != YAML_SCALAR_NODE) {
             config_error(ld, key, "%s: keys must be plain names, not %s", section,
@@ -346,19 +386,20 @@ void config_walk_mapping(struct loader *ld, yaml_node_t *node, const struct fiel
             continue;
         }
         if (earlier != NULL) {
-            config_error(ld, key, "%s: \"%s\" appears twice (first at line %zu)", section, name,
-                         earlier->start_mark.line + 1);
+            config_error(ld, key, "%s: \"%s\" appears twice (first at line %zu)", section,
+                         (const char *)key->data.scalar.value, earlier->start_mark.line + 1);
             continue;
         }
-        while (f->key != NULL && strcmp(f->key, name) != 0)
-            f++;
-        if (f->key == NULL) {
-            config_report_unknown_key(ld, key->start_mark, section, name, fields);
-            continue;
-        }
-        config_parse_value(ld, f, config_node_at(ld, p->value), object);
+        walk_pair(ld, p, fields, object, section, place, blocks);
     }
     free(first);
+}
+
+/* Applies `fields` to every pair of the mapping `node`; unknown and repeated keys are errors. */
+void config_walk_mapping(struct loader *ld, yaml_node_t *node, const struct field *fields,
+                         void *object, const char *section)
+{
+    config_walk_mapping_blocks(ld, node, fields, object, section, CONFIG_IN_SERVER, NULL);
 }
 
 /* The value node of `key` in a mapping, or NULL. */

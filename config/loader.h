@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <yaml.h>
 
+#include "config/blocks.h"
 #include "config/config.h"
 
 /* A key naming a header with '_' in it, kept until the whole file is read. */
@@ -96,18 +97,6 @@ struct loader {
     unsigned n_warnings;
 };
 
-enum value_type {
-    V_STRING,
-    V_DURATION,
-    V_SIZE,
-    V_U32,
-    V_U64,
-    V_BOOL,
-    V_CIDRS,
-    V_ENDPOINT,
-    V_CUSTOM
-};
-
 #define MILLISECOND ((uint64_t)1000000) /* in ns */
 #define SECOND      ((uint64_t)1000000000)
 #define HOUR        (3600 * SECOND)
@@ -116,9 +105,9 @@ enum value_type {
 
 struct field {
     const char *key;
-    enum value_type type;
-    size_t offset;     /* of the target within the object */
-    uint64_t min, max; /* for V_U32 and V_U64; for V_DURATION (ns) and V_SIZE when max is not 0 */
+    enum config_type type; /* blocks.h */
+    size_t offset;         /* of the target within the object */
+    uint64_t min, max;     /* as a struct config_option's */
     void (*custom)(struct loader *ld, yaml_node_t *value, void *object);
 };
 
@@ -182,6 +171,12 @@ yaml_node_t *config_value_or_self(struct loader *ld, yaml_node_t *mapping, const
 void config_walk_mapping(struct loader *ld, yaml_node_t *node, const struct field *fields,
                          void *object, const char *section);
 
+/* As config_walk_mapping(), and a key of none of `fields` may be an option of a block
+ * registered for `place` (blocks.h), read into that block of `blocks` (config_blocks_open()'s). */
+void config_walk_mapping_blocks(struct loader *ld, yaml_node_t *node, const struct field *fields,
+                                void *object, const char *section, enum config_place place,
+                                void **blocks);
+
 /* For each pair of the mapping `node`, the first pair's key when an earlier pair has the same
  * key, else NULL; one allocation the caller frees, NULL when memory is short. */
 const yaml_node_t **config_repeated_keys(struct loader *ld, yaml_node_t *node);
@@ -194,6 +189,28 @@ void config_report_unknown_key(struct loader *ld, yaml_mark_t mark, const char *
 /* `items` (`n` of `*cap`, each `size` bytes) with room for one more; NULL, with `items`
  * untouched, when memory is short. */
 void *config_grow(void *items, size_t *cap, size_t n, size_t size);
+
+/* --- the modules' blocks (blocks.c) ------------------------------------------------- */
+
+/* "server" or "routes": the section of config_known_keys() that a block's keys are in. */
+const char *config_place_section(enum config_place place);
+
+/* The blocks registered, in the order of their slots. */
+size_t config_blocks_count(void);
+const struct config_block *config_blocks_at(size_t i);
+
+/* Allocates, zeroes and gives its defaults to each block registered for `place` that `blocks`
+ * (CONFIG_BLOCKS_MAX of them, by index) lacks. 0; or -1 when memory is short, each block
+ * made until then kept in `blocks` for config_blocks_free(). */
+int config_blocks_open(void **blocks, enum config_place place);
+
+/* The option `key` of a block registered for `place`, that block's index in `*index`; or
+ * NULL. */
+const struct config_option *config_blocks_find(enum config_place place, const char *key,
+                                               size_t *index);
+
+/* Frees each block of `blocks` and what its options hold; leaves NULLs. */
+void config_blocks_free(void **blocks);
 
 /* --- typed values (values.c) ---------------------------------------------------------- */
 

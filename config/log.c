@@ -30,7 +30,7 @@ static void parse_trace_sample(struct loader *ld, yaml_node_t *node, void *objec
 }
 
 static const struct field tracing_fields[] = {
-    {"sample", V_CUSTOM, 0, 0, 0, parse_trace_sample},
+    {"sample", CONFIG_CUSTOM, 0, 0, 0, parse_trace_sample},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -58,8 +58,8 @@ static void parse_log_level(struct loader *ld, yaml_node_t *node, void *object)
 }
 
 static const struct field log_fields[] = {
-    {"format", V_CUSTOM, 0, 0, 0, parse_log_format},
-    {"level", V_CUSTOM, 0, 0, 0, parse_log_level},
+    {"format", CONFIG_CUSTOM, 0, 0, 0, parse_log_format},
+    {"level", CONFIG_CUSTOM, 0, 0, 0, parse_log_level},
     {NULL, 0, 0, 0, 0, NULL},
 };
 

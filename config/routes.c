@@ -66,9 +66,9 @@ static void parse_methods(struct loader *ld, yaml_node_t *node, void *object)
 }
 
 static const struct field match_fields[] = {
-    {"path_prefix", V_STRING, offsetof(struct config_route, path_prefix), 0, 0, NULL},
-    {"methods", V_CUSTOM, 0, 0, 0, parse_methods},
-    {"host", V_STRING, offsetof(struct config_route, host), 0, 0, NULL},
+    {"path_prefix", CONFIG_STRING, offsetof(struct config_route, path_prefix), 0, 0, NULL},
+    {"methods", CONFIG_CUSTOM, 0, 0, 0, parse_methods},
+    {"host", CONFIG_STRING, offsetof(struct config_route, host), 0, 0, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -107,34 +107,32 @@ static void parse_route_store(struct loader *ld, yaml_node_t *node, void *object
 }
 
 static const struct field route_fields[] = {
-    {"name", V_STRING, offsetof(struct config_route, name), 0, 0, NULL},
-    {"match", V_CUSTOM, 0, 0, 0, parse_match},
-    {"upstream", V_CUSTOM, 0, 0, 0, config_parse_upstream},
-    {"retries", V_CUSTOM, 0, 0, 0, config_parse_retries},
-    {"strip_prefix", V_BOOL, offsetof(struct config_route, forwarding.strip_prefix), 0, 0, NULL},
-    {"host", V_CUSTOM, 0, 0, 0, config_parse_route_host},
-    {"set_headers", V_CUSTOM, 0, 0, 0, config_parse_set_headers},
-    {"remove_headers", V_CUSTOM, 0, 0, 0, config_parse_remove_headers},
-    {"timeout", V_DURATION, offsetof(struct config_route, timeout_ns), 1, DAY, NULL},
-    {"connect_timeout", V_DURATION, offsetof(struct config_route, connect_timeout_ns), 1, DAY,
+    {"name", CONFIG_STRING, offsetof(struct config_route, name), 0, 0, NULL},
+    {"match", CONFIG_CUSTOM, 0, 0, 0, parse_match},
+    {"upstream", CONFIG_CUSTOM, 0, 0, 0, config_parse_upstream},
+    {"retries", CONFIG_CUSTOM, 0, 0, 0, config_parse_retries},
+    {"strip_prefix", CONFIG_BOOL, offsetof(struct config_route, forwarding.strip_prefix), 0, 0,
      NULL},
-    {"upgrades", V_CUSTOM, 0, 0, 0, config_parse_upgrades},
-    {"tunnel_idle_timeout", V_DURATION,
+    {"host", CONFIG_CUSTOM, 0, 0, 0, config_parse_route_host},
+    {"set_headers", CONFIG_CUSTOM, 0, 0, 0, config_parse_set_headers},
+    {"remove_headers", CONFIG_CUSTOM, 0, 0, 0, config_parse_remove_headers},
+    {"timeout", CONFIG_DURATION, offsetof(struct config_route, timeout_ns), 1, DAY, NULL},
+    {"connect_timeout", CONFIG_DURATION, offsetof(struct config_route, connect_timeout_ns), 1, DAY,
+     NULL},
+    {"upgrades", CONFIG_CUSTOM, 0, 0, 0, config_parse_upgrades},
+    {"tunnel_idle_timeout", CONFIG_DURATION,
      offsetof(struct config_route, forwarding.tunnel_idle_timeout_ns), SECOND, DAY, NULL},
-    {"key", V_CUSTOM, 0, 0, 0, config_parse_route_key},
-    {"ipv6_prefix", V_U32, offsetof(struct config_route, ipv6_prefix_len), 1, 128, NULL},
-    {"limit", V_CUSTOM, 0, 0, 0, config_parse_limit},
-    {"store", V_CUSTOM, 0, 0, 0, parse_route_store},
-    {"dry_run", V_BOOL, offsetof(struct config_route, dry_run), 0, 0, NULL},
-    {"exempt", V_CIDRS, offsetof(struct config_route, exempt), 0, 0, NULL},
-    {"deny", V_CIDRS, offsetof(struct config_route, deny), 0, 0, NULL},
-    {"headers", V_CUSTOM, 0, 0, 0, parse_route_headers},
-    {"on_limit", V_CUSTOM, 0, 0, 0, config_parse_on_limit},
-    {"tls_verify", V_BOOL, offsetof(struct config_route, tls_verify), 0, 0, NULL},
-    {"proxy", V_CUSTOM, 0, 0, 0, config_parse_proxy},
-    {"plan", V_STRING, offsetof(struct config_route, plan), 0, 0, NULL},
-    {"plans", V_CUSTOM, 0, 0, 0, config_parse_route_plans},
-    {"unknown_key", V_CUSTOM, 0, 0, 0, parse_unknown_key},
+    {"key", CONFIG_CUSTOM, 0, 0, 0, config_parse_route_key},
+    {"ipv6_prefix", CONFIG_U32, offsetof(struct config_route, ipv6_prefix_len), 1, 128, NULL},
+    {"limit", CONFIG_CUSTOM, 0, 0, 0, config_parse_limit},
+    {"store", CONFIG_CUSTOM, 0, 0, 0, parse_route_store},
+    {"headers", CONFIG_CUSTOM, 0, 0, 0, parse_route_headers},
+    {"on_limit", CONFIG_CUSTOM, 0, 0, 0, config_parse_on_limit},
+    {"tls_verify", CONFIG_BOOL, offsetof(struct config_route, tls_verify), 0, 0, NULL},
+    {"proxy", CONFIG_CUSTOM, 0, 0, 0, config_parse_proxy},
+    {"plan", CONFIG_STRING, offsetof(struct config_route, plan), 0, 0, NULL},
+    {"plans", CONFIG_CUSTOM, 0, 0, 0, config_parse_route_plans},
+    {"unknown_key", CONFIG_CUSTOM, 0, 0, 0, parse_unknown_key},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -167,7 +165,10 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config_rout
     route->retries.on = 0;
     route->retries.budget_percent = 20;
     route->forwarding.host_mode = CONFIG_HOST_PRESERVE;
-    config_walk_mapping(ld, node, route_fields, route, "route");
+    if (config_blocks_open(route->blocks, CONFIG_IN_ROUTE) != 0)
+        config_error(ld, node, "route: out of memory");
+    config_walk_mapping_blocks(ld, node, route_fields, route, "route", CONFIG_IN_ROUTE,
+                               route->blocks);
     if (node->type != YAML_MAPPING_NODE)
         return;
     config_inherit_route_key(ld, node, route, route->limits, route->n_limits);

@@ -88,8 +88,8 @@ static void parse_access_log_client(struct loader *ld, yaml_node_t *node, void *
 }
 
 static const struct field access_log_fields[] = {
-    {"path", V_STRING, offsetof(struct config, server.access_log), 0, 0, NULL},
-    {"client", V_CUSTOM, 0, 0, 0, parse_access_log_client},
+    {"path", CONFIG_STRING, offsetof(struct config, server.access_log), 0, 0, NULL},
+    {"client", CONFIG_CUSTOM, 0, 0, 0, parse_access_log_client},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -97,7 +97,7 @@ static const struct field access_log_fields[] = {
 static void parse_access_log(struct loader *ld, yaml_node_t *node, void *object)
 {
     static const struct field as_path = {
-        "access_log", V_STRING, offsetof(struct config, server.access_log), 0, 0, NULL};
+        "access_log", CONFIG_STRING, offsetof(struct config, server.access_log), 0, 0, NULL};
 
     if (node->type == YAML_MAPPING_NODE)
         config_walk_mapping(ld, node, access_log_fields, object, "access_log");
@@ -107,50 +107,53 @@ static void parse_access_log(struct loader *ld, yaml_node_t *node, void *object)
 static void parse_tls(struct loader *ld, yaml_node_t *node, void *object);
 
 static const struct field server_fields[] = {
-    {"listen", V_ENDPOINT, offsetof(struct config, server.listen), 0, 0, NULL},
-    {"admin_listen", V_ENDPOINT, offsetof(struct config, server.admin_listen), 0, 0, NULL},
-    {"trusted_proxies", V_CIDRS, offsetof(struct config, server.trusted_proxies), 0, 0, NULL},
-    {"deny", V_CIDRS, offsetof(struct config, server.deny), 0, 0, NULL},
-    {"max_connections", V_U32, offsetof(struct config, server.max_connections), 1, 1000000, NULL},
-    {"max_connections_per_ip", V_U32, offsetof(struct config, server.max_connections_per_ip), 0,
-     1000000, NULL},
-    {"client_timeout", V_DURATION, offsetof(struct config, server.client_timeout_ns), 1, DAY, NULL},
+    {"listen", CONFIG_ENDPOINT, offsetof(struct config, server.listen), 0, 0, NULL},
+    {"admin_listen", CONFIG_ENDPOINT, offsetof(struct config, server.admin_listen), 0, 0, NULL},
+    {"trusted_proxies", CONFIG_CIDRS, offsetof(struct config, server.trusted_proxies), 0, 0, NULL},
+    {"max_connections", CONFIG_U32, offsetof(struct config, server.max_connections), 1, 1000000,
+     NULL},
+    {"max_connections_per_ip", CONFIG_U32, offsetof(struct config, server.max_connections_per_ip),
+     0, 1000000, NULL},
+    {"client_timeout", CONFIG_DURATION, offsetof(struct config, server.client_timeout_ns), 1, DAY,
+     NULL},
     /* Bodies are streamed, never held whole, so the bound is not memory: it catches a slipped
      * unit (10GB for 10MB, a byte count with zeros too many) while leaving room for the largest
      * real uploads (disk images, backups). */
-    {"max_body", V_SIZE, offsetof(struct config, server.max_body), 0, MAX_BODY_BOUND, NULL},
+    {"max_body", CONFIG_SIZE, offsetof(struct config, server.max_body), 0, MAX_BODY_BOUND, NULL},
     /* 4KiB: below that, ordinary browser heads with a few cookies get 431. 1MiB: each
      * connection's buffer is sized from it, so max_connections of them must fit in memory. */
-    {"max_header_size", V_SIZE, offsetof(struct config, server.max_header_size), 4 * KIB,
+    {"max_header_size", CONFIG_SIZE, offsetof(struct config, server.max_header_size), 4 * KIB,
      1024 * KIB, NULL},
     /* An upstream's response head; libmicrohttpd builds it in the same per-connection pool. */
-    {"max_response_header_size", V_SIZE, offsetof(struct config, server.max_response_header_size),
-     4 * KIB, 1024 * KIB, NULL},
-    {"drain_timeout", V_DURATION, offsetof(struct config, server.drain_timeout_ns), 0, DAY, NULL},
+    {"max_response_header_size", CONFIG_SIZE,
+     offsetof(struct config, server.max_response_header_size), 4 * KIB, 1024 * KIB, NULL},
+    {"drain_timeout", CONFIG_DURATION, offsetof(struct config, server.drain_timeout_ns), 0, DAY,
+     NULL},
     /* 0: never. At least 1s otherwise (libmicrohttpd's timeouts, by which a connection is
      * parked, count whole seconds): checked in config_parse_server(). */
-    {"park_idle_after", V_DURATION, offsetof(struct config, server.park_idle_after_ns), 0, DAY,
+    {"park_idle_after", CONFIG_DURATION, offsetof(struct config, server.park_idle_after_ns), 0, DAY,
      NULL},
-    {"watch_config", V_BOOL, offsetof(struct config, server.watch_config), 0, 0, NULL},
-    {"access_log", V_CUSTOM, 0, 0, 0, parse_access_log},
-    {"underscores_in_headers", V_BOOL, offsetof(struct config, server.underscores_in_headers), 0, 0,
-     NULL},
+    {"watch_config", CONFIG_BOOL, offsetof(struct config, server.watch_config), 0, 0, NULL},
+    {"access_log", CONFIG_CUSTOM, 0, 0, 0, parse_access_log},
+    {"underscores_in_headers", CONFIG_BOOL, offsetof(struct config, server.underscores_in_headers),
+     0, 0, NULL},
     /* 1s: shorter would close connections between a client's back-to-back requests. 1h: an
      * idle connection longer than that is almost surely dropped by some NAT or firewall. */
-    {"upstream_idle_timeout", V_DURATION, offsetof(struct config, server.upstream_idle_timeout_ns),
-     SECOND, HOUR, NULL},
+    {"upstream_idle_timeout", CONFIG_DURATION,
+     offsetof(struct config, server.upstream_idle_timeout_ns), SECOND, HOUR, NULL},
     /* 65536: each holds a socket (and curl handles); more would outgrow any fd limit. */
-    {"upstream_max_idle", V_U32, offsetof(struct config, server.upstream_max_idle), 1, 65536, NULL},
-    {"mode", V_CUSTOM, 0, 0, 0, parse_mode},
-    {"workers", V_U32, offsetof(struct config, server.workers), 1, 256, NULL},
-    {"consumer_header", V_CUSTOM, 0, 0, 0, parse_consumer_header},
-    {"headers", V_CUSTOM, 0, 0, 0, parse_server_headers},
-    {"ready_needs_upstreams", V_BOOL, offsetof(struct config, server.ready_needs_upstreams), 0, 0,
+    {"upstream_max_idle", CONFIG_U32, offsetof(struct config, server.upstream_max_idle), 1, 65536,
      NULL},
-    {"proxy_protocol", V_CUSTOM, 0, 0, 0, parse_proxy_protocol},
-    {"proxy_protocol_from", V_CIDRS, offsetof(struct config, server.proxy_protocol_from), 0, 0,
+    {"mode", CONFIG_CUSTOM, 0, 0, 0, parse_mode},
+    {"workers", CONFIG_U32, offsetof(struct config, server.workers), 1, 256, NULL},
+    {"consumer_header", CONFIG_CUSTOM, 0, 0, 0, parse_consumer_header},
+    {"headers", CONFIG_CUSTOM, 0, 0, 0, parse_server_headers},
+    {"ready_needs_upstreams", CONFIG_BOOL, offsetof(struct config, server.ready_needs_upstreams), 0,
+     0, NULL},
+    {"proxy_protocol", CONFIG_CUSTOM, 0, 0, 0, parse_proxy_protocol},
+    {"proxy_protocol_from", CONFIG_CIDRS, offsetof(struct config, server.proxy_protocol_from), 0, 0,
      NULL},
-    {"tls", V_CUSTOM, 0, 0, 0, parse_tls},
+    {"tls", CONFIG_CUSTOM, 0, 0, 0, parse_tls},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -188,8 +191,8 @@ static void parse_tls_key(struct loader *ld, yaml_node_t *node, void *object)
 }
 
 static const struct field tls_pair_fields[] = {
-    {"cert", V_CUSTOM, 0, 0, 0, parse_tls_cert},
-    {"key", V_CUSTOM, 0, 0, 0, parse_tls_key},
+    {"cert", CONFIG_CUSTOM, 0, 0, 0, parse_tls_cert},
+    {"key", CONFIG_CUSTOM, 0, 0, 0, parse_tls_key},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -248,11 +251,11 @@ static void parse_tls_certificates(struct loader *ld, yaml_node_t *node, void *o
 }
 
 static const struct field tls_fields[] = {
-    {"cert", V_CUSTOM, 0, 0, 0, parse_tls_cert},
-    {"key", V_CUSTOM, 0, 0, 0, parse_tls_key},
-    {"min_version", V_CUSTOM, 0, 0, 0, parse_tls_min_version},
-    {"ciphers", V_CUSTOM, 0, 0, 0, parse_tls_ciphers},
-    {"certificates", V_CUSTOM, 0, 0, 0, parse_tls_certificates},
+    {"cert", CONFIG_CUSTOM, 0, 0, 0, parse_tls_cert},
+    {"key", CONFIG_CUSTOM, 0, 0, 0, parse_tls_key},
+    {"min_version", CONFIG_CUSTOM, 0, 0, 0, parse_tls_min_version},
+    {"ciphers", CONFIG_CUSTOM, 0, 0, 0, parse_tls_ciphers},
+    {"certificates", CONFIG_CUSTOM, 0, 0, 0, parse_tls_certificates},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -335,7 +338,8 @@ void config_parse_server(struct loader *ld, yaml_node_t *node, void *object)
     struct config *config = object;
     yaml_node_t *from;
 
-    config_walk_mapping(ld, node, server_fields, object, "server");
+    config_walk_mapping_blocks(ld, node, server_fields, object, "server", CONFIG_IN_SERVER,
+                               config->server_blocks);
     if (config->server.park_idle_after_ns > 0 &&
         config->server.park_idle_after_ns < (int64_t)SECOND)
         config_error(ld, config_find_value(ld, node, "park_idle_after"),

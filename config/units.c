@@ -150,10 +150,10 @@ int config_parse_cidr(const char *text, struct config_cidr *out)
             return -1;
         out->prefix_len = (unsigned)n;
     }
-    /* Addresses are compared with ::ffff:10.1.2.3 already made 10.1.2.3 (gateway/identity/keys.h), so
-     * a mapped block is kept as the IPv4 block it names, or it would match nothing. Shorter
-     * than /96 it would reach past ::ffff:0:0/96 into IPv6 proper, both families in one
-     * block: no one means that, so it is refused. */
+    /* Addresses are compared with ::ffff:10.1.2.3 already made 10.1.2.3 (gateway/identity/keys.h),
+     * so a mapped block is kept as the IPv4 block it names, or it would match nothing. Shorter than
+     * /96 it would reach past ::ffff:0:0/96 into IPv6 proper, both families in one block: no one
+     * means that, so it is refused. */
     if (out->family == AF_INET6 && memcmp(out->addr, v4_mapped, sizeof v4_mapped) == 0) {
         if (out->prefix_len < 96)
             return -1;

@@ -18,8 +18,8 @@ static void parse_server_item_url(struct loader *ld, yaml_node_t *node, void *ob
 }
 
 static const struct field upstream_server_fields[] = {
-    {"url", V_CUSTOM, 0, 0, 0, parse_server_item_url},
-    {"weight", V_U32, offsetof(struct config_server, weight), 1, 1000, NULL},
+    {"url", CONFIG_CUSTOM, 0, 0, 0, parse_server_item_url},
+    {"weight", CONFIG_U32, offsetof(struct config_server, weight), 1, 1000, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -226,15 +226,15 @@ static void parse_expect_status(struct loader *ld, yaml_node_t *node, void *obje
 }
 
 static const struct field health_check_fields[] = {
-    {"path", V_CUSTOM, 0, 0, 0, parse_health_path},
+    {"path", CONFIG_CUSTOM, 0, 0, 0, parse_health_path},
     /* 100ms: more often than that, the checks are a load of their own. */
-    {"interval", V_DURATION, offsetof(struct config_route, health_check.interval_ns),
+    {"interval", CONFIG_DURATION, offsetof(struct config_route, health_check.interval_ns),
      100 * MILLISECOND, HOUR, NULL},
-    {"timeout", V_DURATION, offsetof(struct config_route, health_check.timeout_ns),
+    {"timeout", CONFIG_DURATION, offsetof(struct config_route, health_check.timeout_ns),
      10 * MILLISECOND, HOUR, NULL},
-    {"healthy", V_U32, offsetof(struct config_route, health_check.healthy), 1, 100, NULL},
-    {"unhealthy", V_U32, offsetof(struct config_route, health_check.unhealthy), 1, 100, NULL},
-    {"expect_status", V_CUSTOM, 0, 0, 0, parse_expect_status},
+    {"healthy", CONFIG_U32, offsetof(struct config_route, health_check.healthy), 1, 100, NULL},
+    {"unhealthy", CONFIG_U32, offsetof(struct config_route, health_check.unhealthy), 1, 100, NULL},
+    {"expect_status", CONFIG_CUSTOM, 0, 0, 0, parse_expect_status},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -280,15 +280,15 @@ static void parse_health_check(struct loader *ld, yaml_node_t *node, void *objec
 }
 
 static const struct field upstream_fields[] = {
-    {"servers", V_CUSTOM, 0, 0, 0, parse_servers},
-    {"balance", V_CUSTOM, 0, 0, 0, parse_balance},
-    {"max_fails", V_U32, offsetof(struct config_route, passive.max_fails), 0, 1000, NULL},
-    {"fail_window", V_DURATION, offsetof(struct config_route, passive.fail_window_ns), SECOND, HOUR,
-     NULL},
-    {"fail_timeout", V_DURATION, offsetof(struct config_route, passive.fail_timeout_ns), SECOND,
+    {"servers", CONFIG_CUSTOM, 0, 0, 0, parse_servers},
+    {"balance", CONFIG_CUSTOM, 0, 0, 0, parse_balance},
+    {"max_fails", CONFIG_U32, offsetof(struct config_route, passive.max_fails), 0, 1000, NULL},
+    {"fail_window", CONFIG_DURATION, offsetof(struct config_route, passive.fail_window_ns), SECOND,
      HOUR, NULL},
-    {"fail_on", V_CUSTOM, 0, 0, 0, parse_fail_on},
-    {"health_check", V_CUSTOM, 0, 0, 0, parse_health_check},
+    {"fail_timeout", CONFIG_DURATION, offsetof(struct config_route, passive.fail_timeout_ns),
+     SECOND, HOUR, NULL},
+    {"fail_on", CONFIG_CUSTOM, 0, 0, 0, parse_fail_on},
+    {"health_check", CONFIG_CUSTOM, 0, 0, 0, parse_health_check},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -346,9 +346,9 @@ static void parse_retry_on(struct loader *ld, yaml_node_t *node, void *object)
 }
 
 static const struct field retries_fields[] = {
-    {"attempts", V_U32, offsetof(struct config_route, retries.attempts), 1, 10, NULL},
-    {"on", V_CUSTOM, 0, 0, 0, parse_retry_on},
-    {"budget", V_CUSTOM, 0, 0, 0, parse_retry_budget},
+    {"attempts", CONFIG_U32, offsetof(struct config_route, retries.attempts), 1, 10, NULL},
+    {"on", CONFIG_CUSTOM, 0, 0, 0, parse_retry_on},
+    {"budget", CONFIG_CUSTOM, 0, 0, 0, parse_retry_budget},
     {NULL, 0, 0, 0, 0, NULL},
 };
 

@@ -15,7 +15,7 @@ static const char *describe_range(const struct field *f, char *out, size_t cap)
 {
     char min[32], max[32];
 
-    if (f->type == V_DURATION) {
+    if (f->type == CONFIG_DURATION) {
         config_format_duration((int64_t)f->min, min, sizeof min);
         config_format_duration((int64_t)f->max, max, sizeof max);
     } else {
@@ -33,8 +33,8 @@ static const char *describe_range(const struct field *f, char *out, size_t cap)
  * field's bounds. */
 static bool out_of_range(const struct field *f, const void *target)
 {
-    uint64_t n =
-        f->type == V_DURATION ? (uint64_t)(*(const int64_t *)target) : *(const uint64_t *)target;
+    uint64_t n = f->type == CONFIG_DURATION ? (uint64_t)(*(const int64_t *)target)
+                                            : *(const uint64_t *)target;
 
     return f->max != 0 && (n < f->min || n > f->max);
 }
@@ -78,11 +78,11 @@ void config_parse_value(struct loader *ld, const struct field *f, yaml_node_t *n
     uint64_t n;
     char *end, range[80];
 
-    if (f->type == V_CUSTOM) {
+    if (f->type == CONFIG_CUSTOM) {
         f->custom(ld, node, object);
         return;
     }
-    if (f->type == V_CIDRS) {
+    if (f->type == CONFIG_CIDRS) {
         parse_cidrs(ld, node, f->key, target);
         return;
     }
@@ -90,11 +90,11 @@ void config_parse_value(struct loader *ld, const struct field *f, yaml_node_t *n
     if (text == NULL)
         return;
     switch (f->type) {
-    case V_STRING:
+    case CONFIG_STRING:
         free(*(char **)target);
         *(char **)target = strdup(text);
         break;
-    case V_DURATION:
+    case CONFIG_DURATION:
         if (config_parse_duration(text, target) != 0)
             config_error(ld, node, "%s: \"%s\" is not a duration (like 250ms, 10s, 1m, 2h, 1d)",
                          f->key, text);
@@ -102,7 +102,7 @@ void config_parse_value(struct loader *ld, const struct field *f, yaml_node_t *n
             config_error(ld, node, "%s: \"%s\" is out of range (%s)", f->key, text,
                          describe_range(f, range, sizeof range));
         break;
-    case V_SIZE:
+    case CONFIG_SIZE:
         if (config_parse_size(text, target) != 0)
             config_error(ld, node, "%s: \"%s\" is not a size (like 512, 64KiB, 10MiB)", f->key,
                          text);
@@ -110,8 +110,8 @@ void config_parse_value(struct loader *ld, const struct field *f, yaml_node_t *n
             config_error(ld, node, "%s: \"%s\" is out of range (%s)", f->key, text,
                          describe_range(f, range, sizeof range));
         break;
-    case V_U32:
-    case V_U64:
+    case CONFIG_U32:
+    case CONFIG_U64:
         errno = 0;
         n = strtoull(text, &end, 10);
         if (!isdigit((unsigned char)text[0]) || *end != '\0' || errno != 0 || n < f->min ||
@@ -120,18 +120,18 @@ void config_parse_value(struct loader *ld, const struct field *f, yaml_node_t *n
                          text, (unsigned long long)f->min, (unsigned long long)f->max);
             break;
         }
-        if (f->type == V_U32)
+        if (f->type == CONFIG_U32)
             *(uint32_t *)target = (uint32_t)n;
         else
             *(uint64_t *)target = n;
         break;
-    case V_BOOL:
+    case CONFIG_BOOL:
         if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0)
             *(bool *)target = text[0] == 't';
         else
             config_error(ld, node, "%s: expected true or false, not \"%s\"", f->key, text);
         break;
-    case V_ENDPOINT: {
+    case CONFIG_ENDPOINT: {
         struct config_endpoint *ep = target;
 
         free(ep->host);

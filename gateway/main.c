@@ -285,7 +285,7 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     if (gw_log_start() != 0)
         gw_warn("cannot start the log writer threads: writing the logs directly");
     raise_fd_limit(config->server.max_connections);
-    if (gw_modules_register() != 0 || gw_proxy_init() != 0) {
+    if (gw_proxy_init() != 0) {
         gw_error("cannot initialise libcurl");
         config_free(config);
         goto out;
@@ -409,6 +409,11 @@ int main(int argc, char **argv)
     sigset_t signals;
     int opt;
 
+    /* Before any config is read: the modules bring YAML keys of their own. */
+    if (gw_modules_register() != 0) {
+        fputs("sluice: the gateway's modules do not fit together\n", stderr);
+        return 1;
+    }
     if (argc > 1 && strcmp(argv[1], "simulate") == 0)
         return gw_simulate_main(argc - 1, argv + 1);
 

@@ -20,8 +20,13 @@
  *   gauges         its lines for /metrics that read the runtime's state.
  *
  * Its per-request context is `ctx_size` bytes, zeroed, that the request carries
- * (gw_req_ctx()); nothing else of the request knows its layout. Its YAML keys are read by
- * config/ (one section file each) into the config it reads.
+ * (gw_req_ctx()); nothing else of the request knows its layout.
+ *
+ * Its YAML keys are its `options`: blocks of its own layout (config/blocks.h), one for server:
+ * and one for each route at most, that the pipeline registers with config/ along with the
+ * module, so that every config loaded after reads them; its steps read them with
+ * config_route_block() and config_server_block(), or keep them in their per-route state.
+ * What every module reads (a route's match, upstream, limits) config/ reads itself.
  */
 #ifndef SLUICE_GATEWAY_CORE_MODULE_H
 #define SLUICE_GATEWAY_CORE_MODULE_H
@@ -30,14 +35,18 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "config/blocks.h"
 #include "gateway/core/request.h"
 #include "gateway/ops/access_log.h"
 
 typedef enum gw_step gw_step_fn(struct gw_req *rq, void *ctx);
 
+#define GW_MODULE_BLOCKS 2 /* of YAML keys: one for server:, one for each route */
+
 struct gw_module {
     const char *name;
     size_t ctx_size;
+    struct config_block *options[GW_MODULE_BLOCKS]; /* each, or NULL */
     gw_step_fn *on[GW_PHASE_COUNT];
     enum gw_step (*on_body)(struct gw_req *rq, void *ctx, const char *data, size_t *size);
     void (*on_answer)(struct gw_req *rq, void *ctx, struct gw_answer *answer);

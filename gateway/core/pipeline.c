@@ -15,6 +15,10 @@ int gw_pipeline_register(struct gw_module *const *list, size_t n)
 {
     if (n > GW_MODULES_MAX)
         return -1;
+    for (size_t i = 0; i < n; i++)
+        for (size_t b = 0; b < GW_MODULE_BLOCKS; b++)
+            if (list[i]->options[b] != NULL && config_block_register(list[i]->options[b]) != 0)
+                return -1;
     contexts_size = 0;
     for (size_t i = 0; i < n; i++) {
         modules[i] = list[i];

@@ -20,8 +20,9 @@
 
 #include "gateway/core/module.h"
 
-/* Registers `modules` (`n`, in order) and gives each its id; before any request. 0, or -1
- * when there are too many. */
+/* Registers `modules` (`n`, in order) and gives each its id, and their options with config/
+ * (config_block_register()); before any config is loaded. 0, or -1 when there are too many
+ * modules or blocks, or a module's key is already another's. */
 int gw_pipeline_register(struct gw_module *const *modules, size_t n);
 
 /* The bytes a request takes with its modules' contexts (gw_req_new()). */

@@ -8,6 +8,7 @@
 #include "gateway/core/runtime.h"
 #include "gateway/modules.h"
 #include "gateway/modules/limit/limit.h"
+#include "gateway/modules/limit/limit_options.h"
 #include "gateway/modules/limit/limit_sets.h"
 #include "gateway/ops/metrics.h"
 #include "tests/unit.h"
@@ -73,8 +74,9 @@ static void unload(struct config *c)
     unlink(path);
 }
 
-#define ROUTE_HEAD "routes:\n  - name: api\n    match: {path_prefix: /api/}\n" \
-                   "    upstream: \"http://127.0.0.1:9000\"\n"
+#define ROUTE_HEAD                                                                                 \
+    "routes:\n  - name: api\n    match: {path_prefix: /api/}\n"                                    \
+    "    upstream: \"http://127.0.0.1:9000\"\n"
 
 static void test_example_loads(void)
 {
@@ -113,7 +115,10 @@ static void test_example_loads(void)
     CU_ASSERT_STRING_EQUAL(c->server.access_log, "stdout");
     CU_ASSERT_EQUAL_FATAL(c->routes[1].n_servers, 1);
     CU_ASSERT_STRING_EQUAL(c->routes[1].servers[0].origin, "http://127.0.0.1:9000");
-    CU_ASSERT_EQUAL(c->routes[1].exempt.n, 1);
+    CU_ASSERT_EQUAL(
+        ((const struct limit_options *)config_route_block(&c->routes[1], &gw_limit_route_options))
+            ->exempt.n,
+        1);
     CU_ASSERT_EQUAL(c->server.max_header_size, 16384);
     CU_ASSERT_EQUAL(c->server.upstream_idle_timeout_ns, 60000000000);
     CU_ASSERT_EQUAL(c->server.upstream_max_idle, 64);
@@ -300,7 +305,7 @@ static struct gw_runtime *runtime_for(const char *limits, struct gw_runtime *pre
              limits);
     c = load_valid(yaml);
     unlink(path);
-    CU_ASSERT_EQUAL_FATAL(gw_modules_register(), 0);
+    CU_ASSERT_EQUAL_FATAL(gw_modules_register(), 0); /* the whole pipeline, as sluice's */
     rt = gw_runtime_build(c, previous, metrics, backends, NULL, err, sizeof err);
     if (rt == NULL)
         fprintf(stderr, "\n%s\n", err);
@@ -354,8 +359,7 @@ static void test_errors_are_positioned(void)
                  "max_connections: \"lots\" is not a whole number");
     expect_error("server:\n  max_connections: [1]\n" ROUTE_HEAD, 2, 20,
                  "expected a single value, found a list");
-    expect_error("server:\n  client_timeout: 10 minutes\n" ROUTE_HEAD, 2, 19,
-                 "is not a duration");
+    expect_error("server:\n  client_timeout: 10 minutes\n" ROUTE_HEAD, 2, 19, "is not a duration");
     expect_error("server:\n  listen: 8080\n" ROUTE_HEAD, 2, 11, "is not host:port");
     expect_error(ROUTE_HEAD "  - name: api\n    match: {path_prefix: /}\n"
                             "    upstream: \"http://127.0.0.1:9000\"\n",
@@ -401,9 +405,10 @@ static void test_errors_are_positioned(void)
     expect_error("routes:\n  - name: a\n    match: {path_prefix: /, methods: []}\n"
                  "    upstream: \"http://x:1\"\n",
                  3, 38, "an empty list matches nothing");
-    expect_error("routes:\n  - name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"
-                 "    match: {path_prefix: /}\n    upstream: \"http://x:1\"\n",
-                 2, 11, "64 at most");
+    expect_error(
+        "routes:\n  - name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"
+        "    match: {path_prefix: /}\n    upstream: \"http://x:1\"\n",
+        2, 11, "64 at most");
     expect_error(ROUTE_HEAD "    timeout: \"${SLUICE_TEST_SURELY_UNSET}\"\n", 5, 14,
                  "${SLUICE_TEST_SURELY_UNSET} is not set and has no default");
     expect_error(ROUTE_HEAD "    timeout: \"${1BAD}\"\n", 5, 14, "expected ${NAME}");
@@ -430,7 +435,7 @@ static void test_store_settings(void)
     CU_ASSERT_EQUAL(c->redis.db, 2);
     CU_ASSERT_EQUAL(c->redis.timeout_ns, 20000000);
     CU_ASSERT_STRING_EQUAL(c->redis.prefix, "rl:");
-    CU_ASSERT_EQUAL(c->routes[0].store, CONFIG_STORE_REDIS); /* from limiter.store */
+    CU_ASSERT_EQUAL(c->routes[0].store, CONFIG_STORE_REDIS);  /* from limiter.store */
     CU_ASSERT_EQUAL(c->routes[1].store, CONFIG_STORE_MEMORY); /* its own */
     unload(c);
 
@@ -502,9 +507,8 @@ static void expect_refusal(const char *yaml, int lines, int line, int col, const
 static void test_all_errors_reported(void)
 {
     char *errors = NULL;
-    struct config *c = load_text("server:\n  bogus: 1\n  drain_timeout: soon\n" ROUTE_HEAD
-                                 "    timeout: never\n",
-                                 &errors);
+    struct config *c = load_text(
+        "server:\n  bogus: 1\n  drain_timeout: soon\n" ROUTE_HEAD "    timeout: never\n", &errors);
 
     CU_ASSERT_PTR_NULL(c);
     CU_ASSERT_EQUAL(count_lines(errors), 3);
@@ -1000,7 +1004,8 @@ static void expect_upstream_defaults(const struct config_route *r)
     CU_ASSERT_EQUAL(r->passive.max_fails, 3);
     CU_ASSERT_EQUAL(r->passive.fail_window_ns, 10000000000);
     CU_ASSERT_EQUAL(r->passive.fail_timeout_ns, 10000000000);
-    CU_ASSERT_EQUAL(r->passive.fail_on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET);
+    CU_ASSERT_EQUAL(r->passive.fail_on,
+                    CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET);
     CU_ASSERT_FALSE(r->health_check.enabled);
     CU_ASSERT_PTR_NULL(r->health_check.path);
     CU_ASSERT_PTR_NULL(r->health_check.expect_status);
@@ -1083,8 +1088,9 @@ static void test_upstream_servers(void)
     CU_ASSERT_EQUAL(r->passive.max_fails, 0);
     CU_ASSERT_EQUAL(r->passive.fail_window_ns, 1000000000);
     CU_ASSERT_EQUAL(r->passive.fail_timeout_ns, 3600000000000);
-    CU_ASSERT_EQUAL(r->passive.fail_on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET |
-                                    CONFIG_FAIL_502 | CONFIG_FAIL_503 | CONFIG_FAIL_504);
+    CU_ASSERT_EQUAL(r->passive.fail_on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT |
+                                            CONFIG_FAIL_RESET | CONFIG_FAIL_502 | CONFIG_FAIL_503 |
+                                            CONFIG_FAIL_504);
     unload(c);
 
     /* Another base path on the same origin is another server. */

@@ -2,14 +2,18 @@
  * config and an error text; every error line is "fuzz.yaml:LINE:COL: message" (or, for a file
  * the input names as its consumers_file, "PATH:LINE:COL: message"), and there are
  * at most CONFIG_MAX_ERRORS of them plus the count of the rest; a config returned is within
- * every bound the loader promises. */
+ * every bound the loader promises. The gateway's modules' own keys (config/blocks.h) are
+ * registered as the gateway registers them, without the rest of the modules. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/blocks.h"
 #include "config/config.h"
+#include "gateway/modules/access/access_options.h"
+#include "gateway/modules/limit/limit_options.h"
 
 /* Where ":LINE:COL: " starts in `line` (up to `end`): at "fuzz.yaml", or, for a problem in
  * a file the config names (consumers_file), after that file's path. NULL if nowhere. */
@@ -79,6 +83,17 @@ static void check_config(const struct config *c)
         if (!known)
             abort();
     }
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    if (config_block_register(&gw_access_server_options) != 0 ||
+        config_block_register(&gw_access_route_options) != 0 ||
+        config_block_register(&gw_limit_route_options) != 0)
+        abort();
+    return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -9,10 +9,11 @@
 
 #include "config/config.h"
 #include "gateway/core/runtime.h"
+#include "gateway/identity/consumers.h"
 #include "gateway/modules.h"
+#include "gateway/modules/access/access_options.h"
 #include "gateway/modules/limit/limit.h"
 #include "gateway/modules/limit/limit_sets.h"
-#include "gateway/identity/consumers.h"
 #include "gateway/ops/metrics.h"
 #include "tests/unit.h"
 
@@ -299,7 +300,7 @@ static struct gw_runtime *runtime_of(const char *yaml, struct gw_runtime *previo
 
     if (backends == NULL)
         backends = gw_backends_new();
-    CU_ASSERT_EQUAL_FATAL(gw_modules_register(), 0);
+    CU_ASSERT_EQUAL_FATAL(gw_modules_register(), 0); /* the whole pipeline, as sluice's */
     rt = gw_runtime_build(parse_ok(yaml), previous, metrics, backends, NULL, err, sizeof err);
 
     if (rt == NULL)
@@ -330,12 +331,15 @@ static void test_reload_keeps_unchanged_plans(void)
     second = runtime_of(after, first, metrics);
     CU_ASSERT_PTR_NOT_NULL_FATAL(limits_of(second)->plans);
     CU_ASSERT_EQUAL(limits_of(second)->plans[1].n_limits, 2);
-    CU_ASSERT_PTR_EQUAL(limits_of(second)->plans[1].limits[0], limits_of(first)->plans[1].limits[0]);
-    CU_ASSERT_PTR_EQUAL(limits_of(second)->plans[1].limits[1], limits_of(first)->plans[1].limits[1]);
+    CU_ASSERT_PTR_EQUAL(limits_of(second)->plans[1].limits[0],
+                        limits_of(first)->plans[1].limits[0]);
+    CU_ASSERT_PTR_EQUAL(limits_of(second)->plans[1].limits[1],
+                        limits_of(first)->plans[1].limits[1]);
     CU_ASSERT_PTR_NOT_EQUAL(limits_of(second)->plans[0].limits[0],
                             limits_of(first)->plans[0].limits[0]);
     /* The route's own limits (plan: free) and its free plan count apart. */
-    CU_ASSERT_PTR_NOT_EQUAL(limits_of(second)->own.limits[0], limits_of(second)->plans[0].limits[0]);
+    CU_ASSERT_PTR_NOT_EQUAL(limits_of(second)->own.limits[0],
+                            limits_of(second)->plans[0].limits[0]);
     CU_ASSERT_STRING_EQUAL(limits_of(second)->plans[1].policy,
                            "\"minute\";q=100;w=60, \"day\";q=5000;w=86400");
     gw_runtime_release(first);
@@ -461,8 +465,13 @@ static void test_answer_settings(void)
                                 "  - name: other\n    match: {path_prefix: /o/}\n"
                                 "    upstream: \"http://127.0.0.1:9000\"\n");
 
-    CU_ASSERT_EQUAL(c->server.deny.n, 1);
-    CU_ASSERT_EQUAL(c->routes[0].deny.n, 2);
+    CU_ASSERT_EQUAL(
+        ((const struct access_options *)config_server_block(c, &gw_access_server_options))->deny.n,
+        1);
+    CU_ASSERT_EQUAL(
+        ((const struct access_options *)config_route_block(&c->routes[0], &gw_access_route_options))
+            ->deny.n,
+        2);
     CU_ASSERT_EQUAL(c->routes[0].headers, CONFIG_HEADERS_BOTH);
     CU_ASSERT_EQUAL(c->routes[1].headers, CONFIG_HEADERS_X_RATELIMIT); /* the server's */
     CU_ASSERT_EQUAL(c->routes[1].on_limit.status, 429);

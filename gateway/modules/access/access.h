@@ -5,7 +5,7 @@
  *           in server.deny or the route's deny is refused 403, decision "blocked". A
  *           connection that is no IP connection has no address to judge, and passes.
  *
- * Its YAML keys are `deny` (config/server.c, config/routes.c); no per-request context.
+ * Its YAML keys: server.deny and a route's deny (access_options.h); no per-request context.
  */
 #ifndef SLUICE_GATEWAY_MODULES_ACCESS_H
 #define SLUICE_GATEWAY_MODULES_ACCESS_H

@@ -6,6 +6,7 @@
 #include "gateway/limits/decide.h"
 #include "gateway/modules/limit/identify.h"
 #include "gateway/modules/limit/limit.h"
+#include "gateway/modules/limit/limit_options.h"
 #include "gateway/modules/limit/limit_sets.h"
 
 struct limit_ctx {
@@ -21,6 +22,15 @@ struct limit_ctx {
     char limit_keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN]; /* limits that name their own key */
     char sources[GW_ACCESS_KEYS_MAX][GW_KEY_SOURCE_LEN];  /* the log's names of the keys */
 };
+
+/* The route's exempt and dry_run; none for a route of a config read without them. */
+static const struct limit_options *options_of(const struct gw_req *rq)
+{
+    static const struct limit_options none;
+    const struct limit_options *o = config_route_block(gw_req_route(rq), &gw_limit_route_options);
+
+    return o != NULL ? o : &none;
+}
 
 /* The limits the client is held to (decide.h) and the key each counts it under: the route's
  * key (a consumer's name, or for an unknown key the client's address), or the limit's own.
@@ -74,9 +84,11 @@ static enum gw_step conclude(struct gw_req *rq, struct limit_ctx *c)
             gw_metrics_count_denial(c->set->denials[i]);
     if (verdict->outcome == GW_LIMITS_ALLOWED)
         return GW_NEXT;
-    rq->decision = route->dry_run ? GW_DRY_RUN_DENIED : GW_DENIED;
-    if (route->dry_run)
+    if (options_of(rq)->dry_run) {
+        rq->decision = GW_DRY_RUN_DENIED;
         return GW_NEXT;
+    }
+    rq->decision = GW_DENIED;
     gw_req_refuse(rq, route->on_limit.status, GW_DENIED_DETAIL);
     return GW_ANSWERED;
 }
@@ -130,7 +142,7 @@ static enum gw_step limit_step(struct gw_req *rq, void *ctx)
     c->set = &r->own;
     if (!rq->has_peer)
         return GW_NEXT; /* not an IP connection: nothing to count it by */
-    exempt = gw_cidrs_contain(&route->exempt, &rq->client);
+    exempt = gw_cidrs_contain(&options_of(rq)->exempt, &rq->client);
     gw_ip_key(&rq->client, route->ipv6_prefix_len, c->ip_key);
     if (select_limits(rq, c, exempt) != 0)
         return GW_ANSWERED;
@@ -280,6 +292,7 @@ static void gauges(const struct gw_runtime *rt, FILE *out)
 struct gw_module gw_limit_module = {
     .name = "limit",
     .ctx_size = sizeof(struct limit_ctx),
+    .options = {&gw_limit_route_options},
     .on = {[GW_PHASE_LIMIT] = limit_step},
     .on_answer = on_answer,
     .owns_field = owns_field,

@@ -17,8 +17,9 @@
  *              limits decided; sluice_requests_total by decision and plan, and each refusing
  *              limit's denials.
  *
- * Its YAML keys: limit, plan, key, exempt, cost, headers, on_limit, dry_run, unknown_key
- * (config/limits.c, config/plans.c, config/consumers.c). Its per-route state: the limit sets
+ * Its YAML keys: exempt and dry_run, its own (limit_options.h); and limit, plan, key, cost,
+ * headers, on_limit, unknown_key, which `sluice simulate` reads too (config/limits.c,
+ * config/plans.c, config/consumers.c). Its per-route state: the limit sets
  * the runtime builds (runtime.h).
  */
 #ifndef SLUICE_GATEWAY_MODULES_LIMIT_H
