@@ -90,34 +90,6 @@ void gw_store_send(struct gw_store *s, struct gw_store_call *call, struct limite
         gw_store_call_deliver(call, GW_STORE_FAILED); /* stopping: not Redis's failure */
 }
 
-enum gw_store_result gw_store_decide(struct gw_store *s, const char *route,
-                                     const char *const *names,
-                                     const struct limiter_params *const *limits,
-                                     const uint64_t *costs, size_t n,
-                                     const char *const *client_keys, struct limiter_decision *out)
-{
-    struct gw_store_call *call = gw_store_prepare(s, route, names, limits, costs, n, client_keys);
-    uint64_t state;
-    bool gave_up = false;
-    enum gw_store_result result;
-    char why[GW_STORE_WHY_LEN];
-
-    if (call == NULL)
-        return GW_STORE_FAILED;
-    state = call->state;
-    if (gw_store_workers_queue(s->workers, call) != 0) {
-        gw_store_call_free(call); /* stopping: not Redis's failure */
-        return GW_STORE_FAILED;
-    }
-    result = gw_store_call_wait(call, out, &gave_up);
-    if (gave_up) {
-        snprintf(why, sizeof why, "no answer within limiter.redis.timeout (%lld ms)",
-                 (long long)(s->redis.timeout_ns / 1000000));
-        gw_store_health_failed(&s->health, state, why);
-    }
-    return result;
-}
-
 void gw_store_render_metrics(const struct gw_store *s, FILE *out)
 {
     fprintf(out,

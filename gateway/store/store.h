@@ -29,18 +29,18 @@
  *
  * The store has GW_STORE_THREADS (4) threads of its own, each with one connection to Redis,
  * and a queue of calls (store_workers.h); nothing else runs on them. Both serving modes queue
- * their requests' calls there: event mode with a callback that resumes the connection,
- * thread_per_connection waiting for the answer. A thread sends each call the moment it is
+ * their requests' calls there with a callback: it resumes the connection in event mode and
+ * wakes the connection's thread in thread_per_connection. A thread sends each call the moment it is
  * queued, behind those already under way on its connection, and Redis answers them in order:
  * the gateway keeps four connections to Redis however many clients ask at once, and a slow
  * Redis costs each request one round trip, not a place in a line.
  *
  * limiter.redis.timeout (50 ms by default: on a loaded 2-core host EVALSHA's p99 reached 7 ms
  * and its maximum 48 ms, so 5 ms timed out often) bounds a request's whole wait for the store,
- * from the moment it asks: queue, connecting, sending and reading. A call still queued at its
- * deadline is not sent; a call under way is cut off (the socket's waits are bounded by the
- * time left); a thread_per_connection request stops waiting at the deadline whatever the
- * thread does (store_call.h). Each is a failure: on_store_error decides the request, and the
+ * from the moment it asks: queue, resolving the host's name, connecting, sending and reading.
+ * A call still queued at its deadline is not sent; a call under way is cut off (every wait of
+ * a store thread, the name's lookup among them, is bounded by the time left:
+ * store_resolve.h). Each is a failure: on_store_error decides the request, and the
  * store counts an error. No retry restarts the clock: the one retry (of a call whose
  * connection broke, as one Redis closed while idle does; store_workers.h) and a reload of the
  * script after NOSCRIPT use only the time left.
@@ -74,20 +74,12 @@ void gw_store_free(struct gw_store *store);
 
 /* Decides one request on `route` against `n` limits (names and parameters, burst already
  * defaulted), limit i counting it under `client_keys[i]` at a cost of `costs[i]` units (1 to
- * its quota, as limiter_decide_all_cost()), filling one decision each: all are charged, or
- * none. Waits on the calling thread at most limiter.redis.timeout, whatever the store's
- * threads are doing. Nothing passed in is kept. */
-enum gw_store_result gw_store_decide(struct gw_store *store, const char *route,
-                                     const char *const *limit_names,
-                                     const struct limiter_params *const *limits,
-                                     const uint64_t *costs, size_t n,
-                                     const char *const *client_keys, struct limiter_decision *out);
-
-/* The same decision in two steps, for a caller that must not wait here (the gateway, whose
- * requests wait by their adapter's means in either serving mode). First the call,
- * its deadline set to now plus limiter.redis.timeout: NULL when the store is not to be asked
- * now (degraded and this is not the probe, or memory short), and on_store_error decides at
- * once. Nothing passed in is kept. */
+ * its quota, as limiter_decide_all_cost()), one decision each: all are charged, or none. In
+ * two steps, so that the caller need not wait here (the gateway's requests wait by their
+ * adapter's means in either serving mode). First the call, its deadline set to now plus
+ * limiter.redis.timeout: NULL when the store is not to be asked now (degraded and this is not
+ * the probe, or memory short), and on_store_error decides at once. Nothing passed in is
+ * kept. */
 struct gw_store_call;
 struct gw_store_call *gw_store_prepare(struct gw_store *store, const char *route,
                                        const char *const *limit_names,

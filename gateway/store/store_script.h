@@ -32,7 +32,7 @@ struct gw_script_args {
 extern const char gw_script_text[];
 
 /* Fills `args` for one request on `route` against `n` limits (1 to LIMITER_MAX_PER_REQUEST),
- * as gw_store_decide() describes them, its keys under `prefix`. Nothing passed in is kept. */
+ * as gw_store_prepare() describes them, its keys under `prefix`. Nothing passed in is kept. */
 void gw_script_args_make(struct gw_script_args *args, const char *prefix, const char *route,
                          const char *const *names, const struct limiter_params *const *limits,
                          const uint64_t *costs, size_t n, const char *const *client_keys);

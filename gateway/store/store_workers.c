@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "gateway/store/store_resolve.h"
 #include "gateway/store/store_workers.h"
 
 /* One thread and its connection: the health spell it was opened in, the script's digest (""
@@ -20,6 +21,7 @@ struct worker {
     int wake_fd;  /* an eventfd, written when calls are queued while this thread waits on Redis */
     bool polling; /* under the pool's lock: waiting on Redis (and wake_fd) */
     redisContext *c;
+    struct gw_store_lookup *lookup; /* of the host's name, when it is one (store_resolve.h) */
     uint64_t spell;
     char sha[41];
     struct gw_store_call *sent[GW_STORE_IN_FLIGHT];
@@ -59,14 +61,12 @@ static void set_timed_out(struct worker *self, const char *command)
 }
 
 /* Gives `call` its outcome: the store's health first (store_call.h says why), then the
- * request. A call whose waiter gave up is only freed. */
+ * request. */
 static void finish(struct gw_store_workers *w, struct gw_store_call *call,
                    enum gw_store_result result, const char *why)
 {
     uint64_t state = call->state;
 
-    if (!gw_store_call_claim(call))
-        return;
     if (result == GW_STORE_OK)
         gw_store_health_succeeded(w->health, state);
     else
@@ -196,18 +196,25 @@ static int open_connection(struct worker *self, int64_t deadline)
 {
     const struct gw_store_redis *redis = self->pool->redis;
     const char *load[] = {"SCRIPT", "LOAD", gw_script_text};
-    int64_t left = (deadline - limiter_now_ns()) / 1000;
-    struct timeval tv = {.tv_sec = (time_t)(left / 1000000),
-                         .tv_usec = (suseconds_t)(left % 1000000)};
     redisReply *r = NULL;
-    char db[16];
+    char db[16], ip[INET6_ADDRSTRLEN];
+    int64_t left;
 
     self->spell = gw_store_health_spells(self->pool->health);
+    if (gw_store_resolve(&self->lookup, redis->host, deadline, ip, &self->timed_out, self->why,
+                         sizeof self->why) != 0) {
+        if (self->timed_out)
+            set_timed_out(self, "resolve");
+        return -1;
+    }
+    left = (deadline - limiter_now_ns()) / 1000;
     if (left <= 0) {
         set_timed_out(self, "connect");
         return -1;
     }
-    self->c = redisConnectWithTimeout(redis->host, redis->port, tv);
+    self->c = redisConnectWithTimeout(ip, redis->port,
+                                      (struct timeval){.tv_sec = (time_t)(left / 1000000),
+                                                       .tv_usec = (suseconds_t)(left % 1000000)});
     if (self->c == NULL) {
         set_why(self, "connect: out of memory");
         return -1;
@@ -551,6 +558,7 @@ static void *serve(void *arg)
             await_answers(self);
     }
     drop_connection(self);
+    gw_store_lookup_end(self->lookup);
     return NULL;
 }
 

@@ -804,6 +804,9 @@ enum start_kind {
 
 /* In the child: sluice's stderr and stdout to its log and access log, then the binary (under
  * valgrind, or with `asan_options` as $ASAN_OPTIONS when it is not empty). */
+/* The resolv.conf the next sluice started sees, or NULL: the machine's. */
+static const char *resolving_with;
+
 static void exec_sluice(const struct proc *p, char *asan_options)
 {
     int log = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -821,6 +824,12 @@ static void exec_sluice(const struct proc *p, char *asan_options)
     }
     if (asan_options[0] != '\0')
         putenv(asan_options);
+    /* In a mount namespace of its own, where the file is /etc/resolv.conf (unshare makes the
+     * namespace's mounts private: nothing is seen outside it). */
+    if (resolving_with != NULL)
+        execlp("unshare", "unshare", "--mount", "sh", "-c",
+               "mount --bind \"$0\" /etc/resolv.conf && exec \"$@\"", resolving_with,
+               sluice_binary(), "-c", p->config_path, (char *)NULL);
     execl(sluice_binary(), "sluice", "-c", p->config_path, (char *)NULL);
     _exit(127);
 }
@@ -928,6 +937,19 @@ int start_sluice(struct proc *p, const char *yaml, ...)
     va_start(ap, yaml);
     rc = start(p, START_PLAIN, yaml, ap);
     va_end(ap);
+    return rc;
+}
+
+int start_sluice_resolving(struct proc *p, const char *resolv_conf, const char *yaml, ...)
+{
+    va_list ap;
+    int rc;
+
+    resolving_with = resolv_conf;
+    va_start(ap, yaml);
+    rc = start(p, START_PLAIN, yaml, ap);
+    va_end(ap);
+    resolving_with = NULL;
     return rc;
 }
 

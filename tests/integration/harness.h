@@ -72,6 +72,10 @@ int start_sluice_on(struct proc *p, const char *path);
 /* The same as start_sluice(), under valgrind's memcheck: its findings make the exit code 99. */
 int start_sluice_under_valgrind(struct proc *p, const char *yaml, ...);
 
+/* As start_sluice(), sluice seeing the file `resolv_conf` as /etc/resolv.conf (in a mount
+ * namespace of its own: root and unshare(1) are needed; -1 without them). */
+int start_sluice_resolving(struct proc *p, const char *resolv_conf, const char *yaml, ...);
+
 /* The same, for a test that measures sluice's memory: a sanitizer build (sluice_sanitized())
  * is run without ASan's quarantine, which by default keeps up to 256 MiB of freed memory
  * aside, so that what it holds is what sluice holds plus the runtime's own share. */

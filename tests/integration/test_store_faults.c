@@ -455,6 +455,77 @@ static void test_paused_redis_costs_the_timeout(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
+/* A silent resolver: a UDP socket on 127.0.0.86:53 that reads nothing and answers nothing,
+ * and a resolv.conf naming it. -1 (the socket closed) when port 53 cannot be bound here. */
+static int silent_resolver(char *resolv_conf, size_t cap)
+{
+    struct sockaddr_in at = {.sin_family = AF_INET, .sin_port = htons(53)};
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    FILE *f;
+
+    inet_pton(AF_INET, "127.0.0.86", &at.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&at, sizeof at) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    scratch_path(resolv_conf, cap, "resolv.conf");
+    f = fopen(resolv_conf, "w");
+    if (f != NULL) {
+        fputs("nameserver 127.0.0.86\noptions timeout:3 attempts:2\n", f);
+        fclose(f);
+    }
+    return fd;
+}
+
+/* Redis named by a host name that the resolver never answers (it would hold getaddrinfo() 6 s):
+ * each request is still answered within about limiter.redis.timeout (200 ms), by
+ * on_store_error (local: 200, forwarded), and the store counts its errors, naming the lookup.
+ * The first request asks the store; later ones find it degraded or probe it, the probe
+ * waiting on the same lookup, never beyond its own timeout. */
+static void test_unanswered_lookup_costs_the_timeout(void)
+{
+    char resolv_conf[128], out[64];
+    unsigned long before, after, connections;
+    struct proc gw;
+    int fd = silent_resolver(resolv_conf, sizeof resolv_conf);
+
+    if (fd < 0 || run_command("unshare --mount true", out, sizeof out) != 0) {
+        if (fd >= 0)
+            close(fd);
+        skip_test("needs root: port 53 on 127.0.0.86, and unshare --mount");
+        return;
+    }
+    CU_ASSERT_EQUAL_FATAL(
+        start_sluice_resolving(&gw, resolv_conf,
+                               "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", "
+                               "access_log: \"off\"}\n"
+                               "limiter:\n  redis: {address: \"redis.sluice-test:6379\", "
+                               "timeout: 200ms}\n"
+                               "routes:\n  - name: limited\n    match: {path_prefix: /}\n"
+                               "    upstream: \"http://127.0.0.1:%1$u\"\n    store: redis\n"
+                               "    limit: {algorithm: fixed_window, requests: 100, per: 1h}\n",
+                               upstream.port),
+        0);
+    upstream_stats(&before, &connections);
+    for (int i = 0; i < 4; i++) {
+        double start = seconds_now(), took;
+        long status = get_status(gw.port, "/lookup", NULL);
+
+        took = seconds_now() - start;
+        CU_ASSERT_EQUAL(status, 200);
+        check_case(took < 1.0, "a request while the resolver is silent",
+                   "request %d took %.3f s (timeout 200 ms, the resolver's 6 s)", i + 1, took);
+        sleep_ms(150); /* past the first backoff: the next one may probe */
+    }
+    upstream_stats(&after, &connections);
+    CU_ASSERT_EQUAL(after - before, 4); /* every one forwarded, by on_store_error: local */
+    CU_ASSERT_TRUE(metric_now(&gw, "sluice_store_errors_total") >= 1);
+    CU_ASSERT_TRUE(wait_for_log(&gw, "resolve", 1, 2000));
+    CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+    close(fd);
+}
+
 /* Asks until every one of the store's threads holds a connection (Redis counts four clients,
  * and redis-cli), each with the script loaded by its first call. */
 static bool connect_every_thread(const struct proc *gw)
@@ -654,6 +725,8 @@ void register_store_faults_tests(void)
     add_test(s, "a paused Redis costs each request about the timeout",
              test_paused_redis_costs_the_timeout);
     add_test(s, "the timeout is not doubled", test_timeout_is_not_doubled);
+    add_test(s, "a Redis name the resolver never answers costs each request the timeout",
+             test_unanswered_lookup_costs_the_timeout);
     add_test(s, "connections Redis closed while idle are replaced, nothing fails",
              test_closed_idle_connections_are_replaced);
     add_test(s, "a Redis slow to answer does not queue requests past the timeout",
