@@ -107,8 +107,13 @@ struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN])
         goto fail;
     }
     s->current = gw_runtime_build(config, NULL, s->metrics, s->backends, s->store, err, GW_ERR_LEN);
-    if (s->current == NULL || gw_server_configure_health(s, s->current) != 0 ||
-        gw_fronts_start(s, err) != 0)
+    if (s->current == NULL)
+        goto fail;
+    if (gw_server_configure_health(s, s->current) != 0) {
+        snprintf(err, GW_ERR_LEN, "cannot start the upstreams' health checks: out of memory");
+        goto fail;
+    }
+    if (gw_fronts_start(s, err) != 0)
         goto fail;
     if (s->fixed.mode == CONFIG_MODE_THREAD_PER_CONNECTION && gw_reaper_start(s) != 0) {
         snprintf(err, GW_ERR_LEN, "cannot start the slow-client reaper");

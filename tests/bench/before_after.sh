@@ -46,13 +46,7 @@ for path in proxied denied; do
   for mode in event thread_per_connection; do
     config $A $mode "$limit" >"$dir/a.yaml"
     config $B $mode "$limit" >"$dir/b.yaml"
-    "$dir/before" -c "$dir/a.yaml" >"$dir/a.log" 2>&1 & a_pid=$!; pids+=($a_pid)
-    "$dir/after" -c "$dir/b.yaml" >"$dir/b.log" 2>&1 & b_pid=$!; pids+=($b_pid)
-    for port in $UP $A $B; do
-      for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
-    done
-    side_by_side $A $a_pid $B $b_pid
-    kill $a_pid $b_pid; wait $a_pid $b_pid 2>/dev/null
+    measure_pair "$dir/before" "$dir/a.yaml" $A "$dir/after" "$dir/b.yaml" $B $UP
     printf '%-34s %9s %12s\n' "$path, $mode, before" "$a_rps" "$a_cpu"
     printf '%-34s %9s %12s\n' "$path, $mode, after" "$b_rps" "$b_cpu"
     printf 'after/before (%s, %s): req/s %.3f, CPU per request %.3f (%d alternating rounds of %d s)\n' \

@@ -41,13 +41,7 @@ for mode in event thread_per_connection; do
     "routes:" "  - name: three" "    match: {path_prefix: /}" \
     "    upstream: {servers: [\"http://127.0.0.1:$UP1\", \"http://127.0.0.1:$UP2\"," \
     "                         \"http://127.0.0.1:$UP3\"]}" >"$dir/three.yaml"
-  "$dir/sluice" -c "$dir/one.yaml" >"$dir/one.log" 2>&1 & one_pid=$!; pids+=($one_pid)
-  "$dir/sluice" -c "$dir/three.yaml" >"$dir/three.log" 2>&1 & three_pid=$!; pids+=($three_pid)
-  for port in $UP1 $ONE $THREE; do
-    for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
-  done
-  side_by_side $ONE $one_pid $THREE $three_pid
-  kill $one_pid $three_pid; wait $one_pid $three_pid 2>/dev/null
+  measure_pair "$dir/sluice" "$dir/one.yaml" $ONE "$dir/sluice" "$dir/three.yaml" $THREE $UP1
   printf '%-38s %9s %12s\n' "$mode, one server" "$a_rps" "$a_cpu"
   printf '%-38s %9s %12s\n' "$mode, three servers (round_robin)" "$b_rps" "$b_cpu"
   printf 'three/one (%s): req/s %.3f, CPU per request %.3f (%d alternating rounds of %d s)\n' \

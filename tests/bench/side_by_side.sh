@@ -1,9 +1,13 @@
-# Two sluice processes measured side by side with wrk: sourced by tests/bench/consumers.sh and
-# tests/bench/servers.sh. The caller sets `name` (its prefix for messages), `secs`, `conns`,
-# `rounds` and `lua` (a wrk script, or "" for a plain GET), then calls
+# Two sluice processes measured side by side with wrk: sourced by tests/bench/consumers.sh,
+# tests/bench/servers.sh and tests/bench/before_after.sh. The caller sets `name` (its prefix
+# for messages), `secs`, `conns`, `rounds` and `lua` (a wrk script, or "" for a plain GET),
+# then calls
 #   side_by_side PORT_A PID_A PORT_B PID_B
 # which warms both up and runs `rounds` alternating rounds (A first in even rounds, B first in
-# odd ones), leaving "req/s cpu_us_per_request" medians in a_rps a_cpu b_rps b_cpu. CPU per
+# odd ones), leaving "req/s cpu_us_per_request" medians in a_rps a_cpu b_rps b_cpu; or
+#   measure_pair BINARY_A CONFIG_A PORT_A BINARY_B CONFIG_B PORT_B [PORT...]
+# which starts both (their logs beside their configs), waits until they and the other PORTs
+# (their upstreams) answer, measures them so, and stops them. CPU per
 # request is the process's user + system time over the run (/proc/PID/stat) divided by the
 # requests wrk counted. Every run is bounded by `secs`.
 
@@ -40,4 +44,22 @@ side_by_side() {
   done
   a_rps=$(field_median 1 "${a[@]}"); a_cpu=$(field_median 2 "${a[@]}")
   b_rps=$(field_median 1 "${b[@]}"); b_cpu=$(field_median 2 "${b[@]}")
+}
+
+# Until each of the ports answers an HTTP request (10 s at most each).
+wait_up() {
+  local port
+  for port in "$@"; do
+    for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
+  done
+}
+
+measure_pair() {
+  local a_pid b_pid
+  "$1" -c "$2" >"$2.log" 2>&1 & a_pid=$!
+  "$4" -c "$5" >"$5.log" 2>&1 & b_pid=$!
+  pids+=("$a_pid" "$b_pid") # for the caller's trap, if it keeps them
+  wait_up "${@:7}" "$3" "$6"
+  side_by_side "$3" $a_pid "$6" $b_pid
+  kill $a_pid $b_pid; wait $a_pid $b_pid 2>/dev/null
 }

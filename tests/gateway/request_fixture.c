@@ -148,3 +148,29 @@ bool fixture_addr_is(const struct gw_addr *addr, const char *text)
     return gw_addr_parse(text, strlen(text), &want) == 0 && addr->family == want.family &&
            memcmp(addr->bytes, want.bytes, sizeof want.bytes) == 0;
 }
+
+/* Runs the head of `rq`, which must be refused with `status` and a detail holding `words`,
+ * and checks the answer sluice gives: problem+json, the request's id, and a closed
+ * connection after a 400 (a request read one way only is not followed). */
+void fixture_expect_refused(struct gw_req *rq, unsigned status, const char *words)
+{
+    const struct gw_answer *a = &rq->answer;
+
+    CU_ASSERT_EQUAL(gw_pipeline_head(rq), GW_ANSWERED);
+    CU_ASSERT_EQUAL(rq->refusal, status);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rq->refusal_detail);
+    if (strstr(rq->refusal_detail, words) == NULL)
+        fprintf(stderr, "\nexpected \"%s\" in \"%s\"\n", words, rq->refusal_detail);
+    CU_ASSERT_PTR_NOT_NULL(strstr(rq->refusal_detail, words));
+    CU_ASSERT_EQUAL_FATAL(gw_pipeline_refusal(rq), 0);
+    CU_ASSERT_EQUAL(a->status, status);
+    CU_ASSERT_TRUE(
+        fixture_is(gw_fields_get(&a->fields, "Content-Type"), "application/problem+json"));
+    CU_ASSERT_TRUE(fixture_is(gw_fields_get(&a->fields, "X-Request-Id"), rq->request_id));
+    CU_ASSERT_PTR_NULL(gw_fields_get(&a->fields, "RateLimit")); /* no limit asked */
+    CU_ASSERT_EQUAL(a->kind, GW_ANSWER_OWNED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(a->body, words));
+    CU_ASSERT_EQUAL(a->close, status == 400);
+    if (status == 400)
+        CU_ASSERT_TRUE(fixture_is(gw_fields_get(&a->fields, "Connection"), "close"));
+}

@@ -50,6 +50,12 @@ struct gw_req *fixture_request(struct fixture *fx, const char *peer, const char 
  * decision into `*decision` unless NULL. */
 unsigned fixture_head(struct gw_req *rq, enum gw_decision *decision);
 
+/* Runs the head of `rq`, which must be refused with `status` and a detail holding `words`,
+ * and checks the answer sluice gives: problem+json, the request's id, no RateLimit field,
+ * and a closed connection after a 400 (a request read one way only is not followed). The
+ * caller frees `rq`. */
+void fixture_expect_refused(struct gw_req *rq, unsigned status, const char *words);
+
 /* Whether `text` (which may be NULL: a field that is absent) is `want`; when it is not, says
  * what it is on stderr, as CUnit's own string assertions do not (and cannot take NULL). */
 bool fixture_is(const char *text, const char *want);

@@ -405,7 +405,8 @@ static void test_one_server_is_probed_too(void)
     CU_ASSERT_FALSE(fx.probe); /* one probe only */
     CU_ASSERT_TRUE(gw_backend_report(server(0), &fx.route, GW_FAULT_REFUSED, 0, due + 1, true));
     CU_ASSERT_FALSE(gw_backend_healthy(server(0), due + 1));
-    CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, due + 1 + fx.route.passive.fail_timeout_ns, &fx.probe), 0);
+    CU_ASSERT_EQUAL(
+        gw_backend_pick(&fx.set, 0, due + 1 + fx.route.passive.fail_timeout_ns, &fx.probe), 0);
     CU_ASSERT_TRUE(fx.probe);
     CU_ASSERT_FALSE(gw_backend_report(server(0), &fx.route, GW_FAULT_NONE, 200,
                                       due + 2 + fx.route.passive.fail_timeout_ns, true));

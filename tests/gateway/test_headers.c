@@ -3,9 +3,10 @@
 
 static void test_hop_by_hop(void)
 {
-    const char *fixed[] = {"Connection", "keep-alive", "Proxy-Connection", "TE", "Trailer",
-                           "transfer-encoding", "Upgrade", "Proxy-Authorization",
-                           "Proxy-Authenticate"};
+    const char *fixed[] = {
+        "Connection",        "keep-alive",        "Proxy-Connection", "TE",
+        "Trailer",           "transfer-encoding", "Upgrade",          "Proxy-Authorization",
+        "Proxy-Authenticate"};
 
     for (unsigned i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         CU_ASSERT_TRUE(gw_header_is_hop_by_hop(fixed[i], NULL));
