@@ -159,6 +159,7 @@ void gw_pipeline_finish(struct gw_req *rq)
     if (rq->logged)
         return;
     rq->logged = true;
+    rq->decision = gw_req_outcome(rq); /* what the log and the modules' metrics count */
     gw_req_entry(rq, &entry);
     for (size_t i = 0; i < n_modules; i++)
         if (modules[i]->on_log != NULL)

@@ -124,6 +124,17 @@ bool gw_req_refusal_closes(const struct gw_req *rq)
     }
 }
 
+enum gw_decision gw_req_outcome(const struct gw_req *rq)
+{
+    if (rq->decision == GW_DENIED || rq->refusal == 0)
+        return rq->decision;
+    if (rq->refusal == 401)
+        return GW_UNAUTHENTICATED;
+    if (rq->refusal == 403)
+        return GW_FORBIDDEN;
+    return rq->refusal >= 500 ? GW_FAILED : GW_REFUSED;
+}
+
 void gw_req_entry(const struct gw_req *rq, struct gw_access_entry *entry)
 {
     const struct config_route *route = gw_req_route(rq);

@@ -116,7 +116,7 @@ struct gw_req {
     int route;                   /* index into the config's routes, or -1 */
     struct gw_addr client;       /* as its keys see it (has_peer only) */
     const char *consumer, *plan; /* the consumer its key belongs to and its plan, or NULL */
-    enum gw_decision decision;
+    enum gw_decision decision;   /* a module's (denied, exempt, ...); the outcome once it ends */
     unsigned refusal; /* a status sluice answers itself instead of forwarding; 0 if none */
     const char *refusal_detail;
     struct gw_answer answer;
@@ -156,6 +156,12 @@ void gw_req_refuse(struct gw_req *rq, unsigned status, const char *detail);
 /* A refusal other than 401, 403, 404 or 429 ends the connection: a request sluice will not
  * read one way is not followed, since what comes after it could be anything. */
 bool gw_req_refusal_closes(const struct gw_req *rq);
+
+/* What happened to it, one word: a limit's denial stands; else a refusal of the gateway's
+ * names its kind by status (401 unauthenticated, 403 forbidden, another 4xx refused, a 5xx
+ * failed); else what the modules decided (failed, when the forward module answered for an
+ * upstream that did not; dry_run_denied; exempt; allowed). */
+enum gw_decision gw_req_outcome(const struct gw_req *rq);
 
 /* The access log entry's fields that are the request's own (the modules add theirs). */
 void gw_req_entry(const struct gw_req *rq, struct gw_access_entry *entry);

@@ -35,6 +35,17 @@ static uint64_t cost_of(const struct config_limit *limit, const char *method)
     return limit->default_cost > 0 ? limit->default_cost : 1;
 }
 
+bool gw_limits_own_decide(const struct config_route *route)
+{
+    return !route->identifies_consumers ||
+           (route->unknown_key == CONFIG_UNKNOWN_KEY_ANONYMOUS && route->anonymous_plan < 0);
+}
+
+bool gw_limits_plans_decide(const struct config_route *route)
+{
+    return route->identifies_consumers && route->plans != NULL;
+}
+
 int gw_limits_select(const struct config_route *route, const struct gw_consumer *consumer,
                      bool exempt, const char *method, struct gw_limits_selection *out)
 {

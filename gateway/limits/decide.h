@@ -26,8 +26,8 @@
  *
  * The limiters themselves are built per route where a config is loaded (the gateway keeps
  * them across reloads, gateway/modules/limit/limit_sets.c; simulate builds its own), each from
- * the parameters gw_limits_local_params() gives. Nothing here reads a clock, allocates, or keeps anything of
- * its arguments.
+ * the parameters gw_limits_local_params() gives. Nothing here reads a clock, allocates, or keeps
+ * anything of its arguments.
  */
 #ifndef SLUICE_GATEWAY_LIMITS_DECIDE_H
 #define SLUICE_GATEWAY_LIMITS_DECIDE_H
@@ -71,6 +71,14 @@ struct gw_limits_decision {
     int64_t decided_ns; /* `now` when decided in this process; left as it was otherwise */
     enum gw_limits_outcome outcome;
 };
+
+/* Whether `route`'s own limit: (or plan:) can decide a request, and its plans. A route that
+ * names no consumers holds every request to its own limits and never to a plan; one that
+ * does holds a consumer to its plan, and an unknown key to the anonymous plan, or to its own
+ * limits only when it has none and unknown_key is anonymous (with reject, an unknown key is
+ * refused first). A set that cannot decide is not built, counted or reported. */
+bool gw_limits_own_decide(const struct config_route *route);
+bool gw_limits_plans_decide(const struct config_route *route);
 
 /* The limits of `route` a request is held to, its key read as `consumer` (NULL: no consumer
  * holds it, or the route names none), sent with `method`, into `out`. 0, or -1 when the route

@@ -48,8 +48,8 @@
 #include "config/config.h"
 #include "limiter/limiter.h"
 
-#define GW_ACCESS_AGENT_MAX 256 /* bytes of user_agent, escaped */
-#define GW_ACCESS_HOST_MAX  128 /* bytes of host, escaped */
+#define GW_ACCESS_AGENT_MAX 256                           /* bytes of user_agent, escaped */
+#define GW_ACCESS_HOST_MAX  128                           /* bytes of host, escaped */
 #define GW_ACCESS_KEYS_MAX  (LIMITER_MAX_PER_REQUEST + 2) /* ip, the route's, each limit's */
 
 /* The buffer a line is formatted in. A line that does not fit it is not written, so no line
@@ -73,7 +73,7 @@ struct gw_access_memo {
 };
 
 struct gw_access_entry {
-    const char *route;  /* NULL when no route matched */
+    const char *route; /* NULL when no route matched */
     const char *method;
     const char *target; /* the raw request target; the query is dropped here */
     unsigned status;
@@ -81,15 +81,15 @@ struct gw_access_entry {
     long upstream_status; /* 0 when the upstream was not asked or did not answer */
     int64_t upstream_ns;  /* time to the upstream's response head; 0 when none */
     int64_t duration_ns;
-    uint64_t bytes; /* body bytes sent to the client */
-    const char *client_key; /* NULL when none was worked out */
-    const char *client;     /* its address as keys see it, as text; NULL: unknown, not logged */
-    const char *limit;      /* the limit that denied it, or NULL */
-    const char *user_agent; /* the User-Agent field, or NULL */
-    const char *consumer;   /* NULL when the key named no consumer */
-    const char *plan;       /* the consumer's plan, or NULL */
-    unsigned dropped_headers; /* request fields not forwarded ('_' in the name); 0 if none */
-    const char *upstream_error;  /* proxy.h's fault name; "" when none */
+    uint64_t bytes;             /* body bytes sent to the client */
+    const char *client_key;     /* NULL when none was worked out */
+    const char *client;         /* its address as keys see it, as text; NULL: unknown, not logged */
+    const char *limit;          /* the limit that denied it, or NULL */
+    const char *user_agent;     /* the User-Agent field, or NULL */
+    const char *consumer;       /* NULL when the key named no consumer */
+    const char *plan;           /* the consumer's plan, or NULL */
+    unsigned dropped_headers;   /* request fields not forwarded ('_' in the name); 0 if none */
+    const char *upstream_error; /* proxy.h's fault name; "" when none */
     const char *upstream_server; /* the last attempt's server URL; "" when none */
     const char *request_id;      /* trace.h: sane, so written as it is */
     const char *trace_id;        /* 32 hex digits; "" when the request has no trace */

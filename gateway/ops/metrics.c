@@ -112,8 +112,9 @@ struct gw_labelled *gw_metrics_limit(struct gw_metrics *m, struct gw_route_metri
 
 const char *gw_decision_name(enum gw_decision decision)
 {
-    static const char *const names[GW_N_DECISIONS] = {"allowed", "denied", "dry_run_denied",
-                                                      "exempt", "blocked"};
+    static const char *const names[GW_N_DECISIONS] = {
+        "allowed",         "denied",    "dry_run_denied", "exempt",
+        "unauthenticated", "forbidden", "refused",        "failed"};
 
     return names[decision];
 }
@@ -291,9 +292,10 @@ static void render_routes(struct gw_route_metrics *routes, FILE *out)
         fprintf(out, "sluice_upstream_retries_total{route=\"%s\",result=\"over_budget\"} %llu\n",
                 r->route, (unsigned long long)SUM(r, retries, 0));
     }
-    fputs("# HELP sluice_tunnels_open Upgraded connections (WebSocket) joined to the upstream now.\n"
-          "# TYPE sluice_tunnels_open gauge\n",
-          out);
+    fputs(
+        "# HELP sluice_tunnels_open Upgraded connections (WebSocket) joined to the upstream now.\n"
+        "# TYPE sluice_tunnels_open gauge\n",
+        out);
     for (r = routes; r != NULL; r = r->next)
         fprintf(out, "sluice_tunnels_open{route=\"%s\"} %lld\n", r->route,
                 (long long)atomic_load(&r->tunnels_open));

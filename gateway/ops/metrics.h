@@ -10,12 +10,14 @@
  * read from the limiters at scrape time.
  *
  *   sluice_requests_total{route,decision}        allowed | denied | dry_run_denied | exempt |
- *                                                blocked (deny:)
+ *                                                unauthenticated | forbidden | refused |
+ *                                                failed (enum gw_decision)
  *   sluice_requests_total{route,plan,decision}   the requests held to a plan (a consumer's, or
  *                                                the anonymous plan); the series without plan
  *                                                count the rest
  *   sluice_limit_denials_total{route,limit}      requests a limit denied (or would have, in
- *                                                dry_run); a plan's limits are PLAN/LIMIT
+ *                                                dry_run); a plan's limits are PLAN/LIMIT;
+ *                                                only limits that can decide there (decide.h)
  *   sluice_upstream_responses_total{route,code}
  *   sluice_upstream_errors_total{route,kind}     connect | timeout | other
  *   sluice_upstream_retries_total{route,result}  retried | over_budget (retries: budget)
@@ -41,12 +43,19 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* What happened to a request, one word each (gw_decision_name()): its outcome in the access log
+ * and in sluice_requests_total. */
 enum gw_decision {
-    GW_ALLOWED,
-    GW_DENIED,
-    GW_DRY_RUN_DENIED,
-    GW_EXEMPT,
-    GW_BLOCKED, /* the client's address is on a deny: list */
+    GW_ALLOWED,         /* forwarded: the upstream answered, whatever it said */
+    GW_DENIED,          /* a limit refused it: on_limit's status, 429 unless set */
+    GW_DRY_RUN_DENIED,  /* a limit would have refused it; forwarded (dry_run) */
+    GW_EXEMPT,          /* counted by no limit (exempt); forwarded */
+    GW_UNAUTHENTICATED, /* 401: no key, or one no consumer holds (unknown_key: reject) */
+    GW_FORBIDDEN,       /* 403: the client's address is on a deny: list */
+    GW_REFUSED,         /* another 4xx of the gateway's: a request read one way only, no
+                           route, too large a body, ... */
+    GW_FAILED,          /* a 5xx of the gateway's: no upstream answer, out of memory,
+                           stopping */
     GW_N_DECISIONS,
 };
 

@@ -124,18 +124,19 @@ static int sim_set_open(const struct sim *s, struct sim_route *r, struct sim_set
 static int sim_route_open(const struct sim *s, struct sim_route *r)
 {
     const struct config_route *route = r->config;
-    size_t n = route->n_limits;
+    /* As the gateway builds them: no row for a set that can never decide (decide.h). */
+    size_t n_own = gw_limits_own_decide(route) ? route->n_limits : 0, n = n_own;
 
-    for (size_t p = 0; route->identifies_consumers && p < route->n_plans; p++)
+    for (size_t p = 0; gw_limits_plans_decide(route) && p < route->n_plans; p++)
         n += route->plans[p].n_limits;
     r->limits = calloc(n ? n : 1, sizeof *r->limits);
-    if (route->identifies_consumers)
+    if (gw_limits_plans_decide(route))
         r->plans = calloc(route->n_plans ? route->n_plans : 1, sizeof *r->plans);
-    if (r->limits == NULL || (route->identifies_consumers && r->plans == NULL)) {
+    if (r->limits == NULL || (gw_limits_plans_decide(route) && r->plans == NULL)) {
         fprintf(stderr, "sluice simulate: out of memory\n");
         return -1;
     }
-    if (sim_set_open(s, r, &r->own, NULL, route->limits, route->n_limits) != 0)
+    if (sim_set_open(s, r, &r->own, NULL, route->limits, n_own) != 0)
         return -1;
     for (size_t p = 0; r->plans != NULL && p < route->n_plans; p++)
         if (sim_set_open(s, r, &r->plans[p], s->config->plans[p].name, route->plans[p].limits,

@@ -127,7 +127,7 @@ unsigned fixture_head(struct gw_req *rq, enum gw_decision *decision)
     CU_ASSERT_EQUAL(step, refusal != 0 ? GW_ANSWERED : GW_NEXT);
     CU_ASSERT_EQUAL(running->waits, waits);
     if (decision != NULL)
-        *decision = rq->decision;
+        *decision = gw_req_outcome(rq);
     gw_req_free(rq);
     return refusal;
 }
@@ -162,6 +162,10 @@ void fixture_expect_refused(struct gw_req *rq, unsigned status, const char *word
     if (strstr(rq->refusal_detail, words) == NULL)
         fprintf(stderr, "\nexpected \"%s\" in \"%s\"\n", words, rq->refusal_detail);
     CU_ASSERT_PTR_NOT_NULL(strstr(rq->refusal_detail, words));
+    CU_ASSERT_EQUAL(gw_req_outcome(rq), status == 401   ? GW_UNAUTHENTICATED
+                                        : status == 403 ? GW_FORBIDDEN
+                                        : status >= 500 ? GW_FAILED
+                                                        : GW_REFUSED);
     CU_ASSERT_EQUAL_FATAL(gw_pipeline_refusal(rq), 0);
     CU_ASSERT_EQUAL(a->status, status);
     CU_ASSERT_TRUE(

@@ -47,11 +47,12 @@ struct gw_req *fixture_request(struct fixture *fx, const char *peer, const char 
 
 /* Runs the head of `rq` (gw_pipeline_head()), checks that it waited for nothing and was
  * answered exactly when refused, and frees it: its refusal (0 when it may go on), and its
- * decision into `*decision` unless NULL. */
+ * outcome so far (gw_req_outcome()) into `*decision` unless NULL. */
 unsigned fixture_head(struct gw_req *rq, enum gw_decision *decision);
 
 /* Runs the head of `rq`, which must be refused with `status` and a detail holding `words`,
- * and checks the answer sluice gives: problem+json, the request's id, no RateLimit field,
+ * its outcome named by the status (unauthenticated, forbidden, refused or failed), and checks
+ * the answer sluice gives: problem+json, the request's id, no RateLimit field,
  * and a closed connection after a 400 (a request read one way only is not followed). The
  * caller frees `rq`. */
 void fixture_expect_refused(struct gw_req *rq, unsigned status, const char *words);

@@ -37,7 +37,7 @@ static void test_server_deny(void)
     rq = fixture_request(&fx, "192.0.2.44", "GET", "/api/items", NULL);
     CU_ASSERT_EQUAL(gw_pipeline_head(rq), GW_ANSWERED);
     CU_ASSERT_EQUAL(rq->refusal, 403);
-    CU_ASSERT_EQUAL(rq->decision, GW_BLOCKED);
+    CU_ASSERT_EQUAL(gw_req_outcome(rq), GW_FORBIDDEN);
     CU_ASSERT_EQUAL(rq->route, 1); /* routed first, then judged */
     CU_ASSERT_EQUAL_FATAL(gw_pipeline_refusal(rq), 0);
     CU_ASSERT_EQUAL(rq->answer.status, 403);
@@ -62,7 +62,7 @@ static void test_route_deny(void)
 
     fixture_start(&fx, deny_yaml);
     CU_ASSERT_EQUAL(refusal_of(&fx, "198.51.100.7", "/admin/users", NULL, &decision), 403);
-    CU_ASSERT_EQUAL(decision, GW_BLOCKED);
+    CU_ASSERT_EQUAL(decision, GW_FORBIDDEN);
     CU_ASSERT_EQUAL(refusal_of(&fx, "2001:db8:5::1", "/admin/users", NULL, &decision), 403);
     /* The route's deny is the route's: the same clients may use another. */
     CU_ASSERT_EQUAL(refusal_of(&fx, "198.51.100.7", "/api/items", NULL, &decision), 0);

@@ -55,12 +55,20 @@ static const char *key_of(struct gw_req *rq, enum config_key_kind kind, const ch
 }
 
 /* The request's head refused with `status` and a detail holding `words`
- * (fixture_expect_refused()), before any limit decided and with no consumer; then freed. */
+ * (fixture_expect_refused()), before any limit decided and with no consumer, a 401 naming
+ * the credential it wants (every route here that answers 401 is keyed by X-API-Key); then
+ * freed. */
 static void expect_refused(struct gw_req *rq, unsigned status, const char *words)
 {
     fixture_expect_refused(rq, status, words);
     CU_ASSERT_EQUAL(rq->decision, GW_ALLOWED);
     CU_ASSERT_PTR_NULL(rq->consumer);
+    if (status == 401) {
+        CU_ASSERT_TRUE(fixture_is(gw_fields_get(&rq->answer.fields, "WWW-Authenticate"),
+                                  "ApiKey header=\"X-API-Key\""));
+    } else {
+        CU_ASSERT_PTR_NULL(gw_fields_get(&rq->answer.fields, "WWW-Authenticate"));
+    }
     gw_req_free(rq);
 }
 

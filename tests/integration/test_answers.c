@@ -3,7 +3,7 @@
  *
  *   deny:      a client whose address (after trusted_proxies) is on server.deny or the route's
  *              deny gets a 403 problem+json, the upstream never sees it, the connection stays
- *              open, and sluice_requests_total{decision="blocked"} counts it; deny beats exempt.
+ *              open, and sluice_requests_total{decision="forbidden"} counts it; deny beats exempt.
  *   headers:   ietf (default) | x-ratelimit | both | none, per route or under server, on
  *              proxied answers and on sluice's own 429s; a family sluice sets is never also
  *              passed on from the upstream.
@@ -312,7 +312,7 @@ static void expect_forbidden_raw(const char *label, const char *answer, const ch
 
 /* A route's deny list: 127.0.0.1 is refused, the upstream never asked, the connection kept
  * (closed after a refused request with a body, which is never read, as for any refusal), and
- * the refusal counted as blocked. */
+ * the refusal counted as forbidden. */
 static void test_route_deny(void)
 {
     static const char get_walled[] = "GET /walled/a HTTP/1.1\r\nHost: h\r\n\r\n";
@@ -320,7 +320,7 @@ static void test_route_deny(void)
                                       "Content-Type: application/x-www-form-urlencoded\r\n"
                                       "Content-Length: 20\r\n\r\nGET /open/smuggled/x";
     static const char get_open[] = "GET /open/after HTTP/1.1\r\nHost: h\r\n\r\n";
-    double blocked = requests_metric(&gw, "walled", "blocked");
+    double forbidden = requests_metric(&gw, "walled", "forbidden");
     double allowed = requests_metric(&gw, "walled", "allowed");
     double denied = requests_metric(&gw, "walled", "denied");
     char *first = malloc(ANSWER_CAP), *second = malloc(ANSWER_CAP);
@@ -328,7 +328,7 @@ static void test_route_deny(void)
     int statuses[2];
     struct reply r;
 
-    CU_ASSERT_TRUE_FATAL(blocked >= 0 && allowed >= 0 && denied >= 0);
+    CU_ASSERT_TRUE_FATAL(forbidden >= 0 && allowed >= 0 && denied >= 0);
     get(gw.port, "/walled/x", NULL, NULL, &r);
     expect_forbidden_reply("GET /walled/x from 127.0.0.1", &r, "walled");
     reply_free(&r);
@@ -352,9 +352,9 @@ static void test_route_deny(void)
                "the upstream got %lu request(s), expected 1 (the /open/after)",
                upstream_requests() - before);
 
-    check_case(requests_metric(&gw, "walled", "blocked") == blocked + 3, "route deny",
-               "blocked went from %g to %g, expected +3", blocked,
-               requests_metric(&gw, "walled", "blocked"));
+    check_case(requests_metric(&gw, "walled", "forbidden") == forbidden + 3, "route deny",
+               "forbidden went from %g to %g, expected +3", forbidden,
+               requests_metric(&gw, "walled", "forbidden"));
     CU_ASSERT_EQUAL(requests_metric(&gw, "walled", "allowed"), allowed);
     CU_ASSERT_EQUAL(requests_metric(&gw, "walled", "denied"), denied);
     free(first);
@@ -399,7 +399,7 @@ static double settled_requests_metric(const char *route, const char *decision)
 static void test_route_deny_elsewhere_proxies(void)
 {
     double allowed = settled_requests_metric("open", "allowed");
-    double blocked = settled_requests_metric("open", "blocked");
+    double forbidden = settled_requests_metric("open", "forbidden");
     unsigned long before = upstream_requests();
     struct reply r;
 
@@ -412,7 +412,7 @@ static void test_route_deny_elsewhere_proxies(void)
     reply_free(&r);
     CU_ASSERT_EQUAL(upstream_requests(), before + 1);
     CU_ASSERT_EQUAL(requests_metric(&gw, "open", "allowed"), allowed + 1);
-    CU_ASSERT_EQUAL(requests_metric(&gw, "open", "blocked"), blocked);
+    CU_ASSERT_EQUAL(requests_metric(&gw, "open", "forbidden"), forbidden);
 }
 
 /* Behind a trusted proxy the client is the X-Forwarded-For address: denied there whatever it
@@ -483,7 +483,7 @@ static void test_deny_after_forwarded_for(void)
 /* An address both denied and exempt is denied; one only exempt is exempt. */
 static void test_deny_beats_exempt(void)
 {
-    double blocked = requests_metric(&gw, "both-lists", "blocked");
+    double forbidden = requests_metric(&gw, "both-lists", "forbidden");
     double exempt = requests_metric(&gw, "both-lists", "exempt");
     unsigned long before = upstream_requests();
     struct reply r;
@@ -503,7 +503,7 @@ static void test_deny_beats_exempt(void)
         reply_free(&r);
     }
     CU_ASSERT_EQUAL(upstream_requests(), before + 2);
-    CU_ASSERT_EQUAL(requests_metric(&gw, "both-lists", "blocked"), blocked + 2);
+    CU_ASSERT_EQUAL(requests_metric(&gw, "both-lists", "forbidden"), forbidden + 2);
     CU_ASSERT_EQUAL(requests_metric(&gw, "both-lists", "exempt"), exempt + 2);
 }
 
@@ -549,9 +549,9 @@ static void test_server_deny(void)
     expect_forbidden_raw("server deny, second on the same connection", second, "second", false);
     check_case(upstream_requests() == before, "server deny", "the upstream got %lu request(s)",
                upstream_requests() - before);
-    CU_ASSERT_EQUAL(requests_metric(&p, "first", "blocked"), 2);
+    CU_ASSERT_EQUAL(requests_metric(&p, "first", "forbidden"), 2);
     CU_ASSERT_EQUAL(requests_metric(&p, "first", "exempt"), 0);
-    CU_ASSERT_EQUAL(requests_metric(&p, "second", "blocked"), 3);
+    CU_ASSERT_EQUAL(requests_metric(&p, "second", "forbidden"), 3);
     CU_ASSERT_EQUAL(requests_metric(&p, "second", "allowed"), 0);
     CU_ASSERT_EQUAL(stop_sluice(&p, 5000), 0);
     free(first);

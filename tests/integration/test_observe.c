@@ -56,7 +56,8 @@ static void test_metrics_count(void)
     CU_ASSERT_EQUAL(get_status(gw.port, "/limited/a", "key-two"), 200);
     CU_ASSERT_EQUAL(get_status(gw.port, "/status/503", NULL), 503);
 
-    CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"limited\",decision=\"allowed\"}"), 2);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"limited\",decision=\"allowed\"}"),
+                    2);
     CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"limited\",decision=\"denied\"}"), 1);
     CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"dry\",decision=\"allowed\"}"), 1);
     CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"dry\",decision=\"dry_run_denied\"}"),
@@ -66,8 +67,10 @@ static void test_metrics_count(void)
                     2);
     CU_ASSERT_EQUAL(metric(&gw, "sluice_upstream_responses_total{route=\"codes\",code=\"503\"}"),
                     1);
-    CU_ASSERT_EQUAL(metric(&gw, "sluice_upstream_errors_total{route=\"dead\",kind=\"connect\"}"), 1);
-    CU_ASSERT_EQUAL(metric(&gw, "sluice_upstream_errors_total{route=\"slow\",kind=\"timeout\"}"), 1);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_upstream_errors_total{route=\"dead\",kind=\"connect\"}"),
+                    1);
+    CU_ASSERT_EQUAL(metric(&gw, "sluice_upstream_errors_total{route=\"slow\",kind=\"timeout\"}"),
+                    1);
     CU_ASSERT_EQUAL(metric(&gw, "sluice_upstream_errors_total{route=\"slow\",kind=\"other\"}"), 0);
     CU_ASSERT_EQUAL(metric(&gw, "sluice_request_duration_seconds_count{route=\"limited\"}"), 3);
     CU_ASSERT_EQUAL(
@@ -82,6 +85,97 @@ static void test_metrics_count(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "# TYPE sluice_request_duration_seconds histogram\n"));
     expect_header(&r, "Content-Type", "text/plain; version=0.0.4");
     reply_free(&r);
+}
+
+/* One route per outcome: what each request got, where it went, and the same word for it in
+ * the access log and in sluice_requests_total. */
+static const char outcomes_config[] =
+    "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
+    "plans:\n  gold: {algorithm: token_bucket, requests: 100, per: 1m}\n"
+    "consumers:\n  - {name: acme, key: acme-key, plan: gold}\n"
+    "routes:\n"
+    "  - name: lim\n    match: {path_prefix: /lim/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n"
+    "  - name: dry\n    match: {path_prefix: /dry/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    dry_run: true\n    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n"
+    "  - name: ex\n    match: {path_prefix: /ex/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    exempt: [\"127.0.0.1\"]\n    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n"
+    "  - name: keyed\n    match: {path_prefix: /keyed/}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    key: \"header:X-API-Key\"\n    plan: gold\n"
+    "  - name: walled\n    match: {path_prefix: /walled/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    deny: [\"127.0.0.0/8\"]\n"
+    "  - name: dead\n    match: {path_prefix: /dead/}\n    upstream: \"http://127.0.0.1:1\"\n";
+
+struct outcome_case {
+    const char *target, *route, *header, *header2; /* header2: a second X-API-Key, or NULL */
+    long status;
+    const char *decision;
+    unsigned forwarded; /* requests the upstream receives for it */
+};
+
+static void test_outcomes_named_alike(void)
+{
+    static const struct outcome_case cases[] = {
+        {"/lim/first", "lim", NULL, NULL, 200, "allowed", 1},
+        {"/lim/second", "lim", NULL, NULL, 429, "denied", 0},
+        {"/dry/first", "dry", NULL, NULL, 200, "allowed", 1},
+        {"/dry/second", "dry", NULL, NULL, 200, "dry_run_denied", 1},
+        {"/ex/first", "ex", NULL, NULL, 200, "exempt", 1},
+        {"/keyed/none", "keyed", NULL, NULL, 401, "unauthenticated", 0},
+        {"/keyed/unknown", "keyed", "X-API-Key: nobody", NULL, 401, "unauthenticated", 0},
+        {"/keyed/twice", "keyed", "X-API-Key: acme-key", "X-API-Key: acme-key", 400, "refused", 0},
+        {"/walled/in", "walled", NULL, NULL, 403, "forbidden", 0},
+        {"/dead/end", "dead", NULL, NULL, 502, "failed", 0},
+    };
+    struct proc p;
+
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&p, outcomes_config, upstream.port), 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct outcome_case *c = &cases[i];
+        const char *headers[] = {c->header, c->header2, NULL};
+        unsigned long before, after, connections;
+        char want[64], *line;
+        struct reply r;
+
+        upstream_stats(&before, &connections);
+        CU_ASSERT_EQUAL(http(p.port, "GET", c->target, headers, NULL, &r), 0);
+        upstream_stats(&after, &connections);
+        check_case(r.status == c->status, c->target, "status %ld, not %ld", r.status, c->status);
+        check_case(after - before == c->forwarded, c->target, "the upstream got %lu requests",
+                   after - before);
+        if (c->status == 401)
+            expect_header(&r, "WWW-Authenticate", "ApiKey header=\"X-API-Key\"");
+        else
+            CU_ASSERT_PTR_NULL(header(&r, "WWW-Authenticate"));
+        reply_free(&r);
+        snprintf(want, sizeof want, "\"decision\":\"%s\"", c->decision);
+        line = access_log_line(&p, c->target);
+        check_case(line != NULL && strstr(line, want) != NULL, c->target, "logged %s",
+                   line ? line : "nothing");
+        free(line);
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char series[128];
+        double n = 0;
+
+        snprintf(series, sizeof series, "sluice_requests_total{route=\"%s\",decision=\"%s\"}",
+                 cases[i].route, cases[i].decision);
+        for (size_t j = 0; j < sizeof cases / sizeof cases[0]; j++)
+            n += strcmp(cases[j].route, cases[i].route) == 0 &&
+                 strcmp(cases[j].decision, cases[i].decision) == 0;
+        check_case(metric(&p, series) == n, series, "%.0f, not %.0f", metric(&p, series), n);
+    }
+    /* A limit is a series only where it can count: a plan's on the route that names
+     * consumers, never on one that does not; and not the consumer route's own limits, which
+     * with unknown_key: reject decide nothing. */
+    CU_ASSERT_EQUAL(metric(&p, "sluice_limit_denials_total{route=\"keyed\",limit=\"gold/gold\"}"),
+                    0);
+    CU_ASSERT_EQUAL(metric(&p, "sluice_limit_denials_total{route=\"keyed\",limit=\"gold\"}"), -1);
+    CU_ASSERT_EQUAL(metric(&p, "sluice_limit_denials_total{route=\"lim\",limit=\"gold/"), -1);
+    CU_ASSERT_EQUAL(metric(&p, "sluice_limit_denials_total{route=\"lim\",limit=\"lim\"}"), 1);
+    /* The words of old are gone. */
+    CU_ASSERT_EQUAL(metric(&p, "sluice_requests_total{route=\"walled\",decision=\"blocked\"}"), -1);
+    CU_ASSERT_EQUAL(stop_sluice(&p, 5000), 0);
 }
 
 /* A request waiting for its upstream is in flight until its answer has been sent. */
@@ -226,4 +320,6 @@ void register_observe_tests(void)
     add_test(s, "/healthz, /readyz, and only on the admin port", test_health_endpoints);
     add_test(s, "access log lines are JSON without secrets", test_access_log_is_json);
     add_test(s, "several limits on one route", test_several_limits);
+    add_test(s, "every outcome named alike in the access log and the metrics",
+             test_outcomes_named_alike);
 }

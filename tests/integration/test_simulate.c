@@ -327,23 +327,25 @@ static void test_tighter_and_compare(void)
  * Recorded: gold's burst of 3 denies acme's fourth, the anonymous plan (1 an hour per
  * address) denies 5. Proposed: acme moved to silver (100 an hour) is denied nothing; a config
  * without acme that refuses unknown keys replays none of the route's lines, each counted
- * under its reason. */
+ * under its reason. The route's own limit has no row: with an anonymous plan it can decide
+ * nothing, as the gateway builds it. */
 static void test_consumer_plans(void)
 {
     char proposed[160];
     struct json_object *o = json_report(recorded_config, NULL);
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(o);
-    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.1.name"), "gold/burst");
-    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.1.plan"), "gold");
-    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.1.key"), "consumer");
-    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.2.key"), "ip"); /* per_ip */
+    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.0.name"), "gold/burst");
+    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.0.plan"), "gold");
+    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.0.key"), "consumer");
+    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.1.key"), "ip"); /* per_ip */
     CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.requests"), 12);
     CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.denied"), 6);
-    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.1.requests"), 4); /* gold/burst */
-    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.1.denied"), 1);
-    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.4.requests"), 8); /* anonymous */
-    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.4.denied"), 5);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.0.requests"), 4); /* gold/burst */
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.0.denied"), 1);
+    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.3.plan"), "anonymous");
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.3.requests"), 8);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.3.denied"), 5);
     json_object_put(o);
 
     snprintf(proposed, sizeof proposed, "%s/silver.yaml", dir);
@@ -352,9 +354,9 @@ static void test_consumer_plans(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(o);
     CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.requests"), 12);
     CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.denied"), 5);
-    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.1.requests"), 0);
-    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.3.requests"), 4); /* silver */
-    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.3.denied"), 0);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.0.requests"), 0);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.2.requests"), 4); /* silver */
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.2.denied"), 0);
     CU_ASSERT_EQUAL(get_int(o, "current.routes.3.denied"), 6);
     json_object_put(o);
 

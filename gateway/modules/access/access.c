@@ -15,7 +15,6 @@ static enum gw_step check_deny(struct gw_req *rq, void *ctx)
         return GW_NEXT;
     if (denies(config_server_block(rq->config, &gw_access_server_options), &rq->client) ||
         denies(config_route_block(gw_req_route(rq), &gw_access_route_options), &rq->client)) {
-        rq->decision = GW_BLOCKED;
         gw_req_refuse(rq, 403, "the client's address is not allowed here");
         return GW_ANSWERED;
     }

@@ -2,7 +2,7 @@
  * access module: whether the client may use the route at all.
  *
  *   ACCESS  a client (as its keys see it: behind trusted proxies, their X-Forwarded-For's)
- *           in server.deny or the route's deny is refused 403, decision "blocked". A
+ *           in server.deny or the route's deny is refused 403, decision "forbidden". A
  *           connection that is no IP connection has no address to judge, and passes.
  *
  * Its YAML keys: server.deny and a route's deny (access_options.h); no per-request context.

@@ -168,6 +168,7 @@ enum gw_step gw_exchange_failed(struct gw_req *rq, struct exchange *x, enum gw_u
                                         : error == GW_UPSTREAM_CONNECT ? GW_ERR_CONNECT
                                                                        : GW_ERR_OTHER);
     }
+    rq->decision = GW_FAILED; /* the gateway's answer, for an upstream that gave none */
     if (gw_pipeline_problem(rq, status, detail) != 0)
         gw_req_refuse(rq, 503, "out of memory");
     return GW_ANSWERED;

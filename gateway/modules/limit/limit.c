@@ -12,6 +12,7 @@
 struct limit_ctx {
     bool limited; /* the route's limits decided: the RateLimit fields go out */
     bool waiting; /* for the shared store's answer */
+    bool refused; /* by its limits: denied, or would have been on a dry_run route */
     enum gw_store_result store_result;
     const struct gw_limit_set *set; /* the limits it is held to: the route's, or a plan's */
     struct gw_limits_selection selection;
@@ -84,6 +85,7 @@ static enum gw_step conclude(struct gw_req *rq, struct limit_ctx *c)
             gw_metrics_count_denial(c->set->denials[i]);
     if (verdict->outcome == GW_LIMITS_ALLOWED)
         return GW_NEXT;
+    c->refused = true;
     if (options_of(rq)->dry_run) {
         rq->decision = GW_DRY_RUN_DENIED;
         return GW_NEXT;
@@ -193,6 +195,22 @@ static void denial_body(const struct config_route *route, struct gw_answer *a)
     gw_answer_field(a, "Content-Type", route->on_limit.content_type);
 }
 
+/* What a 401 asks for (RFC 9110 section 11.6.1): the route's key, as `ApiKey
+ * header="X-API-Key"` or `ApiKey query="api_key"`; the name is a token, so nothing in it
+ * needs escaping. A name too long for the answer's room gets no field. */
+static void challenge(const struct config_route *route, struct gw_answer *a)
+{
+    char field[2 * GW_FIELD_LEN];
+    int len;
+
+    if (route->key_kind == CONFIG_KEY_IP || route->key_name == NULL)
+        return;
+    len = snprintf(field, sizeof field, "ApiKey %s=\"%s\"",
+                   route->key_kind == CONFIG_KEY_HEADER ? "header" : "query", route->key_name);
+    if (len > 0 && (size_t)len < sizeof field)
+        gw_answer_copied(a, "WWW-Authenticate", field);
+}
+
 static void on_answer(struct gw_req *rq, void *ctx, struct gw_answer *a)
 {
     struct limit_ctx *c = ctx;
@@ -205,6 +223,8 @@ static void on_answer(struct gw_req *rq, void *ctx, struct gw_answer *a)
 
     if (denial)
         denial_body(route, a);
+    if (rq->refusal == 401 && a->status == 401)
+        challenge(route, a);
     if (!c->limited)
         return;
     params = &c->set->config[c->verdict.binding].params;
@@ -257,7 +277,7 @@ static void on_log(const struct gw_req *rq, void *ctx, struct gw_access_entry *e
     entry->decided_ns = c->verdict.decided_ns;
     if (c->set == NULL)
         return;
-    if (rq->decision == GW_DENIED || rq->decision == GW_DRY_RUN_DENIED)
+    if (c->refused)
         entry->limit = c->set->config[c->verdict.binding].name;
     entry->n_keys = access_keys(rq, c, entry->keys, c->sources);
 }

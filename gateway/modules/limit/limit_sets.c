@@ -204,16 +204,18 @@ int gw_limit_route_open(const struct gw_runtime *rt, size_t route,
     struct set_source src = {
         rt, previous, state_of, cr, rt->routes[route].metrics, cr->store == CONFIG_STORE_REDIS};
 
-    if (r == NULL ||
-        (cr->plans != NULL && (r->plans = calloc(rt->config->n_plans, sizeof *r->plans)) == NULL)) {
+    if (r == NULL || (gw_limits_plans_decide(cr) &&
+                      (r->plans = calloc(rt->config->n_plans, sizeof *r->plans)) == NULL)) {
         snprintf(err, err_len, "out of memory");
         return -1;
     }
-    r->n_plans = rt->config->n_plans;
+    r->n_plans = r->plans != NULL ? rt->config->n_plans : 0;
     r->shared = src.shared;
-    if (build_set(&src, &r->own, "", cr->limits, cr->n_limits, err, err_len) != 0)
+    /* A set that can decide nothing has no limiters and exports no series (decide.h). */
+    if (build_set(&src, &r->own, "", cr->limits, gw_limits_own_decide(cr) ? cr->n_limits : 0, err,
+                  err_len) != 0)
         return -1;
-    for (size_t p = 0; cr->plans != NULL && p < rt->config->n_plans; p++)
+    for (size_t p = 0; r->plans != NULL && p < r->n_plans; p++)
         if (build_set(&src, &r->plans[p], cr->plans[p].name, cr->plans[p].limits,
                       cr->plans[p].n_limits, err, err_len) != 0)
             return -1;
