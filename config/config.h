@@ -524,6 +524,10 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
 
 void config_free(struct config *config);
 
+/* The versions of libyaml and GnuTLS this process runs with (static), for sluice_build_info. */
+const char *config_yaml_version(void);
+const char *config_tls_library_version(void);
+
 /* Calls `each` with every key the loader knows, the keys of the blocks registered (blocks.h)
  * among them: its section ("" for the top level, "server", "routes.limit", ...; a list's items
  * are named by the list) and its name, both static. */

@@ -306,3 +306,8 @@ void config_free(struct config *config)
     free(config->warnings);
     free(config);
 }
+
+const char *config_yaml_version(void)
+{
+    return yaml_get_version_string();
+}

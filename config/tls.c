@@ -149,3 +149,8 @@ void config_tls_keypair_free(struct config_tls_keypair *pair)
         free(pair->names[i]);
     memset(pair, 0, sizeof *pair);
 }
+
+const char *config_tls_library_version(void)
+{
+    return gnutls_check_version(NULL);
+}

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <netdb.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,10 @@
 #include "gateway/common/log.h"
 #include "gateway/front/server.h"
 #include "gateway/modules.h"
+#include "gateway/ops/process_metrics.h"
 #include "gateway/ops/simulate.h"
 #include "gateway/ops/watch.h"
+#include "gateway/store/store.h"
 #include "gateway/upstream/health.h"
 #include "gateway/upstream/proxy.h"
 
@@ -121,6 +124,21 @@ static void warn_about(const struct config *config)
  * and says when max_connections can need more. Past the limit accept() fails and accepting
  * pauses (gateway/front/mhd_log.c), so clients wait in the listen backlog rather than fail, but
  * wait they do; and an upstream connection that cannot be opened is a 502. */
+/* sluice_build_info's labels: sluice's version and each library's, asked of the folder that
+ * uses it. */
+static void set_build_info(void)
+{
+    char labels[512];
+
+    snprintf(labels, sizeof labels,
+             "version=\"%s\",libmicrohttpd=\"%s\",libcurl=\"%s\",hiredis=\"%s\",libyaml=\"%s\","
+             "gnutls=\"%s\",libsodium=\"%s\"",
+             SLUICE_VERSION, gw_server_library_version(), gw_proxy_library_version(),
+             gw_store_library_version(), config_yaml_version(), config_tls_library_version(),
+             sodium_version_string());
+    gw_process_set_build_info(labels);
+}
+
 static void raise_fd_limit(uint32_t max_connections)
 {
     rlim_t need = FDS_PER_CONNECTION * (rlim_t)max_connections + FDS_RESERVED;
@@ -285,6 +303,7 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     if (gw_log_start() != 0)
         gw_warn("cannot start the log writer threads: writing the logs directly");
     raise_fd_limit(config->server.max_connections);
+    set_build_info();
     if (gw_proxy_init() != 0) {
         gw_error("cannot initialise libcurl");
         config_free(config);

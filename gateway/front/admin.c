@@ -11,6 +11,7 @@
 #include "gateway/front/server_private.h"
 #include "gateway/modules/forward/upstream_route.h"
 #include "gateway/ops/metrics.h"
+#include "gateway/ops/process_metrics.h"
 #include "gateway/store/store.h"
 #include "limiter/limiter.h"
 
@@ -41,6 +42,7 @@ static char *render_metrics(struct gw_server *s)
     if (out != NULL) {
         gw_metrics_render(s->metrics, out, gw_runtime_gauges, rt);
         gw_store_render_metrics(s->store, out);
+        gw_process_metrics_render(out);
         fclose(out);
     }
     gw_runtime_release(rt);

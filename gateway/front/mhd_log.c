@@ -156,3 +156,8 @@ struct MHD_Daemon *gw_mhd_start_daemon(int fd, unsigned flags, MHD_AccessHandler
         snprintf(err, GW_ERR_LEN, "cannot start the HTTP daemon (out of memory or threads)");
     return d;
 }
+
+const char *gw_server_library_version(void)
+{
+    return MHD_get_version();
+}

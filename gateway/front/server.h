@@ -48,6 +48,9 @@ struct gw_server;
  * reason in `err`. */
 struct gw_server *gw_server_start(struct config *config, char err[GW_ERR_LEN]);
 
+/* The version of libmicrohttpd this process runs with (static), for sluice_build_info. */
+const char *gw_server_library_version(void);
+
 /* The ports actually bound (useful when the config says port 0); admin is 0 when off. */
 uint16_t gw_server_port(const struct gw_server *server);
 uint16_t gw_server_admin_port(const struct gw_server *server);

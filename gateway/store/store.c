@@ -1,4 +1,5 @@
 /* The shared store in Redis; design in store.h. */
+#include <hiredis/hiredis.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,4 +103,12 @@ void gw_store_render_metrics(const struct gw_store *s, FILE *out)
             "sluice_store_degraded %d\n",
             (unsigned long long)atomic_load(&s->health.errors),
             (int)(atomic_load(&s->health.state) % 2));
+}
+
+#define TEXT_OF(n)          #n
+#define VERSION_OF(a, b, c) TEXT_OF(a) "." TEXT_OF(b) "." TEXT_OF(c)
+
+const char *gw_store_library_version(void)
+{
+    return VERSION_OF(HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
 }

@@ -95,6 +95,10 @@ typedef void gw_store_done_fn(void *arg, enum gw_store_result result);
 void gw_store_send(struct gw_store *store, struct gw_store_call *call, struct limiter_decision *out,
                    gw_store_done_fn *done, void *arg);
 
+/* The version of hiredis sluice was built with (static; hiredis says no other), for
+ * sluice_build_info. */
+const char *gw_store_library_version(void);
+
 /* Stops the store's threads once every call sent so far is answered: event mode's last
  * answers resume their connections before the daemons stop. Later calls fail at once. */
 void gw_store_stop(struct gw_store *store);

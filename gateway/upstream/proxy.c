@@ -13,6 +13,11 @@ int gw_proxy_init(void)
     return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
 }
 
+const char *gw_proxy_library_version(void)
+{
+    return curl_version_info(CURLVERSION_NOW)->version;
+}
+
 void gw_proxy_cleanup(void)
 {
     gw_upstream_pools_free(NULL);

@@ -143,6 +143,9 @@ struct gw_forward {
 
 /* Once per process, before any other call (and cleanup after the last). 0, or -1. */
 int gw_proxy_init(void);
+
+/* The version of libcurl this process runs with (static), for sluice_build_info. */
+const char *gw_proxy_library_version(void);
 void gw_proxy_cleanup(void);
 
 /* Makes later and running transfers give up at their next wait (for shutdown). */

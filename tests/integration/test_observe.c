@@ -1,9 +1,12 @@
 /* What operators watch: /metrics, /healthz, /readyz and the access log; and several limits
  * on one route. */
+#include <curl/curl.h>
+#include <dirent.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/integration/harness.h"
@@ -171,11 +174,68 @@ static void test_outcomes_named_alike(void)
     CU_ASSERT_EQUAL(metric(&p, "sluice_limit_denials_total{route=\"keyed\",limit=\"gold/gold\"}"),
                     0);
     CU_ASSERT_EQUAL(metric(&p, "sluice_limit_denials_total{route=\"keyed\",limit=\"gold\"}"), -1);
-    CU_ASSERT_EQUAL(metric(&p, "sluice_limit_denials_total{route=\"lim\",limit=\"gold/"), -1);
+    CU_ASSERT_EQUAL(metric(&p, "sluice_limit_denials_total{route=\"lim\",limit=\"gold/gold\"}"),
+                    -1);
     CU_ASSERT_EQUAL(metric(&p, "sluice_limit_denials_total{route=\"lim\",limit=\"lim\"}"), 1);
     /* The words of old are gone. */
     CU_ASSERT_EQUAL(metric(&p, "sluice_requests_total{route=\"walled\",decision=\"blocked\"}"), -1);
     CU_ASSERT_EQUAL(stop_sluice(&p, 5000), 0);
+}
+
+/* The file descriptors `pid` has open, as /proc counts them. */
+static long fds_of(pid_t pid)
+{
+    char path[64];
+    DIR *dir;
+    long n = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    dir = opendir(path);
+    for (struct dirent *e = dir ? readdir(dir) : NULL; e != NULL; e = readdir(dir))
+        n += e->d_name[0] != '.';
+    if (dir != NULL)
+        closedir(dir);
+    return dir != NULL ? n : -1;
+}
+
+/* sluice_build_info names the versions it runs with (libcurl's is the one this test links),
+ * and the process_* series agree with what /proc says of the process. */
+static void test_build_and_process_metrics(void)
+{
+    char version[64], series[256], *end;
+    struct reply r;
+    double rss, fds, started;
+    long kib;
+
+    CU_ASSERT_EQUAL_FATAL(run_sluice("--version", version, sizeof version), 0);
+    end = strchr(version, '\n');
+    if (end != NULL)
+        *end = '\0';
+    CU_ASSERT_EQUAL(http(gw.admin_port, "GET", "/metrics", NULL, NULL, &r), 0);
+    snprintf(series, sizeof series, "\nsluice_build_info{version=\"%s\",libmicrohttpd=\"",
+             strchr(version, ' ') + 1);
+    check_case(strstr(r.body, series) != NULL, "sluice_build_info", "no %s in it", series + 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"} 1\n# HELP process_cpu_seconds_total"));
+    snprintf(series, sizeof series, ",libcurl=\"%s\",hiredis=\"",
+             curl_version_info(CURLVERSION_NOW)->version);
+    check_case(strstr(r.body, series) != NULL, "sluice_build_info", "no %s in it", series);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, ",libyaml=\"0."));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "# TYPE process_cpu_seconds_total counter\n"));
+    reply_free(&r);
+
+    fds = metric(&gw, "process_open_fds");
+    check_case(fds > 3 && fds - fds_of(gw.pid) <= 2 && fds_of(gw.pid) - fds <= 2, "open fds",
+               "%g, /proc counts %ld", fds, fds_of(gw.pid));
+    rss = metric(&gw, "process_resident_memory_bytes");
+    kib = proc_kib(gw.pid, "VmRSS");
+    check_case(kib > 0 && rss > 0.8 * kib * 1024 && rss < 1.25 * kib * 1024, "resident memory",
+               "%g bytes, VmRSS %ld kB", rss, kib);
+    started = metric(&gw, "process_start_time_seconds");
+    check_case(started > (double)time(NULL) - 3600 && started <= (double)time(NULL) + 1,
+               "start time", "%f, now %ld", started, (long)time(NULL));
+    CU_ASSERT_TRUE(metric(&gw, "process_cpu_seconds_total") >= 0);
+    CU_ASSERT_TRUE(metric(&gw, "process_virtual_memory_bytes") >= rss);
+    CU_ASSERT_TRUE(metric(&gw, "process_max_fds") >= fds);
 }
 
 /* A request waiting for its upstream is in flight until its answer has been sent. */
@@ -320,6 +380,7 @@ void register_observe_tests(void)
     add_test(s, "/healthz, /readyz, and only on the admin port", test_health_endpoints);
     add_test(s, "access log lines are JSON without secrets", test_access_log_is_json);
     add_test(s, "several limits on one route", test_several_limits);
+    add_test(s, "sluice_build_info and process_* tell the truth", test_build_and_process_metrics);
     add_test(s, "every outcome named alike in the access log and the metrics",
              test_outcomes_named_alike);
 }
