@@ -83,6 +83,46 @@ static void test_readme_says_what_ci_runs(void)
     free(readme);
 }
 
+/* `text` with each run of white space one space, and without "`" (README's code marks). */
+static char *flattened(const char *text)
+{
+    char *out = malloc(strlen(text) + 1), *o = out;
+
+    for (const char *c = text; out != NULL && *c != '\0'; c++) {
+        if (*c == '`')
+            continue;
+        if (*c == ' ' || *c == '\n' || *c == '\t') {
+            if (o > out && o[-1] != ' ')
+                *o++ = ' ';
+            continue;
+        }
+        *o++ = *c;
+    }
+    if (out != NULL)
+        *o = '\0';
+    return out;
+}
+
+/* The man page says how a request finds its route in the README's own words, and nothing
+ * else: the rule is the longest path_prefix, not the first route listed. */
+static void test_man_page_routing_rule(void)
+{
+    char *readme = read_file("README.md"), *man = read_file("docs/man/sluice.yaml.5");
+    char *flat_readme = readme ? flattened(readme) : NULL, *flat_man = man ? flattened(man) : NULL;
+    char *rule = flat_readme ? strstr(flat_readme, "Among the routes whose methods") : NULL;
+    char *end = rule ? strstr(rule, "listed first.") : NULL;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(flat_man);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+    end[strlen("listed first.")] = '\0';
+    check_case(strstr(flat_man, rule) != NULL, "sluice.yaml(5)", "does not say: %s", rule);
+    CU_ASSERT_PTR_NULL(strstr(flat_man, "first route that matches"));
+    free(readme);
+    free(man);
+    free(flat_readme);
+    free(flat_man);
+}
+
 void register_docs_tests(void)
 {
     CU_pSuite s = add_suite_with("docs", NULL, NULL);
@@ -90,4 +130,5 @@ void register_docs_tests(void)
     add_test(s, "docs/benchmarks.md names commands of the repository",
              test_benchmarks_name_repository_commands);
     add_test(s, "the README says what .ci/run runs", test_readme_says_what_ci_runs);
+    add_test(s, "sluice.yaml(5) states the README's routing rule", test_man_page_routing_rule);
 }

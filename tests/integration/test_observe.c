@@ -238,6 +238,43 @@ static void test_build_and_process_metrics(void)
     CU_ASSERT_TRUE(metric(&gw, "process_max_fds") >= fds);
 }
 
+/* The keys of the JSON object in `text`, in order, joined by commas into `out`. */
+static void keys_of(const char *text, char *out, size_t cap)
+{
+    struct json_object *o = json_tokener_parse(text);
+    size_t len = 0;
+
+    out[0] = '\0';
+    if (o == NULL)
+        return;
+    json_object_object_foreach(o, key, value)
+    {
+        (void)value;
+        len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, "%s%s", len ? "," : "", key);
+    }
+    json_object_put(o);
+}
+
+/* The README's access-log sample has the fields a real line has, in the same order. */
+static void test_readme_access_log_sample(void)
+{
+    char *readme = read_file("README.md"), *sample, *real, want[1024], shown[1024];
+
+    CU_ASSERT_EQUAL(get_status(gw.port, "/limited/sample", "key-sample"), 200);
+    real = access_log_line(&gw, "/limited/sample");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(readme);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(real);
+    sample = strstr(readme, "\n{\"time\":\"2026-11-30T10:00:00.123Z\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sample);
+    *strchr(sample + 1, '\n') = '\0';
+    keys_of(real, want, sizeof want);
+    keys_of(sample + 1, shown, sizeof shown);
+    check_case(strcmp(want, shown) == 0, "README's access log sample", "has %s, a line has %s",
+               shown, want);
+    free(readme);
+    free(real);
+}
+
 /* A request waiting for its upstream is in flight until its answer has been sent. */
 static void test_requests_in_flight(void)
 {
@@ -380,6 +417,7 @@ void register_observe_tests(void)
     add_test(s, "/healthz, /readyz, and only on the admin port", test_health_endpoints);
     add_test(s, "access log lines are JSON without secrets", test_access_log_is_json);
     add_test(s, "several limits on one route", test_several_limits);
+    add_test(s, "the README's access log sample has every field", test_readme_access_log_sample);
     add_test(s, "sluice_build_info and process_* tell the truth", test_build_and_process_metrics);
     add_test(s, "every outcome named alike in the access log and the metrics",
              test_outcomes_named_alike);
