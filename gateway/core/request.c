@@ -156,6 +156,9 @@ void gw_req_entry(const struct gw_req *rq, struct gw_access_entry *entry)
         .trace_id = rq->trace.trace_id,
         .host = rq->stand_in ? NULL : rq->host,
         .memo = rq->memo,
+        .protocol = rq->stand_in ? ""
+                    : rq->http11 ? "HTTP/1.1"
+                                 : "HTTP/1.0",
     };
 }
 

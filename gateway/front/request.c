@@ -1,5 +1,6 @@
 /* A request between libmicrohttpd and the phases; design in request.h. */
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,6 +283,13 @@ static enum MHD_Result begin(struct gw_req *rq, struct MHD_Connection *c, const 
 
     rq->has_peer = gw_addr_from_sockaddr(addr ? addr->client_addr : NULL, &rq->peer) == 0;
     rq->tls = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION) != NULL;
+    if (rq->tls && rq->memo != NULL && rq->memo->tls[0] == '\0') { /* once a connection */
+        const union MHD_ConnectionInfo *tls =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_PROTOCOL);
+        const char *name = tls ? gnutls_protocol_get_name((gnutls_protocol_t)tls->protocol) : NULL;
+
+        snprintf(rq->memo->tls, sizeof rq->memo->tls, "%s", name ? name : "TLS");
+    }
     rq->method = method;
     rq->http11 = strcmp(version, "HTTP/1.1") == 0;
     MHD_get_connection_values(c, MHD_HEADER_KIND, add_field, &rq->fields);

@@ -124,8 +124,8 @@ void gw_access_log_write(int fd, enum config_access_client how, const struct gw_
     host_len = gw_json_escape(host, sizeof host, e->host ? e->host : "", SIZE_MAX);
     /* Each escaped field is bounded (path 1 KiB, route 160, method 48, consumer, plan and limit
      * 64, server 512, user_agent 256, request id 128, trace id 32, host 128, keys 10 sources
-     * of 48 and their hashes; client is an address or a hash), so the line fits (about
-     * 3.8 KiB at most). */
+     * of 48 and their hashes; client is an address or a hash; tls and protocol 15 and 8), so
+     * the line fits (about 3.8 KiB at most). */
     gw_text_str(&l, "{\"time\":\"");
     gw_text_str(&l, utc_seconds(now.tv_sec));
     gw_text_put(&l, ".", 1);
@@ -173,7 +173,11 @@ void gw_access_log_write(int fd, enum config_access_client how, const struct gw_
     gw_text_str(&l, "\",\"decided_ns\":");
     gw_text_number(&l, (unsigned long long)(e->decided_ns > 0 ? e->decided_ns : 0), 1);
     put_keys(&l, e);
-    gw_text_str(&l, "}\n");
+    gw_text_str(&l, ",\"tls\":\"");
+    gw_text_str(&l, e->memo != NULL ? e->memo->tls : "");
+    gw_text_str(&l, "\",\"protocol\":\"");
+    gw_text_str(&l, e->protocol != NULL ? e->protocol : "");
+    gw_text_str(&l, "\"}\n");
     if (gw_text_full(&l))
         return; /* cannot happen with the bounds above; never write half a line */
     gw_log_line(GW_LOG_ACCESS, fd, text, (size_t)(l.at - text));

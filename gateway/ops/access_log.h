@@ -11,7 +11,8 @@
  *  "duration_ms":2.1,"bytes":512,"client":"203.0.113.7","consumer":"acme","plan":"gold",
  *  "dropped_headers":0,"upstream_error":"","upstream_server":"http://10.0.0.5:8080",
  *  "limit":"","user_agent":"curl/7.88.1","host":"api.example.com",
- *  "decided_ns":1795946400121456789,"keys":{"ip":"9f2c4e1a7b3d5f60","header:x-api-key":"0d1e2f3a4b5c6d7e"}}
+ *  "decided_ns":1795946400121456789,"keys":{"ip":"9f2c4e1a7b3d5f60","header:x-api-key":"0d1e2f3a4b5c6d7e"},
+ *  "tls":"TLS1.3","protocol":"HTTP/1.1"}
  *
  * client is what server.access_log.client says: the client's address as its keys see it
  * (behind a trusted proxy, the X-Forwarded-For address; "" when the connection has no IP
@@ -70,6 +71,7 @@ struct gw_access_key {
 struct gw_access_memo {
     char key[64]; /* the address key the digest is of, "" until one is made */
     char hash[17];
+    char tls[16]; /* the connection's TLS version ("TLS1.3"), "" for plain HTTP */
 };
 
 struct gw_access_entry {
@@ -98,6 +100,7 @@ struct gw_access_entry {
     struct gw_access_key keys[GW_ACCESS_KEYS_MAX]; /* a source given twice is logged once */
     size_t n_keys;
     struct gw_access_memo *memo; /* the connection's, or NULL */
+    const char *protocol;        /* "HTTP/1.1" or "HTTP/1.0"; "" for a head not read */
 };
 
 /* The access log's 16-hex-digit digest of `key` (a 64-bit BLAKE2b) into `out`. */

@@ -297,6 +297,20 @@ static bool s_client_connects(unsigned port, const char *version)
     return strstr(out, "Cipher is (NONE)") == NULL && strstr(out, "New, ") != NULL;
 }
 
+/* Whether the access log's line for `path` says `tls` and HTTP/1.1. */
+static bool logged_over(const struct proc *p, const char *path, const char *tls)
+{
+    char want[64], *line = access_log_line(p, path);
+    bool found;
+
+    snprintf(want, sizeof want, "\"tls\":\"%s\",\"protocol\":\"HTTP/1.1\"}", tls);
+    found = line != NULL && strstr(line, want) != NULL;
+    if (!found)
+        fprintf(stderr, "\nexpected %s in %s\n", want, line ? line : "no line");
+    free(line);
+    return found;
+}
+
 static void test_versions(void)
 {
     struct tls_reply r;
@@ -305,8 +319,15 @@ static void test_versions(void)
     CU_ASSERT_TRUE(s_client_connects(tls.port, "-tls1_3"));
     CU_ASSERT_FALSE(s_client_connects(tls.port, "-tls1_1"));
     CU_ASSERT_FALSE(s_client_connects(tls.port, "-tls1"));
-    tls_get(tls.port, "a.test", "/x", NULL, CURL_SSLVERSION_MAX_TLSv1_2, &r);
+    tls_get(tls.port, "a.test", "/over-tls-12", NULL, CURL_SSLVERSION_MAX_TLSv1_2, &r);
     CU_ASSERT_EQUAL(r.status, 200);
+    tls_get(tls.port, "a.test", "/over-tls-13", NULL, 0, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_EQUAL(get_status(plain.port, "/over-plain", NULL), 200);
+    /* The access log says how each came. */
+    CU_ASSERT_TRUE(logged_over(&tls, "/over-tls-12", "TLS1.2"));
+    CU_ASSERT_TRUE(logged_over(&tls, "/over-tls-13", "TLS1.3"));
+    CU_ASSERT_TRUE(logged_over(&plain, "/over-plain", ""));
 }
 
 /* min_version 1.3: TLS 1.2 is refused, 1.3 served. */
