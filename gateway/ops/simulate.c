@@ -16,75 +16,17 @@
 #include "gateway/ops/log_line.h"
 #include "gateway/ops/log_reader.h"
 #include "gateway/ops/simulate.h"
+#include "gateway/ops/simulate_run.h"
 #include "gateway/routing/routes.h"
 #include "limiter/limiter.h"
-
-#define MALFORMED_SHOWN 10
-#define MAX_MINUTES     (7 * 24 * 60) /* a week; later denials count in the last minute */
-#define SPARK_COLUMNS   60
-#define NS_PER_MINUTE   (60LL * 1000000000)
 
 static const char usage[] =
     "usage: sluice simulate -c PROPOSED.yaml [--compare CURRENT.yaml] [--format text|json]\n"
     "                       [--max-denied PERCENT%] [--decisions] ACCESS_LOG... (- for stdin;\n"
     "                       a .gz log: zcat access.log.gz | sluice simulate -c P.yaml -)\n";
 
-enum skip {
-    SKIP_NOT_DECIDED,
-    SKIP_NO_ROUTE,
-    SKIP_KEY_NOT_LOGGED,
-    SKIP_CONSUMER_MISSING,
-    SKIP_UNKNOWN_KEY,
-    N_SKIPS
-};
-static const char *const skip_names[N_SKIPS] = {"not_decided", "no_route", "key_not_logged",
+const char *const gw_sim_skip_names[N_SKIPS] = {"not_decided", "no_route", "key_not_logged",
                                                 "consumer_missing", "unknown_key"};
-
-struct sim_limit {
-    const struct config_limit *config;
-    const char *plan; /* the plan it is of (the config's), or NULL for the route's own */
-    char name[130];   /* "PLAN/LIMIT" for a plan's (names are 64 bytes at most), as metrics */
-    struct limiter *limiter;
-    char source[GW_KEY_SOURCE_LEN];
-    uint64_t requests, denied;
-    int64_t first_denial_ns; /* 0: none yet */
-    uint32_t *per_minute;    /* denials, from the run's first minute */
-    size_t n_minutes;
-    struct gw_client_counts clients;
-};
-
-/* The limits a request may be held to, as gw_limit_set: the route's own, or a plan's. */
-struct sim_set {
-    struct sim_limit *limits; /* n_limits of sim_route.limits */
-    size_t n_limits;
-};
-
-struct sim_route {
-    const struct config_route *config;
-    struct sim_limit *limits; /* the route's own, then (consumer routes) each plan's */
-    size_t n_limits;
-    struct sim_set own;
-    struct sim_set *plans; /* one per config->plans on a route that names consumers, or NULL */
-    uint64_t requests, denied;
-};
-
-struct sim {
-    struct config *config;
-    const char *path;
-    struct gw_consumer *consumers; /* config->consumers by name */
-    struct sim_route *routes;
-    uint64_t skipped[N_SKIPS];
-    uint64_t requests, denied;
-};
-
-struct run {
-    struct sim proposed, current;
-    bool compare, json, decisions;
-    double max_denied; /* a fraction; < 0: not asked */
-    uint64_t lines, malformed;
-    char malformed_at[MALFORMED_SHOWN][300];
-    int64_t first_minute; /* -1 until a line is decided */
-};
 
 /* --- building and running one config ----------------------------------------------------- */
 
@@ -309,7 +251,7 @@ skipped:
 /* --- reading the logs -------------------------------------------------------------------- */
 
 /* Counts a malformed line; names it among the first few, or at once with --decisions. */
-static void note_malformed(struct run *run, const char *file, uint64_t lineno, const char *why)
+static void note_malformed(struct sim_run *run, const char *file, uint64_t lineno, const char *why)
 {
     if (run->malformed < MALFORMED_SHOWN)
         snprintf(run->malformed_at[run->malformed], sizeof run->malformed_at[0],
@@ -327,12 +269,12 @@ static void print_decision(const char *file, uint64_t lineno, int rc, enum skip 
     else if (rc == 0)
         printf("%s:%" PRIu64 " allowed\n", file, lineno);
     else
-        printf("%s:%" PRIu64 " skipped %s\n", file, lineno, skip_names[skip]);
+        printf("%s:%" PRIu64 " skipped %s\n", file, lineno, gw_sim_skip_names[skip]);
 }
 
 /* Replays each line of `file` ("-": standard input). 0 once all of it was read; -1 when it
  * could not be read to its end (then a report would be over part of it) or memory ran out. */
-static int read_log(struct run *run, const char *file)
+static int read_log(struct sim_run *run, const char *file)
 {
     char err[GW_LOG_READER_ERR_LEN], denying[LIMITER_MAX_PER_REQUEST * 132];
     struct gw_log_reader *in = gw_log_reader_open(file, err);
@@ -382,294 +324,6 @@ out:
     return rc;
 }
 
-/* --- the report -------------------------------------------------------------------------- */
-
-static double share(uint64_t part, uint64_t whole)
-{
-    return whole > 0 ? (double)part / (double)whole : 0.0;
-}
-
-/* "2026-11-30T10:00:00.123Z" for `ns` since the epoch. */
-static const char *utc_text(int64_t ns, char out[32])
-{
-    time_t seconds = (time_t)(ns / 1000000000);
-    struct tm tm;
-    char whole[24];
-
-    gmtime_r(&seconds, &tm);
-    strftime(whole, sizeof whole, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, 32, "%s.%03dZ", whole, (int)(ns / 1000000 % 1000));
-    return out;
-}
-
-static const struct sim_route *route_named(const struct sim *s, const char *name)
-{
-    for (size_t i = 0; s->routes != NULL && i < s->config->n_routes; i++)
-        if (strcmp(s->routes[i].config->name, name) == 0)
-            return &s->routes[i];
-    return NULL;
-}
-
-static const struct sim_limit *limit_named(const struct sim_route *r, const char *name)
-{
-    for (size_t i = 0; r != NULL && i < r->n_limits; i++)
-        if (strcmp(r->limits[i].name, name) == 0)
-            return &r->limits[i];
-    return NULL;
-}
-
-/* The clients `proposed` denied whom no limit of `current` denied, with their denials under
- * `proposed`, into `out`. 0, or -1 when memory is short. */
-static int newly_denied(const struct sim_route *proposed, const struct sim_route *current,
-                        struct gw_client_counts *out)
-{
-    for (size_t i = 0; i < proposed->n_limits; i++) {
-        const struct gw_client_counts *c = &proposed->limits[i].clients;
-
-        for (size_t k = 0; k < c->cap; k++) {
-            bool before = false;
-
-            if (c->denials[k] == 0)
-                continue;
-            for (size_t j = 0; current != NULL && j < current->n_limits && !before; j++)
-                before = gw_client_counts_get(&current->limits[j].clients, c->hashes[k]) > 0;
-            if (!before && gw_client_counts_add(out, c->hashes[k], c->denials[k]) != 0)
-                return -1;
-        }
-    }
-    return 0;
-}
-
-/* Denials per minute as one line of at most SPARK_COLUMNS characters, each column the sum of
- * `per` minutes, scaled to the busiest column. */
-static void sparkline(const struct sim_limit *l, size_t per, char *out)
-{
-    static const char levels[] = " .:-=+*#%@";
-    size_t columns = (l->n_minutes + per - 1) / per;
-    uint64_t sums[SPARK_COLUMNS] = {0}, max = 0;
-
-    for (size_t m = 0; m < l->n_minutes; m++)
-        sums[m / per] += l->per_minute[m];
-    for (size_t c = 0; c < columns; c++)
-        max = sums[c] > max ? sums[c] : max;
-    for (size_t c = 0; c < columns; c++)
-        out[c] = sums[c] == 0 ? '_' : levels[1 + (sums[c] * 8 + max - 1) / max];
-    out[columns] = '\0';
-}
-
-/* One row: the proposed figures, and with --compare the current config's (`current`: its
- * denials and requests; NULL when it has no such route or limit). */
-static void text_figures(const char *label, uint64_t requests, uint64_t denied,
-                         int64_t first_denial_ns, bool compare, const uint64_t current[2])
-{
-    char when[32];
-
-    printf("  %-32s %10" PRIu64 " %10" PRIu64 " %8.3f%%  %-24s", label, requests, denied,
-           100.0 * share(denied, requests),
-           first_denial_ns ? utc_text(first_denial_ns, when) : "-");
-    if (compare && current != NULL)
-        printf(" | %10" PRIu64 " %8.3f%%", current[0], 100.0 * share(current[0], current[1]));
-    else if (compare)
-        printf(" | %10s %9s", "-", "-");
-    printf("\n");
-}
-
-static void text_clients(const char *title, const struct gw_client_counts *c)
-{
-    size_t top[GW_CLIENT_COUNTS_TOP], n = gw_client_counts_top(c, top);
-
-    if (n == 0)
-        return;
-    printf("      %s:", title);
-    for (size_t i = 0; i < n; i++)
-        printf(" %016" PRIx64 " (%" PRIu64 ")", c->hashes[top[i]], c->denials[top[i]]);
-    if (c->unnamed > 0)
-        printf(" and %" PRIu64 " denials of clients not kept", c->unnamed);
-    printf("\n");
-}
-
-static void text_sim(const struct run *run, const struct sim *s, const char *title)
-{
-    char name[200], spark[SPARK_COLUMNS + 1], when[32];
-    const struct sim *other = s == &run->proposed && run->compare ? &run->current : NULL;
-
-    printf("%s (%s): %" PRIu64 " requests replayed, %" PRIu64 " would be denied (%.3f%%)\n", title,
-           s->path, s->requests, s->denied, 100.0 * share(s->denied, s->requests));
-    printf("  %-32s %10s %10s %9s  %-24s%s\n", "ROUTE / LIMIT", "REQUESTS", "DENIED", "SHARE",
-           "FIRST DENIAL", other ? " |  CURRENT:  DENIED     SHARE" : "");
-    for (size_t i = 0; i < s->config->n_routes; i++) {
-        const struct sim_route *r = &s->routes[i];
-        const struct sim_route *was = other ? route_named(other, r->config->name) : NULL;
-        uint64_t current[2] = {was ? was->denied : 0, was ? was->requests : 0};
-
-        text_figures(r->config->name, r->requests, r->denied, 0, other != NULL,
-                     was ? current : NULL);
-        for (size_t j = 0; j < r->n_limits; j++) {
-            const struct sim_limit *l = &r->limits[j];
-            const struct sim_limit *had = limit_named(was, l->name);
-            size_t per = (l->n_minutes + SPARK_COLUMNS - 1) / SPARK_COLUMNS;
-
-            current[0] = had ? had->denied : 0;
-            current[1] = had ? had->requests : 0;
-            snprintf(name, sizeof name, "  %s (%s)", l->name, l->config->params.algorithm);
-            text_figures(name, l->requests, l->denied, l->first_denial_ns, other != NULL,
-                         had ? current : NULL);
-            if (l->denied == 0)
-                continue;
-            sparkline(l, per, spark);
-            printf("      denials per %zu min from %.16s: |%s|\n", per,
-                   utc_text(run->first_minute * NS_PER_MINUTE, when), spark);
-            text_clients("most denied clients", &l->clients);
-        }
-    }
-    printf("  not replayed:");
-    for (size_t k = 0; k < N_SKIPS; k++)
-        printf(" %s %" PRIu64, skip_names[k], s->skipped[k]);
-    printf("\n");
-}
-
-static int text_report(const struct run *run)
-{
-    printf("%" PRIu64 " lines, %" PRIu64 " malformed\n", run->lines, run->malformed);
-    for (size_t i = 0; i < run->malformed && i < MALFORMED_SHOWN; i++)
-        printf("  %s\n", run->malformed_at[i]);
-    text_sim(run, &run->proposed, "proposed");
-    if (!run->compare)
-        return 0;
-    text_sim(run, &run->current, "current");
-    printf("denied under the proposed config, never under the current one:\n");
-    for (size_t i = 0; i < run->proposed.config->n_routes; i++) {
-        const struct sim_route *r = &run->proposed.routes[i];
-        struct gw_client_counts fresh = {.max = SIZE_MAX};
-
-        if (newly_denied(r, route_named(&run->current, r->config->name), &fresh) != 0) {
-            gw_client_counts_free(&fresh);
-            return -1;
-        }
-        printf("  %s: %zu clients\n", r->config->name, fresh.n);
-        text_clients("most denied", &fresh);
-        gw_client_counts_free(&fresh);
-    }
-    return 0;
-}
-
-/* `text` as a JSON string, quotes included. */
-static void json_string(const char *text)
-{
-    char escaped[512];
-
-    gw_json_escape(escaped, sizeof escaped, text, SIZE_MAX);
-    printf("\"%s\"", escaped);
-}
-
-static void json_clients(const struct gw_client_counts *c)
-{
-    size_t top[GW_CLIENT_COUNTS_TOP], n = gw_client_counts_top(c, top);
-
-    printf("[");
-    for (size_t i = 0; i < n; i++)
-        printf("%s{\"client\":\"%016" PRIx64 "\",\"denials\":%" PRIu64 "}", i ? "," : "",
-               c->hashes[top[i]], c->denials[top[i]]);
-    printf("]");
-}
-
-static void json_figures(uint64_t requests, uint64_t denied)
-{
-    printf("\"requests\":%" PRIu64 ",\"denied\":%" PRIu64 ",\"share_denied\":%.6f", requests,
-           denied, share(denied, requests));
-}
-
-static void json_sim(const struct run *run, const struct sim *s)
-{
-    char when[32];
-
-    printf("{\"config\":");
-    json_string(s->path);
-    printf(",");
-    json_figures(s->requests, s->denied);
-    printf(",\"not_replayed\":{");
-    for (size_t k = 0; k < N_SKIPS; k++)
-        printf("%s\"%s\":%" PRIu64, k ? "," : "", skip_names[k], s->skipped[k]);
-    printf("},\"routes\":[");
-    for (size_t i = 0; i < s->config->n_routes; i++) {
-        const struct sim_route *r = &s->routes[i];
-
-        printf("%s{\"name\":", i ? "," : "");
-        json_string(r->config->name);
-        printf(",");
-        json_figures(r->requests, r->denied);
-        printf(",\"limits\":[");
-        for (size_t j = 0; j < r->n_limits; j++) {
-            const struct sim_limit *l = &r->limits[j];
-
-            printf("%s{\"name\":", j ? "," : "");
-            json_string(l->name);
-            printf(",\"plan\":");
-            if (l->plan != NULL)
-                json_string(l->plan);
-            else
-                printf("null");
-            printf(",\"algorithm\":\"%s\",\"key\":", l->config->params.algorithm);
-            json_string(l->source);
-            printf(",");
-            json_figures(l->requests, l->denied);
-            printf(",\"first_denial\":");
-            if (l->first_denial_ns)
-                printf("\"%s\"", utc_text(l->first_denial_ns, when));
-            else
-                printf("null");
-            printf(",\"top_clients\":");
-            json_clients(&l->clients);
-            printf(",\"unnamed_client_denials\":%" PRIu64 ",\"denials_per_minute\":{\"start\":",
-                   l->clients.unnamed);
-            if (l->n_minutes > 0)
-                printf("\"%s\"", utc_text(run->first_minute * NS_PER_MINUTE, when));
-            else
-                printf("null");
-            printf(",\"counts\":[");
-            for (size_t m = 0; m < l->n_minutes; m++)
-                printf("%s%" PRIu32, m ? "," : "", l->per_minute[m]);
-            printf("]}}");
-        }
-        printf("]}");
-    }
-    printf("]}");
-}
-
-static int json_report(const struct run *run)
-{
-    int rc = 0;
-
-    printf("{\"lines\":%" PRIu64 ",\"malformed\":{\"count\":%" PRIu64 ",\"first\":[", run->lines,
-           run->malformed);
-    for (size_t i = 0; i < run->malformed && i < MALFORMED_SHOWN; i++) {
-        printf("%s", i ? "," : "");
-        json_string(run->malformed_at[i]);
-    }
-    printf("]},\"proposed\":");
-    json_sim(run, &run->proposed);
-    if (run->compare) {
-        printf(",\"current\":");
-        json_sim(run, &run->current);
-        printf(",\"newly_denied\":[");
-        for (size_t i = 0; i < run->proposed.config->n_routes && rc == 0; i++) {
-            const struct sim_route *r = &run->proposed.routes[i];
-            struct gw_client_counts fresh = {.max = SIZE_MAX};
-
-            rc = newly_denied(r, route_named(&run->current, r->config->name), &fresh);
-            printf("%s{\"route\":", i ? "," : "");
-            json_string(r->config->name);
-            printf(",\"clients\":%zu,\"top_clients\":", fresh.n);
-            json_clients(&fresh);
-            printf("}");
-            gw_client_counts_free(&fresh);
-        }
-        printf("]");
-    }
-    printf("}\n");
-    return rc;
-}
-
 /* --- the command ------------------------------------------------------------------------- */
 
 /* "0.1%" as 0.001; -1 when it is not a percentage from 0 to 100. */
@@ -685,7 +339,7 @@ static double parse_percent(const char *text)
 
 /* The command line into `run` and the two configs' paths: 0, 1 for --help, -1 for a usage
  * error. */
-static int parse_options(struct run *run, int argc, char **argv, const char **proposed,
+static int parse_options(struct sim_run *run, int argc, char **argv, const char **proposed,
                          const char **current)
 {
     static const struct option options[] = {
@@ -734,7 +388,7 @@ static int parse_options(struct run *run, int argc, char **argv, const char **pr
 
 int gw_simulate_main(int argc, char **argv)
 {
-    struct run *run = calloc(1, sizeof *run);
+    struct sim_run *run = calloc(1, sizeof *run);
     const char *proposed = NULL, *current = NULL;
     int parsed, rc = 2;
 
@@ -757,16 +411,17 @@ int gw_simulate_main(int argc, char **argv)
     for (int i = optind; i < argc; i++)
         if (read_log(run, argv[i]) != 0)
             goto out;
-    if (!run->decisions && (run->json ? json_report(run) : text_report(run)) != 0)
+    if (!run->decisions && (run->json ? gw_sim_json_report(run) : gw_sim_text_report(run)) != 0)
         goto out;
     rc = run->max_denied >= 0 &&
-                 share(run->proposed.denied, run->proposed.requests) > run->max_denied
+                 gw_sim_share(run->proposed.denied, run->proposed.requests) > run->max_denied
              ? 1
              : 0;
     if (rc == 1)
         fprintf(stderr,
                 "sluice simulate: %.3f%% of the replayed requests would be denied, over %.3f%%\n",
-                100.0 * share(run->proposed.denied, run->proposed.requests), 100 * run->max_denied);
+                100.0 * gw_sim_share(run->proposed.denied, run->proposed.requests),
+                100 * run->max_denied);
 out:
     if (run->proposed.config != NULL)
         sim_close(&run->proposed);
