@@ -250,6 +250,7 @@ static const struct field {
     {NAME("path"), FIELD_STRING, true, MEMBER(path)},
     {NAME("host"), FIELD_STRING, false, MEMBER(host)},
     {NAME("consumer"), FIELD_STRING, false, MEMBER(consumer)},
+    {NAME("decision"), FIELD_STRING, false, MEMBER(decision)},
     {NAME("decided_ns"), FIELD_NUMBER, true, 0, 0},
     {NAME("keys"), FIELD_KEYS, true, 0, 0},
 };

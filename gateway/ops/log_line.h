@@ -11,7 +11,8 @@
  *    "decision":"denied","decided_ns":1795946400121456789,"keys":{"ip":"9f2c4e1a7b3d5f60"}}
  *
  * Needed: method, path, decided_ns and keys (a line from before they were logged is
- * malformed: it cannot be replayed). host and consumer are read when present ("" otherwise).
+ * malformed: it cannot be replayed). host, consumer and decision are read when present (""
+ * otherwise).
  * Each key is a source of at most GW_KEY_SOURCE_LEN - 1 bytes and a hash of 16 lower-case hex
  * digits.
  *
@@ -36,6 +37,7 @@ struct gw_log_line {
     char path[GW_LOG_PATH_MAX + 1];
     char host[GW_ACCESS_HOST_MAX + 1];
     char consumer[65]; /* the consumer's name (config.h: 64 at most), "" for none */
+    char decision[32]; /* the outcome the gateway logged ("denied", ...), "" when absent */
     int64_t decided_ns;
     struct {
         char source[GW_KEY_SOURCE_LEN];

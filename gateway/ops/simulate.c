@@ -223,6 +223,11 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
     }
     r->requests++;
     s->requests++;
+    /* What the gateway that wrote the line decided, beside what this config decides. */
+    if (strcmp(line->decision, "denied") == 0) {
+        r->recorded_denied++;
+        s->recorded_denied++;
+    }
     if (set->n_limits == 0)
         return 0;
     outcome = gw_limits_decide_local(&verdict, limiters, ids, &selection, line->decided_ns);

@@ -82,22 +82,58 @@ static void sparkline(const struct sim_limit *l, size_t per, char *out)
     out[columns] = '\0';
 }
 
-/* One row: the proposed figures, and with --compare the current config's (`current`: its
- * denials and requests; NULL when it has no such route or limit). */
-static void text_figures(const char *label, uint64_t requests, uint64_t denied,
-                         int64_t first_denial_ns, bool compare, const uint64_t current[2])
-{
-    char when[32];
+/* One row of the text report: the proposed figures, what the log recorded (a route's row),
+ * and with --compare the current config's. */
+struct row {
+    const char *label;
+    int width; /* of the label column: the longest label, 32 at least */
+    uint64_t requests, denied;
+    const uint64_t *recorded; /* the denials the log records; NULL on a limit's row */
+    int64_t first_denial_ns;
+    bool compare;
+    const uint64_t *current; /* its denials and requests; NULL when it has no such row */
+};
 
-    printf("  %-32s %10" PRIu64 " %10" PRIu64 " %8.3f%%  %-24s", label, requests, denied,
-           100.0 * gw_sim_share(denied, requests),
-           first_denial_ns ? utc_text(first_denial_ns, when) : "-");
-    if (compare && current != NULL)
-        printf(" | %10" PRIu64 " %8.3f%%", current[0],
-               100.0 * gw_sim_share(current[0], current[1]));
-    else if (compare)
+static void text_figures(const struct row *r)
+{
+    char when[32], recorded[24] = "";
+
+    if (r->recorded != NULL)
+        snprintf(recorded, sizeof recorded, "%" PRIu64, *r->recorded);
+    printf("  %-*s %10" PRIu64 " %10" PRIu64 " %10s %8.3f%%  %-24s", r->width, r->label,
+           r->requests, r->denied, r->recorded != NULL ? recorded : "-",
+           100.0 * gw_sim_share(r->denied, r->requests),
+           r->first_denial_ns ? utc_text(r->first_denial_ns, when) : "-");
+    if (r->compare && r->current != NULL)
+        printf(" | %10" PRIu64 " %8.3f%%", r->current[0],
+               100.0 * gw_sim_share(r->current[0], r->current[1]));
+    else if (r->compare)
         printf(" | %10s %9s", "-", "-");
     printf("\n");
+}
+
+/* "  LIMIT (ALGORITHM)": a limit's label, under its route's. */
+static void limit_label(const struct sim_limit *l, char *out, size_t cap)
+{
+    snprintf(out, cap, "  %s (%s)", l->name, l->config->params.algorithm);
+}
+
+/* The label column's width for `s`: its longest label, and 32 at least. */
+static int label_width(const struct sim *s)
+{
+    char name[200];
+    size_t width = 32;
+
+    for (size_t i = 0; i < s->config->n_routes; i++) {
+        const struct sim_route *r = &s->routes[i];
+
+        width = strlen(r->config->name) > width ? strlen(r->config->name) : width;
+        for (size_t j = 0; j < r->n_limits; j++) {
+            limit_label(&r->limits[j], name, sizeof name);
+            width = strlen(name) > width ? strlen(name) : width;
+        }
+    }
+    return (int)width;
 }
 
 static void text_clients(const char *title, const struct gw_client_counts *c)
@@ -114,40 +150,55 @@ static void text_clients(const char *title, const struct gw_client_counts *c)
     printf("\n");
 }
 
-static void text_sim(const struct sim_run *run, const struct sim *s, const char *title)
+/* A limit's rows: its figures, and when it denied, its denials per minute and its most
+ * denied clients. */
+static void text_limit(const struct sim_run *run, const struct sim_limit *l,
+                       const struct sim_limit *had, struct row *row)
 {
     char name[200], spark[SPARK_COLUMNS + 1], when[32];
-    const struct sim *other = s == &run->proposed && run->compare ? &run->current : NULL;
+    size_t per = (l->n_minutes + SPARK_COLUMNS - 1) / SPARK_COLUMNS;
+    uint64_t current[2] = {had ? had->denied : 0, had ? had->requests : 0};
 
-    printf("%s (%s): %" PRIu64 " requests replayed, %" PRIu64 " would be denied (%.3f%%)\n", title,
-           s->path, s->requests, s->denied, 100.0 * gw_sim_share(s->denied, s->requests));
-    printf("  %-32s %10s %10s %9s  %-24s%s\n", "ROUTE / LIMIT", "REQUESTS", "DENIED", "SHARE",
-           "FIRST DENIAL", other ? " |  CURRENT:  DENIED     SHARE" : "");
+    limit_label(l, name, sizeof name);
+    *row = (struct row){name, row->width,         l->requests,  l->denied,
+                        NULL, l->first_denial_ns, row->compare, had ? current : NULL};
+    text_figures(row);
+    if (l->denied == 0)
+        return;
+    sparkline(l, per, spark);
+    printf("      denials per %zu min from %.16s: |%s|\n", per,
+           utc_text(run->first_minute * NS_PER_MINUTE, when), spark);
+    text_clients("most denied clients", &l->clients);
+}
+
+static void text_sim(const struct sim_run *run, const struct sim *s, const char *title)
+{
+    const struct sim *other = s == &run->proposed && run->compare ? &run->current : NULL;
+    int width = label_width(s);
+    bool sparks = false;
+
+    printf("%s (%s): %" PRIu64 " requests replayed, %" PRIu64 " would be denied (%.3f%%), %" PRIu64
+           " were (the log's decisions)\n",
+           title, s->path, s->requests, s->denied, 100.0 * gw_sim_share(s->denied, s->requests),
+           s->recorded_denied);
+    printf("  %-*s %10s %10s %10s %9s  %-24s%s\n", width, "ROUTE / LIMIT", "REQUESTS", "DENIED",
+           "RECORDED", "SHARE", "FIRST DENIAL", other ? " |  CURRENT:  DENIED     SHARE" : "");
     for (size_t i = 0; i < s->config->n_routes; i++) {
         const struct sim_route *r = &s->routes[i];
         const struct sim_route *was = other ? route_named(other, r->config->name) : NULL;
         uint64_t current[2] = {was ? was->denied : 0, was ? was->requests : 0};
+        struct row row = {r->config->name,     width, r->requests,   r->denied,
+                          &r->recorded_denied, 0,     other != NULL, was ? current : NULL};
 
-        text_figures(r->config->name, r->requests, r->denied, 0, other != NULL,
-                     was ? current : NULL);
+        text_figures(&row);
         for (size_t j = 0; j < r->n_limits; j++) {
-            const struct sim_limit *l = &r->limits[j];
-            const struct sim_limit *had = limit_named(was, l->name);
-            size_t per = (l->n_minutes + SPARK_COLUMNS - 1) / SPARK_COLUMNS;
-
-            current[0] = had ? had->denied : 0;
-            current[1] = had ? had->requests : 0;
-            snprintf(name, sizeof name, "  %s (%s)", l->name, l->config->params.algorithm);
-            text_figures(name, l->requests, l->denied, l->first_denial_ns, other != NULL,
-                         had ? current : NULL);
-            if (l->denied == 0)
-                continue;
-            sparkline(l, per, spark);
-            printf("      denials per %zu min from %.16s: |%s|\n", per,
-                   utc_text(run->first_minute * NS_PER_MINUTE, when), spark);
-            text_clients("most denied clients", &l->clients);
+            text_limit(run, &r->limits[j], limit_named(was, r->limits[j].name), &row);
+            sparks = sparks || r->limits[j].denied > 0;
         }
     }
+    if (sparks)
+        printf("  (denials per minute: each column sums that many minutes; _ none, then . : - = "
+               "+ * # %% @ up to the busiest column)\n");
     printf("  not replayed:");
     for (size_t k = 0; k < N_SKIPS; k++)
         printf(" %s %" PRIu64, gw_sim_skip_names[k], s->skipped[k]);
@@ -213,6 +264,7 @@ static void json_sim(const struct sim_run *run, const struct sim *s)
     json_string(s->path);
     printf(",");
     json_figures(s->requests, s->denied);
+    printf(",\"recorded_denied\":%" PRIu64, s->recorded_denied);
     printf(",\"not_replayed\":{");
     for (size_t k = 0; k < N_SKIPS; k++)
         printf("%s\"%s\":%" PRIu64, k ? "," : "", gw_sim_skip_names[k], s->skipped[k]);
@@ -224,6 +276,7 @@ static void json_sim(const struct sim_run *run, const struct sim *s)
         json_string(r->config->name);
         printf(",");
         json_figures(r->requests, r->denied);
+        printf(",\"recorded_denied\":%" PRIu64, r->recorded_denied);
         printf(",\"limits\":[");
         for (size_t j = 0; j < r->n_limits; j++) {
             const struct sim_limit *l = &r->limits[j];

@@ -58,6 +58,7 @@ struct sim_route {
     struct sim_set own;
     struct sim_set *plans; /* one per config->plans on a route that names consumers, or NULL */
     uint64_t requests, denied;
+    uint64_t recorded_denied; /* of its requests replayed, those the log says were denied */
 };
 
 struct sim {
@@ -67,6 +68,7 @@ struct sim {
     struct sim_route *routes;
     uint64_t skipped[N_SKIPS];
     uint64_t requests, denied;
+    uint64_t recorded_denied; /* as sim_route's */
 };
 
 struct sim_run {

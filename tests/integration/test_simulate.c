@@ -311,6 +311,11 @@ static void test_tighter_and_compare(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(o);
     CU_ASSERT_EQUAL(get_int(o, "current.denied"), recorded_denied);
     CU_ASSERT_TRUE(get_int(o, "proposed.denied") > recorded_denied);
+    /* Beside each config's figures, what the log recorded, whichever config replays it. */
+    CU_ASSERT_EQUAL(get_int(o, "proposed.recorded_denied"), recorded_denied);
+    CU_ASSERT_EQUAL(get_int(o, "current.recorded_denied"), recorded_denied);
+    CU_ASSERT_EQUAL(get_int(o, "proposed.routes.0.recorded_denied"),
+                    get_int(o, "current.routes.0.denied"));
     CU_ASSERT_TRUE(get_int(o, "proposed.routes.0.limits.1.denied") >
                    get_int(o, "current.routes.0.limits.1.denied"));
     CU_ASSERT_TRUE(get_int(o, "newly_denied.4.clients") == 0); /* open: no limits */
@@ -320,6 +325,8 @@ static void test_tighter_and_compare(void)
         simulate(&out, "simulate -c %s --compare %s %s", tighter, recorded_config, recorded), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "CURRENT:"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "denied under the proposed config, never under"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, " RECORDED "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "(denials per minute: each column sums"));
     free(out);
 }
 
