@@ -152,17 +152,12 @@ build/limiter_bench: $(call objs,build/obj,$(BENCH_SRC))
 # memcheck), and again against an ASan+UBSan build of it, in thread_per_connection and again in
 # event mode (the harness adds server.mode to each config: tests/integration/harness.h); then
 # each fuzz target briefly, and its regressions. Any sanitizer or memcheck report fails its run
-# (the integration suites check that sluice exits 0).
+# (the integration suites check that sluice exits 0). tests/run-tests.sh runs them, each
+# step's output in build/test-logs/, and ends on a table and "N passed, M failed".
 test: layering build/.deps-test-ok build/test_unit build/asan/test_unit build/tsan/test_unit \
       build/sluice build/asan/sluice \
       build/test_upstream build/test_integration $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS))
-	build/test_unit
-	MAKE="$(MAKE)" tests/packaging-test.sh
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-		build/asan/test_unit
-	TSAN_OPTIONS=halt_on_error=1 build/tsan/test_unit concurrency
-	tests/run-integration.sh
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+	@MAKE="$(MAKE)" TEST_FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) tests/run-tests.sh
 
 layering:
 	tests/layering-check.sh
