@@ -284,6 +284,31 @@ static void reload(struct gw_server *server, const char *path, struct file_watch
 /* Serves until SIGTERM or SIGINT, then drains. Signals are taken synchronously with sigwait()
  * by this thread alone, so no handler runs inside a request thread; the file watcher raises
  * SIGHUP too, so every reload runs here, one at a time. */
+/* A signal taken by a thread that had it unblocked, for the main loop to act on as if
+ * sigwait() had taken it: every thread of ours blocks them, but a library's own threads may
+ * not, and the handler below would then swallow a SIGTERM that sigwait() never sees. */
+static volatile sig_atomic_t taken;
+
+/* Until SIGTERM or SIGINT, reloading on each SIGHUP; a signal a thread's handler took is
+ * seen within a second. */
+static void wait_for_stop(struct gw_server *server, const char *path, struct file_watches *fw,
+                          const sigset_t *signals)
+{
+    int sig = 0;
+
+    while (sig != SIGTERM && sig != SIGINT) {
+        struct timespec second = {1, 0};
+        int got = sigtimedwait(signals, NULL, &second);
+
+        if (got < 0 && errno != EAGAIN && errno != EINTR)
+            break;
+        sig = got > 0 ? got : taken;
+        taken = 0;
+        if (sig == SIGHUP)
+            reload(server, path, fw);
+    }
+}
+
 static int serve(struct config *config, const char *path, const sigset_t *signals)
 {
     char err[GW_ERR_LEN];
@@ -297,7 +322,7 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     size_t n_paths;
     bool watching = config->server.watch_config;
     unsigned left;
-    int sig = 0, rc = 1;
+    int rc = 1;
 
     /* First, so that no line of the gateway's waits on stderr or stdout. */
     if (gw_log_start() != 0)
@@ -337,12 +362,7 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
             proxy_protocol[0] != '\0' ? ", PROXY protocol " : "", proxy_protocol,
             tls ? "https" : "http", gw_server_address(server));
 
-    while (sig != SIGTERM && sig != SIGINT) {
-        if (sigwait(signals, &sig) != 0)
-            break;
-        if (sig == SIGHUP)
-            reload(server, path, &files);
-    }
+    wait_for_stop(server, path, &files, signals);
     gw_watch_stop(watch);
     unwatch_files(&files);
     gw_info("stopping: no new connections; draining requests in flight");
@@ -407,11 +427,12 @@ out:
     return rc;
 }
 
-/* Does nothing: installed so that the signals sigwait() takes are delivered even to PID 1,
- * which the kernel spares every signal left at its default action. */
+/* Installed so that the signals sigwait() takes are delivered even to PID 1, which the kernel
+ * spares every signal left at its default action; it runs only in a thread that had the
+ * signal unblocked, and hands it to the main loop (wait_for_stop()). */
 static void take_signal(int sig)
 {
-    (void)sig;
+    taken = sig;
 }
 
 int main(int argc, char **argv)

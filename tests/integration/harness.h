@@ -96,7 +96,8 @@ bool wait_for_log(const struct proc *p, const char *text, int count, int timeout
 double metric(const struct proc *p, const char *series);
 double metric_now(const struct proc *p, const char *series);
 
-/* SIGTERM, then waits up to `wait_ms`; returns the exit status, or -1 (then it is killed).
+/* SIGTERM, then waits up to `wait_ms` (three times as long for a sanitizer build); returns the
+ * exit status, or -1 (then it is killed).
  * Its config, log and access log are removed, unless $SLUICE_IT_KEEP is set (not empty). */
 int stop_sluice(struct proc *p, int wait_ms);
 
