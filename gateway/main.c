@@ -281,9 +281,6 @@ static void reload(struct gw_server *server, const char *path, struct file_watch
     gw_info("reloaded %s", path);
 }
 
-/* Serves until SIGTERM or SIGINT, then drains. Signals are taken synchronously with sigwait()
- * by this thread alone, so no handler runs inside a request thread; the file watcher raises
- * SIGHUP too, so every reload runs here, one at a time. */
 /* A signal taken by a thread that had it unblocked, for the main loop to act on as if
  * sigwait() had taken it: every thread of ours blocks them, but a library's own threads may
  * not, and the handler below would then swallow a SIGTERM that sigwait() never sees. */
@@ -309,6 +306,9 @@ static void wait_for_stop(struct gw_server *server, const char *path, struct fil
     }
 }
 
+/* Serves until SIGTERM or SIGINT, then drains. Signals are taken synchronously with
+ * sigtimedwait() by this thread alone, so no handler's work runs inside a request thread; the
+ * file watcher raises SIGHUP too, so every reload runs here, one at a time. */
 static int serve(struct config *config, const char *path, const sigset_t *signals)
 {
     char err[GW_ERR_LEN];
