@@ -282,8 +282,9 @@ static void reload(struct gw_server *server, const char *path, struct file_watch
 }
 
 /* A signal taken by a thread that had it unblocked, for the main loop to act on as if
- * sigwait() had taken it: every thread of ours blocks them, but a library's own threads may
- * not, and the handler below would then swallow a SIGTERM that sigwait() never sees. */
+ * sigtimedwait() had taken it: every thread of ours blocks them, but a library's own threads
+ * may not, and the handler below would then swallow a SIGTERM that sigtimedwait() never
+ * sees. */
 static volatile sig_atomic_t taken;
 
 /* Until SIGTERM or SIGINT, reloading on each SIGHUP; a signal a thread's handler took is
@@ -427,7 +428,7 @@ out:
     return rc;
 }
 
-/* Installed so that the signals sigwait() takes are delivered even to PID 1, which the kernel
+/* Installed so that the signals sigtimedwait() takes are delivered even to PID 1, which the kernel
  * spares every signal left at its default action; it runs only in a thread that had the
  * signal unblocked, and hands it to the main loop (wait_for_stop()). */
 static void take_signal(int sig)
