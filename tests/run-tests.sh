@@ -65,7 +65,7 @@ for i in "${!names[@]}"; do
   printf '%-12s %8d %8d %8d\n' "${names[$i]}" "${passed[$i]}" "${failed[$i]}" "${took[$i]}"
   total_p=$((total_p + passed[i])) total_f=$((total_f + failed[i]))
 done
-grep -h '^  skipped: \|SKIPPED: ' build/test-logs/integration.log 2>/dev/null | sort | uniq -c |
-  sed 's/^/skipped /'
+grep -o 'Test: .*SKIPPED: .*' build/test-logs/integration.log 2>/dev/null | sort | uniq -c |
+  sed 's/^ *\([0-9]*\) Test: /skipped in \1 runs: /'
 echo "$total_p passed, $total_f failed"
 ((total_f == 0))
