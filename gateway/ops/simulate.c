@@ -66,15 +66,16 @@ static int sim_set_open(const struct sim *s, struct sim_route *r, struct sim_set
 static int sim_route_open(const struct sim *s, struct sim_route *r)
 {
     const struct config_route *route = r->config;
+    bool plans = gw_limits_plans_decide(route);
     /* As the gateway builds them: no row for a set that can never decide (decide.h). */
     size_t n_own = gw_limits_own_decide(route) ? route->n_limits : 0, n = n_own;
 
-    for (size_t p = 0; gw_limits_plans_decide(route) && p < route->n_plans; p++)
+    for (size_t p = 0; plans && p < route->n_plans; p++)
         n += route->plans[p].n_limits;
     r->limits = calloc(n ? n : 1, sizeof *r->limits);
-    if (gw_limits_plans_decide(route))
+    if (plans)
         r->plans = calloc(route->n_plans ? route->n_plans : 1, sizeof *r->plans);
-    if (r->limits == NULL || (gw_limits_plans_decide(route) && r->plans == NULL)) {
+    if (r->limits == NULL || (plans && r->plans == NULL)) {
         fprintf(stderr, "sluice simulate: out of memory\n");
         return -1;
     }

@@ -150,19 +150,21 @@ static void text_clients(const char *title, const struct gw_client_counts *c)
     printf("\n");
 }
 
-/* A limit's rows: its figures, and when it denied, its denials per minute and its most
- * denied clients. */
+/* A limit's rows, its label `width` wide: its figures (beside `had`'s with --compare), and
+ * when it denied, its denials per minute and its most denied clients. */
 static void text_limit(const struct sim_run *run, const struct sim_limit *l,
-                       const struct sim_limit *had, struct row *row)
+                       const struct sim_limit *had, int width, bool compare)
 {
     char name[200], spark[SPARK_COLUMNS + 1], when[32];
     size_t per = (l->n_minutes + SPARK_COLUMNS - 1) / SPARK_COLUMNS;
     uint64_t current[2] = {had ? had->denied : 0, had ? had->requests : 0};
+    struct row row = {name,        width,
+                      l->requests, l->denied,
+                      NULL,        l->first_denial_ns,
+                      compare,     had ? current : NULL};
 
     limit_label(l, name, sizeof name);
-    *row = (struct row){name, row->width,         l->requests,  l->denied,
-                        NULL, l->first_denial_ns, row->compare, had ? current : NULL};
-    text_figures(row);
+    text_figures(&row);
     if (l->denied == 0)
         return;
     sparkline(l, per, spark);
@@ -192,7 +194,8 @@ static void text_sim(const struct sim_run *run, const struct sim *s, const char 
 
         text_figures(&row);
         for (size_t j = 0; j < r->n_limits; j++) {
-            text_limit(run, &r->limits[j], limit_named(was, r->limits[j].name), &row);
+            text_limit(run, &r->limits[j], limit_named(was, r->limits[j].name), width,
+                       other != NULL);
             sparks = sparks || r->limits[j].denied > 0;
         }
     }

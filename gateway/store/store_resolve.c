@@ -61,14 +61,8 @@ static int take_address(struct gw_store_lookup *l, char ip[INET6_ADDRSTRLEN])
     for (const struct addrinfo *a = l->request.ar_result; a != NULL; a = a->ai_next)
         if (best == NULL || (best->ai_family != AF_INET && a->ai_family == AF_INET))
             best = a;
-    if (best != NULL && best->ai_family == AF_INET &&
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)best->ai_addr)->sin_addr, ip,
-                  INET6_ADDRSTRLEN) != NULL)
-        rc = 0;
-    else if (best != NULL && best->ai_family == AF_INET6 &&
-             inet_ntop(AF_INET6,
-                       &((const struct sockaddr_in6 *)(const void *)best->ai_addr)->sin6_addr, ip,
-                       INET6_ADDRSTRLEN) != NULL)
+    if (best != NULL && getnameinfo(best->ai_addr, best->ai_addrlen, ip, INET6_ADDRSTRLEN, NULL, 0,
+                                    NI_NUMERICHOST) == 0)
         rc = 0;
     freeaddrinfo(l->request.ar_result);
     l->request.ar_result = NULL;
