@@ -17,13 +17,15 @@
  *   log:      format, level
  *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix}, replicas,
  *             on_store_error, max_memory
- *   routes:   name, match {path_prefix, methods, host}, upstream (a URL, or {servers,
- *             balance, max_fails, fail_window, fail_timeout, fail_on, health_check {path,
- *             interval, timeout, healthy, unhealthy, expect_status}}), retries {attempts, on,
- *             budget}, strip_prefix, host, set_headers, remove_headers, timeout, connect_timeout,
- *             key, ipv6_prefix, limit {algorithm, requests, per, burst, key, cost} (or a list of
- *             such limits, each with a name), store, tls_verify, proxy, plan, plans,
- *             unknown_key, headers, on_limit {status, body_file, content_type}
+ *   routes:   name, match {path_prefix, methods, host}, upstream (a URL, the name of one of
+ *             upstreams:, or {servers, balance, max_fails, fail_window, fail_timeout, fail_on,
+ *             health_check {path, interval, timeout, healthy, unhealthy, expect_status}}),
+ *             retries {attempts, on, budget}, strip_prefix, host, set_headers, remove_headers,
+ *             timeout, connect_timeout, key, ipv6_prefix, limit {algorithm, requests, per,
+ *             burst, key, cost} (or a list of such limits, each with a name), store,
+ *             tls_verify, proxy, plan, plans, unknown_key, headers, on_limit {status,
+ *             body_file, content_type}
+ *   upstreams: NAME: an upstream as a route's upstream: (a URL, or {servers, ...})
  *   plans:    NAME: a limit as a route's limit: (one mapping, or a list of named ones)
  *   consumers: a list of {name, key, plan}
  *   consumers_file: a YAML file holding `consumers:` and such a list, and nothing else: up to
@@ -95,6 +97,12 @@
  * (default 2s, 10ms to 1h, at most the interval); an answer in expect_status (default [200],
  * 1 to 32 codes) is healthy, anything else not, and healthy (default 2) or unhealthy (default
  * 3) results in a row (1 to 100) flip a server. These defaults hold for a URL upstream too.
+ * The top-level upstreams: {NAME: upstream} are shared: a route with `upstream: NAME` (a plain
+ * name, never a URL, since a URL holds ':') uses that one, and every route naming it shares
+ * one health state per server (one active check, one count of passive failures). Its checks
+ * go through the forward proxy and TLS settings of the first route naming it, so with a
+ * health_check the routes naming it must agree on proxy and tls_verify. An upstream no route
+ * names is a warning.
  * retries: {attempts (tries in all: default 2, 1 to 10), on (as fail_on; default
  * [connect_failure, reset]), budget (default 20%, 0 to 100)}; without retries:, one attempt.
  * strip_prefix: true (default false) takes the matched path_prefix off the forwarded path.
@@ -347,16 +355,13 @@ struct config_forwarding {
     int64_t tunnel_idle_timeout_ns;
 };
 
-/* The blocks of keys the gateway's modules may register (blocks.h). */
-#define CONFIG_BLOCKS_MAX 16
-
-struct config_route {
-    char *name;
-    char *path_prefix;
-    char **methods; /* upper case; NULL-terminated; NULL when any method matches */
-    char *host;     /* lower case, no port; NULL when any host matches */
-    /* upstream: a URL (one server) or {servers: [...], balance, max_fails, fail_window,
-     * fail_timeout, fail_on, health_check}. */
+/* An upstream: its servers, how one is chosen, and how their health is judged. A route's
+ * own, or one of the top-level upstreams: that routes name and share. */
+struct config_upstream {
+    char *name; /* upstreams: NAME; NULL for a route's own */
+    /* Named: the first route that names it (the one whose settings its health checks use);
+     * SIZE_MAX while none does. */
+    size_t first_route;
     struct config_server *servers;
     size_t n_servers; /* 1 to CONFIG_MAX_SERVERS */
     enum config_balance balance;
@@ -376,6 +381,19 @@ struct config_route {
         unsigned *expect_status;     /* default {200} */
         size_t n_expect_status;
     } health_check;
+};
+
+/* The blocks of keys the gateway's modules may register (blocks.h). */
+#define CONFIG_BLOCKS_MAX 16
+
+struct config_route {
+    char *name;
+    char *path_prefix;
+    char **methods; /* upper case; NULL-terminated; NULL when any method matches */
+    char *host;     /* lower case, no port; NULL when any host matches */
+    /* upstream: a URL (one server), {servers: [...], ...}, or the name of one of upstreams:
+     * (then a copy of it, its name kept). */
+    struct config_upstream upstream;
     /* retries: at most `attempts` tries in all (1: no retry) of an idempotent request, on
      * another server when there is one, for the outcomes in `on`, while retries stay within
      * budget_percent of the route's requests. */
@@ -490,6 +508,8 @@ struct config {
     enum config_store_error on_store_error;
     struct config_route *routes;
     size_t n_routes;
+    struct config_upstream *upstreams; /* upstreams:, in the file's order */
+    size_t n_upstreams;
     struct config_plan *plans;
     size_t n_plans;
     struct config_consumer *consumers; /* consumers:, then those of consumers_file */
@@ -523,6 +543,10 @@ struct config *config_parse(const char *name, const char *text, size_t len, char
 #define CONFIG_MAX_SERVERS        64                 /* servers of one route's upstream */
 
 void config_free(struct config *config);
+
+/* Whether route `i` shows its upstream's servers (health checks, per-server metrics): its own
+ * upstream, or a shared one it is the first to name. */
+bool config_route_owns_upstream(const struct config *config, size_t i);
 
 /* The versions of libyaml and GnuTLS this process runs with (static), for sluice_build_info. */
 const char *config_yaml_version(void);

@@ -69,6 +69,7 @@ static const struct field top_fields[] = {
     {"log", CONFIG_CUSTOM, 0, 0, 0, config_parse_log},
     {"limiter", CONFIG_CUSTOM, 0, 0, 0, config_parse_limiter},
     {"routes", CONFIG_CUSTOM, 0, 0, 0, config_parse_routes},
+    {"upstreams", CONFIG_CUSTOM, 0, 0, 0, config_parse_upstreams},
     {"plans", CONFIG_CUSTOM, 0, 0, 0, config_parse_plans},
     {"consumers", CONFIG_CUSTOM, 0, 0, 0, config_parse_consumers},
     {"consumers_file", CONFIG_CUSTOM, 0, 0, 0, config_parse_consumers_file},
@@ -137,6 +138,7 @@ static void read_sections(struct loader *ld, struct config *config)
     config_walk_mapping(ld, root, top_fields, config, "top level");
     if (root->type == YAML_MAPPING_NODE && config_find_value(ld, root, "routes") == NULL)
         config_error(ld, root, "routes: at least one route is required");
+    config_resolve_upstreams(ld, root, config);
     if (ld->n_errors == 0 && config->consumers_file != NULL)
         config_read_consumers_file(ld, config);
     if (ld->n_errors == 0) {
@@ -249,15 +251,7 @@ void config_free(struct config *config)
             free(*m);
         free(r->methods);
         free(r->host);
-        for (size_t j = 0; j < r->n_servers; j++) {
-            free(r->servers[j].url);
-            free(r->servers[j].origin);
-            free(r->servers[j].base_path);
-            free(r->servers[j].authority);
-        }
-        free(r->servers);
-        free(r->health_check.path);
-        free(r->health_check.expect_status);
+        config_free_upstream(&r->upstream);
         free(r->forwarding.host_name);
         for (size_t j = 0; j < r->forwarding.n_set_headers; j++) {
             free(r->forwarding.set_headers[j].name);
@@ -278,6 +272,9 @@ void config_free(struct config *config)
         config_free_plans(r->plans, r->n_plans);
     }
     free(config->routes);
+    for (size_t i = 0; i < config->n_upstreams; i++)
+        config_free_upstream(&config->upstreams[i]);
+    free(config->upstreams);
     config_free_plans(config->plans, config->n_plans);
     for (size_t i = 0; i < config->n_consumers; i++) {
         free(config->consumers[i].name);

@@ -251,6 +251,36 @@ const yaml_node_t **config_repeated_keys(struct loader *ld, yaml_node_t *node)
     return first;
 }
 
+void config_each_named(struct loader *ld, yaml_node_t *node, const char *section, const char *whose,
+                       config_named_fn each, void *cls)
+{
+    const yaml_node_t **first = config_repeated_keys(ld, node);
+
+    if (first == NULL) {
+        config_error(ld, node, "%s: out of memory", section);
+        return;
+    }
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *key = config_node_at(ld, p->key);
+        const char *name =
+            key->type == YAML_SCALAR_NODE ? (const char *)key->data.scalar.value : NULL;
+        const yaml_node_t *earlier = first[p - node->data.mapping.pairs.start];
+
+        if (name == NULL || !config_is_plain_name(name))
+            config_error(ld, key,
+                         "%s: %s name may hold only letters, digits, '_', '.' and '-', 64 at "
+                         "most",
+                         section, whose);
+        else if (earlier != NULL)
+            config_error(ld, key, "%s: \"%s\" appears twice (first at line %zu)", section, name,
+                         earlier->start_mark.line + 1);
+        else
+            each(ld, name, key, config_node_at(ld, p->value), cls);
+    }
+    free(first);
+}
+
 #define SUGGEST_DISTANCE 2 /* the most edits between a mistyped key and the one suggested */
 
 /* The Levenshtein distance between `a` and `b`, or SUGGEST_DISTANCE + 1 when it is surely

@@ -181,6 +181,14 @@ void config_walk_mapping_blocks(struct loader *ld, yaml_node_t *node, const stru
  * key, else NULL; one allocation the caller frees, NULL when memory is short. */
 const yaml_node_t **config_repeated_keys(struct loader *ld, yaml_node_t *node);
 
+/* Calls `each` for every pair of the mapping `node` whose key is a plain name (values.c) not
+ * seen before in it; reports the others, `section` naming the mapping and `whose` its names
+ * ("plans" and "a plan's"). */
+typedef void (*config_named_fn)(struct loader *ld, const char *name, yaml_node_t *key,
+                                yaml_node_t *value, void *cls);
+void config_each_named(struct loader *ld, yaml_node_t *node, const char *section, const char *whose,
+                       config_named_fn each, void *cls);
+
 /* Reports `name`, which none of `fields` is, at `mark`, with the known key it most likely
  * meant. */
 void config_report_unknown_key(struct loader *ld, yaml_mark_t mark, const char *section,

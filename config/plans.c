@@ -9,54 +9,46 @@
 #include "config/loader.h"
 #include "config/sections.h"
 
+/* Where parse_plans_into() puts each plan. */
+struct plan_list {
+    struct config_plan *plans;
+    size_t n;
+};
+
+static void parse_plan(struct loader *ld, const char *name, yaml_node_t *key, yaml_node_t *value,
+                       void *cls)
+{
+    struct plan_list *list = cls;
+    struct config_plan *plan = &list->plans[list->n];
+
+    if ((plan->name = strdup(name)) == NULL) {
+        config_error(ld, key, "plans: out of memory");
+        return;
+    }
+    list->n++;
+    config_parse_limit_list(ld, value, name, &plan->limits, &plan->n_limits);
+}
+
 /* plans: NAME: limit(s), at the top level or a route's own. */
 static void parse_plans_into(struct loader *ld, yaml_node_t *node, struct config_plan **plans,
                              size_t *n_plans)
 {
-    const yaml_node_t **first;
-    size_t n;
+    struct plan_list list = {0};
 
     if (node->type != YAML_MAPPING_NODE) {
         config_error(ld, node, "plans: expected a mapping of plan names to limits, found %s",
                      config_kind_name(node));
         return;
     }
-    n = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
-    *plans = calloc(n + 1, sizeof **plans);
-    first = config_repeated_keys(ld, node);
-    if (*plans == NULL || first == NULL) {
+    list.plans = calloc((size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start) + 1,
+                        sizeof *list.plans);
+    if (list.plans == NULL) {
         config_error(ld, node, "plans: out of memory");
-        free(first);
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        yaml_node_pair_t *p = &node->data.mapping.pairs.start[i];
-        yaml_node_t *key = config_node_at(ld, p->key);
-        const char *name =
-            key->type == YAML_SCALAR_NODE ? (const char *)key->data.scalar.value : NULL;
-        struct config_plan *plan = &(*plans)[*n_plans];
-
-        if (name == NULL || !config_is_plain_name(name)) {
-            config_error(ld, key,
-                         "plans: a plan's name may hold only letters, digits, '_', '.' and "
-                         "'-', 64 at most");
-            continue;
-        }
-        if (first[i] != NULL) {
-            config_error(ld, key, "plans: \"%s\" appears twice (first at line %zu)", name,
-                         first[i]->start_mark.line + 1);
-            continue;
-        }
-        plan->name = strdup(name);
-        if (plan->name == NULL) {
-            config_error(ld, key, "plans: out of memory");
-            continue;
-        }
-        (*n_plans)++;
-        config_parse_limit_list(ld, config_node_at(ld, p->value), name, &plan->limits,
-                                &plan->n_limits);
-    }
-    free(first);
+    config_each_named(ld, node, "plans", "a plan's", parse_plan, &list);
+    *plans = list.plans;
+    *n_plans = list.n;
 }
 
 void config_parse_route_plans(struct loader *ld, yaml_node_t *node, void *object)

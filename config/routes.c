@@ -155,11 +155,7 @@ static void parse_route(struct loader *ld, yaml_node_t *node, struct config_rout
     route->anonymous_plan = -1;
     route->on_limit.status = 429;
     /* The upstream's, for a URL as for a mapping that leaves them out. */
-    route->balance = CONFIG_BALANCE_ROUND_ROBIN;
-    route->passive.max_fails = 3;
-    route->passive.fail_window_ns = 10 * (int64_t)SECOND;
-    route->passive.fail_timeout_ns = 10 * (int64_t)SECOND;
-    route->passive.fail_on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET;
+    config_upstream_defaults(&route->upstream);
     /* Without retries: one attempt; config_parse_retries() has the defaults of retries: {}. */
     route->retries.attempts = 1;
     route->retries.on = 0;

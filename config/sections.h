@@ -9,8 +9,9 @@
  *   log.c        log: and tracing:
  *   routes.c     routes: and a route's match:, names, store:, headers:; the checks across
  *                routes (a name twice, a route an earlier one shadows)
- *   upstream.c   a route's upstream: (servers, balancing, passive and active health),
- *                retries: and proxy:
+ *   upstream.c   an upstream's block (servers, balancing, passive and active health), a
+ *                route's upstream: and retries:
+ *   upstreams.c  upstreams:, the named upstreams that routes share
  *   urls.c       the URLs of upstream: and proxy:, read with libcurl's parser (the one file
  *                here that names libcurl)
  *   forward.c    what a route changes in the requests it forwards: host:, set_headers:,
@@ -22,9 +23,10 @@
  * A section is entered through a custom parser that the table above it names (the top level's
  * routes: calls config_parse_routes(), a route's upstream: config_parse_upstream()), and lists
  * its tables in a `config_*_keys` array for config_known_keys(). What can be judged only once
- * the whole file is read runs from config_parse(), in this order: config_read_consumers_file(),
- * config_check_consumers(), config_resolve_plans() (all three only while there is no problem
- * yet), config_check_underscore_keys(), config_check_log_memory().
+ * the whole file is read runs from config_parse(), in this order: config_resolve_upstreams(),
+ * config_read_consumers_file(), config_check_consumers(), config_resolve_plans() (these three
+ * only while there is no problem yet), config_check_underscore_keys(),
+ * config_check_log_memory().
  */
 #ifndef SLUICE_CONFIG_SECTIONS_H
 #define SLUICE_CONFIG_SECTIONS_H
@@ -48,10 +50,18 @@ void config_parse_tracing(struct loader *ld, yaml_node_t *node, void *object);
 extern const struct key_table config_route_keys[];
 void config_parse_routes(struct loader *ld, yaml_node_t *node, void *object);
 
-/* upstream.c: a route's upstream: and retries:. */
+/* upstream.c: an upstream's block, a route's upstream: and retries:. */
 extern const struct key_table config_upstream_keys[];
+void config_upstream_defaults(struct config_upstream *up);
+void config_parse_upstream_block(struct loader *ld, yaml_node_t *node, const char *key,
+                                 struct config_upstream *up);
 void config_parse_upstream(struct loader *ld, yaml_node_t *node, void *object);
+void config_free_upstream(struct config_upstream *up);
 void config_parse_retries(struct loader *ld, yaml_node_t *node, void *object);
+
+/* upstreams.c: the top level's upstreams:, and the routes that name one of them. */
+void config_parse_upstreams(struct loader *ld, yaml_node_t *node, void *object);
+void config_resolve_upstreams(struct loader *ld, yaml_node_t *root, struct config *config);
 
 /* urls.c: one server's URL, http(s)://host[:port][/base-path], into `server` (`key`, upstream,
  * servers or url, names it in errors); and proxy:, scheme://host:port. */

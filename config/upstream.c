@@ -1,5 +1,6 @@
-/* A route's upstream: (its servers, balancing, passive and active health), retries: and
- * proxy:; their URLs are read in urls.c. See sections.h. */
+/* An upstream: block (its servers, balancing, passive and active health), a route's own or
+ * one of upstreams: (upstreams.c); a route's retries:. Their URLs are read in urls.c. See
+ * sections.h. */
 #include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
@@ -32,7 +33,7 @@ static yaml_node_t *server_url_node(struct loader *ld, yaml_node_t *item)
 /* servers: a list of 1 to CONFIG_MAX_SERVERS items, each a URL or {url, weight}. */
 static void parse_servers(struct loader *ld, yaml_node_t *node, void *object)
 {
-    struct config_route *route = object;
+    struct config_upstream *up = object;
     size_t n;
 
     if (node->type != YAML_SEQUENCE_NODE) {
@@ -52,15 +53,15 @@ static void parse_servers(struct loader *ld, yaml_node_t *node, void *object)
                      CONFIG_MAX_SERVERS, CONFIG_MAX_SERVERS + 1, n);
         n = CONFIG_MAX_SERVERS;
     }
-    route->servers = calloc(n, sizeof *route->servers);
-    if (route->servers == NULL) {
+    up->servers = calloc(n, sizeof *up->servers);
+    if (up->servers == NULL) {
         config_error(ld, node, "servers: out of memory");
         return;
     }
-    route->n_servers = n;
+    up->n_servers = n;
     for (size_t i = 0; i < n; i++) {
         yaml_node_t *item = config_node_at(ld, node->data.sequence.items.start[i]);
-        struct config_server *server = &route->servers[i];
+        struct config_server *server = &up->servers[i];
 
         server->weight = 1;
         if (item->type == YAML_SCALAR_NODE) {
@@ -73,11 +74,11 @@ static void parse_servers(struct loader *ld, yaml_node_t *node, void *object)
             config_error(ld, item, "servers: expected a URL or {url, weight}, found %s",
                          config_kind_name(item));
         }
-        /* At most CONFIG_MAX_SERVERS squared comparisons a route. */
+        /* At most CONFIG_MAX_SERVERS squared comparisons an upstream. */
         for (size_t j = 0; j < i && server->url != NULL; j++) {
             const yaml_node_t *first;
 
-            if (route->servers[j].url == NULL || strcmp(route->servers[j].url, server->url) != 0)
+            if (up->servers[j].url == NULL || strcmp(up->servers[j].url, server->url) != 0)
                 continue;
             first = server_url_node(ld, config_node_at(ld, node->data.sequence.items.start[j]));
             config_error(ld, server_url_node(ld, item),
@@ -94,7 +95,7 @@ static void parse_balance(struct loader *ld, yaml_node_t *node, void *object)
     int choice = config_parse_choice(ld, node, "balance", names, 3);
 
     if (choice >= 0)
-        ((struct config_route *)object)->balance = (enum config_balance)choice;
+        ((struct config_upstream *)object)->balance = (enum config_balance)choice;
 }
 
 /* Upstream outcomes by the names fail_on: and retries.on: give them. */
@@ -146,14 +147,14 @@ static void parse_outcomes(struct loader *ld, yaml_node_t *node, const char *key
 
 static void parse_fail_on(struct loader *ld, yaml_node_t *node, void *object)
 {
-    parse_outcomes(ld, node, "fail_on", &((struct config_route *)object)->passive.fail_on);
+    parse_outcomes(ld, node, "fail_on", &((struct config_upstream *)object)->passive.fail_on);
 }
 
 /* health_check.path: sent as the target of a request line, so nothing that could end or
  * split that line, and no fragment. */
 static void parse_health_path(struct loader *ld, yaml_node_t *node, void *object)
 {
-    struct config_route *route = object;
+    struct config_upstream *up = object;
     const char *text = config_scalar(ld, node, "path");
     bool plain;
 
@@ -169,9 +170,9 @@ static void parse_health_path(struct loader *ld, yaml_node_t *node, void *object
                      text);
         return;
     }
-    free(route->health_check.path);
-    route->health_check.path = strdup(text);
-    if (route->health_check.path == NULL)
+    free(up->health_check.path);
+    up->health_check.path = strdup(text);
+    if (up->health_check.path == NULL)
         config_error(ld, node, "path: out of memory");
 }
 
@@ -180,7 +181,7 @@ static void parse_health_path(struct loader *ld, yaml_node_t *node, void *object
 /* expect_status: the answers to a check that count as healthy. */
 static void parse_expect_status(struct loader *ld, yaml_node_t *node, void *object)
 {
-    struct config_route *route = object;
+    struct config_upstream *up = object;
     size_t n = node->type == YAML_SEQUENCE_NODE
                    ? (size_t)(node->data.sequence.items.top - node->data.sequence.items.start)
                    : 0;
@@ -191,10 +192,10 @@ static void parse_expect_status(struct loader *ld, yaml_node_t *node, void *obje
                      MAX_EXPECT_STATUS);
         return;
     }
-    free(route->health_check.expect_status);
-    route->health_check.n_expect_status = 0;
-    route->health_check.expect_status = calloc(n, sizeof *route->health_check.expect_status);
-    if (route->health_check.expect_status == NULL) {
+    free(up->health_check.expect_status);
+    up->health_check.n_expect_status = 0;
+    up->health_check.expect_status = calloc(n, sizeof *up->health_check.expect_status);
+    if (up->health_check.expect_status == NULL) {
         config_error(ld, node, "expect_status: out of memory");
         return;
     }
@@ -215,25 +216,25 @@ static void parse_expect_status(struct loader *ld, yaml_node_t *node, void *obje
                          text);
             continue;
         }
-        for (size_t j = 0; j < route->health_check.n_expect_status; j++)
-            repeated = repeated || route->health_check.expect_status[j] == status;
+        for (size_t j = 0; j < up->health_check.n_expect_status; j++)
+            repeated = repeated || up->health_check.expect_status[j] == status;
         if (repeated)
             config_error(ld, item, "expect_status: %lu appears twice", status);
         else
-            route->health_check.expect_status[route->health_check.n_expect_status++] =
-                (unsigned)status;
+            up->health_check.expect_status[up->health_check.n_expect_status++] = (unsigned)status;
     }
 }
 
 static const struct field health_check_fields[] = {
     {"path", CONFIG_CUSTOM, 0, 0, 0, parse_health_path},
     /* 100ms: more often than that, the checks are a load of their own. */
-    {"interval", CONFIG_DURATION, offsetof(struct config_route, health_check.interval_ns),
+    {"interval", CONFIG_DURATION, offsetof(struct config_upstream, health_check.interval_ns),
      100 * MILLISECOND, HOUR, NULL},
-    {"timeout", CONFIG_DURATION, offsetof(struct config_route, health_check.timeout_ns),
+    {"timeout", CONFIG_DURATION, offsetof(struct config_upstream, health_check.timeout_ns),
      10 * MILLISECOND, HOUR, NULL},
-    {"healthy", CONFIG_U32, offsetof(struct config_route, health_check.healthy), 1, 100, NULL},
-    {"unhealthy", CONFIG_U32, offsetof(struct config_route, health_check.unhealthy), 1, 100, NULL},
+    {"healthy", CONFIG_U32, offsetof(struct config_upstream, health_check.healthy), 1, 100, NULL},
+    {"unhealthy", CONFIG_U32, offsetof(struct config_upstream, health_check.unhealthy), 1, 100,
+     NULL},
     {"expect_status", CONFIG_CUSTOM, 0, 0, 0, parse_expect_status},
     {NULL, 0, 0, 0, 0, NULL},
 };
@@ -241,82 +242,127 @@ static const struct field health_check_fields[] = {
 /* health_check: {path, interval, timeout, healthy, unhealthy, expect_status}. */
 static void parse_health_check(struct loader *ld, yaml_node_t *node, void *object)
 {
-    struct config_route *route = object;
+    struct config_upstream *up = object;
     unsigned errors_before = ld->n_errors;
     yaml_node_t *timeout_at;
     char timeout[32], interval[32];
 
-    route->health_check.enabled = true;
-    route->health_check.interval_ns = 5 * (int64_t)SECOND;
-    route->health_check.timeout_ns = 2 * (int64_t)SECOND;
-    route->health_check.healthy = 2;
-    route->health_check.unhealthy = 3;
-    config_walk_mapping(ld, node, health_check_fields, route, "health_check");
+    up->health_check.enabled = true;
+    up->health_check.interval_ns = 5 * (int64_t)SECOND;
+    up->health_check.timeout_ns = 2 * (int64_t)SECOND;
+    up->health_check.healthy = 2;
+    up->health_check.unhealthy = 3;
+    config_walk_mapping(ld, node, health_check_fields, up, "health_check");
     if (node->type != YAML_MAPPING_NODE)
         return;
     if (config_find_value(ld, node, "path") == NULL)
         config_error(ld, node, "health_check: path is required");
-    if (route->health_check.expect_status == NULL &&
+    if (up->health_check.expect_status == NULL &&
         config_find_value(ld, node, "expect_status") == NULL) {
-        route->health_check.expect_status = calloc(1, sizeof *route->health_check.expect_status);
-        if (route->health_check.expect_status == NULL) {
+        up->health_check.expect_status = calloc(1, sizeof *up->health_check.expect_status);
+        if (up->health_check.expect_status == NULL) {
             config_error(ld, node, "health_check: out of memory");
             return;
         }
-        route->health_check.expect_status[0] = 200;
-        route->health_check.n_expect_status = 1;
+        up->health_check.expect_status[0] = 200;
+        up->health_check.n_expect_status = 1;
     }
     /* A check must be over before the next one starts. Reported at the timeout, or at the
      * interval when the timeout is the default. */
     timeout_at = config_find_value(ld, node, "timeout");
     if (timeout_at == NULL)
         timeout_at = config_value_or_self(ld, node, "interval");
-    if (ld->n_errors == errors_before &&
-        route->health_check.timeout_ns > route->health_check.interval_ns)
+    if (ld->n_errors == errors_before && up->health_check.timeout_ns > up->health_check.interval_ns)
         config_error(
             ld, timeout_at, "health_check: timeout (%s) is longer than interval (%s)",
-            config_format_duration(route->health_check.timeout_ns, timeout, sizeof timeout),
-            config_format_duration(route->health_check.interval_ns, interval, sizeof interval));
+            config_format_duration(up->health_check.timeout_ns, timeout, sizeof timeout),
+            config_format_duration(up->health_check.interval_ns, interval, sizeof interval));
 }
 
 static const struct field upstream_fields[] = {
     {"servers", CONFIG_CUSTOM, 0, 0, 0, parse_servers},
     {"balance", CONFIG_CUSTOM, 0, 0, 0, parse_balance},
-    {"max_fails", CONFIG_U32, offsetof(struct config_route, passive.max_fails), 0, 1000, NULL},
-    {"fail_window", CONFIG_DURATION, offsetof(struct config_route, passive.fail_window_ns), SECOND,
-     HOUR, NULL},
-    {"fail_timeout", CONFIG_DURATION, offsetof(struct config_route, passive.fail_timeout_ns),
+    {"max_fails", CONFIG_U32, offsetof(struct config_upstream, passive.max_fails), 0, 1000, NULL},
+    {"fail_window", CONFIG_DURATION, offsetof(struct config_upstream, passive.fail_window_ns),
+     SECOND, HOUR, NULL},
+    {"fail_timeout", CONFIG_DURATION, offsetof(struct config_upstream, passive.fail_timeout_ns),
      SECOND, HOUR, NULL},
     {"fail_on", CONFIG_CUSTOM, 0, 0, 0, parse_fail_on},
     {"health_check", CONFIG_CUSTOM, 0, 0, 0, parse_health_check},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
-/* upstream: a URL, one server of weight 1; or {servers: [...], balance, ...}. The defaults of
- * the rest are the route's (parse_route(), routes.c), whichever form is used. */
-void config_parse_upstream(struct loader *ld, yaml_node_t *node, void *object)
+void config_upstream_defaults(struct config_upstream *up)
 {
-    struct config_route *route = object;
+    up->first_route = SIZE_MAX;
+    up->balance = CONFIG_BALANCE_ROUND_ROBIN;
+    up->passive.max_fails = 3;
+    up->passive.fail_window_ns = 10 * (int64_t)SECOND;
+    up->passive.fail_timeout_ns = 10 * (int64_t)SECOND;
+    up->passive.fail_on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET;
+}
 
+/* A URL, one server of weight 1; or {servers: [...], balance, ...}. `key` names the value in
+ * problems. */
+void config_parse_upstream_block(struct loader *ld, yaml_node_t *node, const char *key,
+                                 struct config_upstream *up)
+{
     if (node->type == YAML_MAPPING_NODE) {
-        config_walk_mapping(ld, node, upstream_fields, route, "upstream");
+        config_walk_mapping(ld, node, upstream_fields, up, key);
         if (config_find_value(ld, node, "servers") == NULL)
-            config_error(ld, node, "upstream: servers is required");
+            config_error(ld, node, "%s: servers is required", key);
         return;
     }
     if (node->type != YAML_SCALAR_NODE) {
-        config_error(ld, node, "upstream: expected a URL or a mapping with servers:, found %s",
+        config_error(ld, node, "%s: expected a URL or a mapping with servers:, found %s", key,
                      config_kind_name(node));
         return;
     }
-    route->servers = calloc(1, sizeof *route->servers);
-    if (route->servers == NULL) {
-        config_error(ld, node, "upstream: out of memory");
+    up->servers = calloc(1, sizeof *up->servers);
+    if (up->servers == NULL) {
+        config_error(ld, node, "%s: out of memory", key);
         return;
     }
-    route->n_servers = 1;
-    route->servers[0].weight = 1;
-    config_parse_server_url(ld, node, "upstream", &route->servers[0]);
+    up->n_servers = 1;
+    up->servers[0].weight = 1;
+    config_parse_server_url(ld, node, key, &up->servers[0]);
+}
+
+/* A route's upstream: a URL or a block as above (its defaults set by parse_route(),
+ * routes.c); or a plain name, one of upstreams:, which config_resolve_upstreams() looks up
+ * once the whole file is read. A URL always holds ':', which no name does. */
+void config_parse_upstream(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config_route *route = object;
+    const char *text = node->type == YAML_SCALAR_NODE ? config_scalar(ld, node, "upstream") : NULL;
+
+    if (node->type == YAML_SCALAR_NODE && text == NULL)
+        return;
+    if (text != NULL && strchr(text, ':') == NULL) {
+        if (!config_is_plain_name(text))
+            config_error(ld, node,
+                         "upstream: \"%s\" is neither a URL (http://host:port) nor the name of "
+                         "one of upstreams:",
+                         text);
+        else if ((route->upstream.name = strdup(text)) == NULL)
+            config_error(ld, node, "upstream: out of memory");
+        return;
+    }
+    config_parse_upstream_block(ld, node, "upstream", &route->upstream);
+}
+
+void config_free_upstream(struct config_upstream *up)
+{
+    for (size_t j = 0; up->servers != NULL && j < up->n_servers; j++) {
+        free(up->servers[j].url);
+        free(up->servers[j].origin);
+        free(up->servers[j].base_path);
+        free(up->servers[j].authority);
+    }
+    free(up->servers);
+    free(up->health_check.path);
+    free(up->health_check.expect_status);
+    free(up->name);
 }
 
 /* retries.budget: "20%", or a bare 20. */
@@ -356,6 +402,9 @@ const struct key_table config_upstream_keys[] = {
     {"routes.upstream", upstream_fields},
     {"routes.upstream.servers", upstream_server_fields},
     {"routes.upstream.health_check", health_check_fields},
+    {"upstreams.NAME", upstream_fields},
+    {"upstreams.NAME.servers", upstream_server_fields},
+    {"upstreams.NAME.health_check", health_check_fields},
     {"routes.retries", retries_fields},
     {NULL, NULL},
 };

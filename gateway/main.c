@@ -108,12 +108,12 @@ static void warn_about(const struct config *config)
     for (size_t i = 0; i < config->n_routes; i++) {
         const struct config_route *r = &config->routes[i];
 
-        for (size_t k = 0; k < r->n_servers; k++) {
-            if (!r->tls_verify && strncmp(r->servers[k].origin, "https:", 6) == 0)
+        for (size_t k = 0; k < r->upstream.n_servers; k++) {
+            if (!r->tls_verify && strncmp(r->upstream.servers[k].origin, "https:", 6) == 0)
                 gw_warn("route %s: tls_verify is false: the certificate of %s is not checked",
-                        r->name, r->servers[k].url);
+                        r->name, r->upstream.servers[k].url);
             if (r->proxy == NULL) /* through a proxy, the proxy resolves it */
-                check_resolves(r->name, r->servers[k].origin);
+                check_resolves(r->name, r->upstream.servers[k].origin);
         }
         if (r->n_limits == 0)
             gw_info("route %s: no limit: requests are proxied unlimited", r->name);

@@ -32,6 +32,7 @@ int main(int argc, char **argv)
     register_methods_tests();
     register_load_tests();
     register_blocks_tests();
+    register_upstreams_tests();
     register_routes_tests();
     register_keys_tests();
     register_headers_tests();

@@ -50,7 +50,7 @@ void gw_backends_free(struct gw_backends *backends)
     for (struct gw_backend *b = backends->servers, *next; b != NULL; b = next) {
         next = b->next;
         pthread_mutex_destroy(&b->lock);
-        free(b->route);
+        free(b->owner);
         free(b->url);
         free(b);
     }
@@ -63,19 +63,21 @@ void gw_backends_free(struct gw_backends *backends)
     free(backends);
 }
 
-struct gw_backend *gw_backends_get(struct gw_backends *backends, const char *route, const char *url)
+struct gw_backend *gw_backends_get(struct gw_backends *backends, const char *owner, bool shared,
+                                   const char *url)
 {
     struct gw_backend *b;
 
     pthread_mutex_lock(&backends->lock);
     for (b = backends->servers; b != NULL; b = b->next)
-        if (strcmp(b->route, route) == 0 && strcmp(b->url, url) == 0)
+        if (b->shared == shared && strcmp(b->owner, owner) == 0 && strcmp(b->url, url) == 0)
             break;
     if (b == NULL && (b = calloc(1, sizeof *b)) != NULL) {
-        b->route = strdup(route);
+        b->owner = strdup(owner);
+        b->shared = shared;
         b->url = strdup(url);
-        if (b->route == NULL || b->url == NULL) {
-            free(b->route);
+        if (b->owner == NULL || b->url == NULL) {
+            free(b->owner);
             free(b->url);
             free(b);
             b = NULL;
@@ -156,17 +158,20 @@ int gw_backend_set_init(struct gw_backend_set *set, struct gw_backends *backends
 {
     uint32_t *weights;
 
+    const struct config_upstream *up = &route->upstream;
+    const char *owner = up->name != NULL ? up->name : route->name;
+
     memset(set, 0, sizeof *set);
-    set->n = route->n_servers;
-    set->balance = route->balance;
+    set->n = up->n_servers;
+    set->balance = up->balance;
     set->servers = calloc(set->n, sizeof *set->servers);
     weights = calloc(set->n, sizeof *weights);
     set->weights = weights;
     if (set->servers == NULL || weights == NULL)
         return -1;
     for (size_t i = 0; i < set->n; i++) {
-        weights[i] = route->servers[i].weight;
-        set->servers[i] = gw_backends_get(backends, route->name, route->servers[i].url);
+        weights[i] = up->servers[i].weight;
+        set->servers[i] = gw_backends_get(backends, owner, up->name != NULL, up->servers[i].url);
         if (set->servers[i] == NULL)
             return -1;
     }
@@ -324,7 +329,8 @@ void gw_backend_finish(struct gw_backend *b, bool reported, bool probe)
 bool gw_backend_report(struct gw_backend *b, const struct config_route *route, enum gw_fault fault,
                        long status, int64_t now_ns, bool probe)
 {
-    bool failed = (gw_fault_class(fault, status) & route->passive.fail_on) != 0, skipped = false;
+    bool failed = (gw_fault_class(fault, status) & route->upstream.passive.fail_on) != 0,
+         skipped = false;
     int cls = fault == GW_FAULT_NONE && status >= 100 && status < 600 ? (int)(status / 100) - 1
                                                                       : GW_STATUS_CLASSES - 1;
 
@@ -333,21 +339,22 @@ bool gw_backend_report(struct gw_backend *b, const struct config_route *route, e
         atomic_store_explicit(&b->last_failed_ns, now_ns, memory_order_relaxed);
     if (probe) { /* the probe's outcome decides */
         pthread_mutex_lock(&b->lock);
-        atomic_store(&b->down_until_ns, failed ? now_ns + route->passive.fail_timeout_ns : 0);
+        atomic_store(&b->down_until_ns,
+                     failed ? now_ns + route->upstream.passive.fail_timeout_ns : 0);
         b->fails = 0;
         atomic_store(&b->probing, false);
         pthread_mutex_unlock(&b->lock);
         return failed;
     }
-    if (!failed || route->passive.max_fails == 0 || atomic_load(&b->down_until_ns) != 0)
+    if (!failed || route->upstream.passive.max_fails == 0 || atomic_load(&b->down_until_ns) != 0)
         return false; /* a straggler's failure while skipped changes nothing */
     pthread_mutex_lock(&b->lock);
-    if (b->fails == 0 || now_ns - b->window_start_ns > route->passive.fail_window_ns) {
+    if (b->fails == 0 || now_ns - b->window_start_ns > route->upstream.passive.fail_window_ns) {
         b->fails = 0;
         b->window_start_ns = now_ns;
     }
-    if (++b->fails >= route->passive.max_fails && atomic_load(&b->down_until_ns) == 0) {
-        atomic_store(&b->down_until_ns, now_ns + route->passive.fail_timeout_ns);
+    if (++b->fails >= route->upstream.passive.max_fails && atomic_load(&b->down_until_ns) == 0) {
+        atomic_store(&b->down_until_ns, now_ns + route->upstream.passive.fail_timeout_ns);
         b->fails = 0;
         skipped = true;
     }
@@ -404,18 +411,25 @@ void gw_backend_set_render(const struct gw_backend_set *set, FILE *out,
     for (size_t i = 0; i < set->n; i++) {
         struct gw_backend *b = set->servers[i];
 
+        const char *label = gw_backend_owner_kind(b);
+
         if (family == GW_FAMILY_HEALTHY)
-            fprintf(out, "sluice_upstream_healthy{route=\"%s\",server=\"%s\"} %d\n", b->route,
+            fprintf(out, "sluice_upstream_healthy{%s=\"%s\",server=\"%s\"} %d\n", label, b->owner,
                     b->url, gw_backend_healthy(b, now_ns) ? 1 : 0);
         else if (family == GW_FAMILY_INFLIGHT)
-            fprintf(out, "sluice_upstream_inflight{route=\"%s\",server=\"%s\"} %lld\n", b->route,
-                    b->url, (long long)atomic_load(&b->in_flight));
+            fprintf(out, "sluice_upstream_inflight{%s=\"%s\",server=\"%s\"} %lld\n", label,
+                    b->owner, b->url, (long long)atomic_load(&b->in_flight));
         else
             for (int c = 0; c < GW_STATUS_CLASSES; c++)
                 fprintf(out,
-                        "sluice_upstream_requests_total{route=\"%s\",server=\"%s\","
+                        "sluice_upstream_requests_total{%s=\"%s\",server=\"%s\","
                         "status_class=\"%s\"} %llu\n",
-                        b->route, b->url, classes[c],
+                        label, b->owner, b->url, classes[c],
                         (unsigned long long)atomic_load(&b->answers[c]));
     }
+}
+
+const char *gw_backend_owner_kind(const struct gw_backend *b)
+{
+    return b->shared ? "upstream" : "route";
 }

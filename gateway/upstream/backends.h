@@ -2,9 +2,11 @@
  * backends: the servers behind a route's upstream, as the gateway sees them: how many requests
  * each has in flight, whether it is believed healthy, and what it answered.
  *
- * A server is known by its route's name and its URL. Its state lives in a registry that
- * outlives reloads (as metrics do), so a reload that keeps a server keeps its health and its
- * counts; the registry only grows with the configs it has seen.
+ * A server is known by its owner and its URL: the owner is the route, for a route's own
+ * upstream, or the shared upstream's name (upstreams:), so that every route naming one shares
+ * one state per server. Its state lives in a registry that outlives reloads (as metrics do),
+ * so a reload that keeps a server keeps its health and its counts; the registry only grows
+ * with the configs it has seen.
  *
  * Choosing (gw_backend_pick): among the servers not yet tried for this request and believed
  * healthy, by the route's balance:
@@ -54,7 +56,8 @@ unsigned gw_fault_class(enum gw_fault fault, long status);
 #define GW_BUDGET_WINDOW_NS (10 * (int64_t)1000000000)
 
 struct gw_backend {
-    char *route, *url;
+    char *owner, *url; /* owner: the route's name, or the shared upstream's */
+    bool shared;       /* owned by a shared upstream (upstreams:) */
     _Atomic int64_t in_flight;
     _Atomic uint64_t answers[GW_STATUS_CLASSES];
     _Atomic bool healthy;          /* by active checks; true until they say otherwise */
@@ -81,10 +84,13 @@ struct gw_backends;
 struct gw_backends *gw_backends_new(void);
 void gw_backends_free(struct gw_backends *backends);
 
-/* The state of `url` under `route`, made on first use; valid until gw_backends_free(). NULL
- * when memory is short. */
-struct gw_backend *gw_backends_get(struct gw_backends *backends, const char *route,
+/* The state of `url` under `owner` (a shared upstream's name, or else a route's), made on
+ * first use; valid until gw_backends_free(). NULL when memory is short. */
+struct gw_backend *gw_backends_get(struct gw_backends *backends, const char *owner, bool shared,
                                    const char *url);
+
+/* "upstream" or "route": what b->owner names, for metric labels and log lines. */
+const char *gw_backend_owner_kind(const struct gw_backend *b);
 struct gw_retry_budget *gw_backends_budget(struct gw_backends *backends, const char *route);
 
 /* What a route's servers need to be chosen from: built once per config. */
@@ -98,7 +104,8 @@ struct gw_backend_set {
     _Atomic uint64_t turn;
 };
 
-/* Fills `set` for `route`'s servers from `backends`. 0, or -1 when memory is short. */
+/* Fills `set` for the servers of `route`'s upstream from `backends`. 0, or -1 when memory is short.
+ */
 int gw_backend_set_init(struct gw_backend_set *set, struct gw_backends *backends,
                         const struct config_route *route);
 void gw_backend_set_free(struct gw_backend_set *set);
@@ -132,11 +139,12 @@ void gw_retry_budget_count(struct gw_retry_budget *budget, int64_t now_ns);
 bool gw_retry_budget_take(struct gw_retry_budget *budget, uint32_t percent, int64_t now_ns);
 
 /* The samples of one per-server family for the servers in `set` (the caller writes each
- * family's HELP and TYPE once, then this for every route). */
+ * family's HELP and TYPE once, then this for every route that owns its upstream), labelled
+ * {route,server} for a route's own upstream and {upstream,server} for a shared one. */
 enum gw_backend_family {
-    GW_FAMILY_REQUESTS, /* sluice_upstream_requests_total{route,server,status_class} */
-    GW_FAMILY_HEALTHY,  /* sluice_upstream_healthy{route,server} */
-    GW_FAMILY_INFLIGHT, /* sluice_upstream_inflight{route,server} */
+    GW_FAMILY_REQUESTS, /* sluice_upstream_requests_total{route|upstream,server,status_class} */
+    GW_FAMILY_HEALTHY,  /* sluice_upstream_healthy{route|upstream,server} */
+    GW_FAMILY_INFLIGHT, /* sluice_upstream_inflight{route|upstream,server} */
 };
 void gw_backend_set_render(const struct gw_backend_set *set, FILE *out,
                            enum gw_backend_family family, int64_t now_ns);

@@ -14,7 +14,7 @@
 /* One server's checks. */
 struct target {
     struct gw_backend *backend; /* outlives every config (backends.h) */
-    char *route, *url, *proxy;
+    char *url, *proxy;
     bool tls_verify;
     int64_t interval_ns, timeout_ns;
     uint32_t healthy, unhealthy;
@@ -53,7 +53,6 @@ static void targets_free(struct targets *t, CURLM *multi)
                 curl_multi_remove_handle(multi, x->easy);
             curl_easy_cleanup(x->easy);
         }
-        free(x->route);
         free(x->url);
         free(x->proxy);
         free(x->expect);
@@ -111,12 +110,14 @@ static void conclude(struct target *x, CURLcode result)
     x->fails = pass ? 0 : x->fails + 1;
     if (pass && x->passes == x->healthy && !atomic_load(&x->backend->healthy)) {
         atomic_store(&x->backend->healthy, true);
-        gw_info("route %s: server %s is healthy again: %u checks passed (%s)", x->route,
-                x->backend->url, x->passes, why);
+        gw_info("%s %s: server %s is healthy again: %u checks passed (%s)",
+                gw_backend_owner_kind(x->backend), x->backend->owner, x->backend->url, x->passes,
+                why);
     } else if (!pass && x->fails == x->unhealthy && atomic_load(&x->backend->healthy)) {
         atomic_store(&x->backend->healthy, false);
-        gw_warn("route %s: server %s is unhealthy: %u checks failed, the last: %s", x->route,
-                x->backend->url, x->fails, why);
+        gw_warn("%s %s: server %s is unhealthy: %u checks failed, the last: %s",
+                gw_backend_owner_kind(x->backend), x->backend->owner, x->backend->url, x->fails,
+                why);
     }
 }
 
@@ -203,28 +204,36 @@ static char *join(const char *a, const char *b)
     return s;
 }
 
-/* The target for server `k` of `route`; false when memory is short. */
+/* The target for server `k` of `route`'s upstream; false when memory is short. */
 static bool make_target(struct target *x, const struct config_route *route, size_t k,
                         struct gw_backend *backend)
 {
+    const struct config_upstream *up = &route->upstream;
+
     *x = (struct target){
         .backend = backend,
         .tls_verify = route->tls_verify,
-        .interval_ns = route->health_check.interval_ns,
-        .timeout_ns = route->health_check.timeout_ns,
-        .healthy = route->health_check.healthy,
-        .unhealthy = route->health_check.unhealthy,
-        .n_expect = route->health_check.n_expect_status,
+        .interval_ns = up->health_check.interval_ns,
+        .timeout_ns = up->health_check.timeout_ns,
+        .healthy = up->health_check.healthy,
+        .unhealthy = up->health_check.unhealthy,
+        .n_expect = up->health_check.n_expect_status,
     };
-    x->route = strdup(route->name);
-    x->url = join(route->servers[k].origin, route->health_check.path);
+    x->url = join(up->servers[k].origin, up->health_check.path);
     x->proxy = route->proxy != NULL ? strdup(route->proxy) : NULL;
-    x->expect = malloc(route->health_check.n_expect_status * sizeof *x->expect);
+    x->expect = malloc(up->health_check.n_expect_status * sizeof *x->expect);
     if (x->expect != NULL)
-        memcpy(x->expect, route->health_check.expect_status,
-               route->health_check.n_expect_status * sizeof *x->expect);
-    return x->route != NULL && x->url != NULL && x->expect != NULL &&
-           (route->proxy == NULL || x->proxy != NULL);
+        memcpy(x->expect, up->health_check.expect_status,
+               up->health_check.n_expect_status * sizeof *x->expect);
+    return x->url != NULL && x->expect != NULL && (route->proxy == NULL || x->proxy != NULL);
+}
+
+/* Whether the servers of route `i` are checked: its upstream has checks, and the route is the
+ * one that shows it (a shared upstream's servers are checked once, under its first route). */
+static bool checked(const struct config *config, size_t i, bool enabled)
+{
+    return config_route_owns_upstream(config, i) &&
+           config->routes[i].upstream.health_check.enabled == enabled;
 }
 
 void gw_health_configure(struct gw_health *h, const struct config *config,
@@ -233,32 +242,28 @@ void gw_health_configure(struct gw_health *h, const struct config *config,
     struct targets next = {0};
     size_t n = 0, unchecked = 0;
 
-    for (size_t i = 0; i < config->n_routes; i++)
-        if (config->routes[i].health_check.enabled)
-            n += config->routes[i].n_servers;
-        else
-            unchecked += sets[i]->n;
+    for (size_t i = 0; i < config->n_routes; i++) {
+        n += checked(config, i, true) ? sets[i]->n : 0;
+        unchecked += checked(config, i, false) ? sets[i]->n : 0;
+    }
     next.items = calloc(n > 0 ? n : 1, sizeof *next.items);
     next.unchecked = calloc(unchecked > 0 ? unchecked : 1, sizeof *next.unchecked);
     for (size_t i = 0; next.unchecked != NULL && i < config->n_routes; i++)
-        for (size_t k = 0; !config->routes[i].health_check.enabled && k < sets[i]->n; k++)
+        for (size_t k = 0; checked(config, i, false) && k < sets[i]->n; k++)
             next.unchecked[next.n_unchecked++] = sets[i]->servers[k];
     if (next.items == NULL || next.unchecked == NULL) {
         targets_free(&next, NULL);
         gw_warn("health checks: out of memory; the checks of the last configuration go on");
         return;
     }
-    for (size_t i = 0; i < config->n_routes; i++) {
-        const struct config_route *route = &config->routes[i];
-
-        for (size_t k = 0; route->health_check.enabled && k < route->n_servers; k++)
-            if (!make_target(&next.items[next.n++], route, k, sets[i]->servers[k])) {
+    for (size_t i = 0; i < config->n_routes; i++)
+        for (size_t k = 0; checked(config, i, true) && k < sets[i]->n; k++)
+            if (!make_target(&next.items[next.n++], &config->routes[i], k, sets[i]->servers[k])) {
                 targets_free(&next, NULL);
                 gw_warn("health checks: out of memory; the checks of the last configuration "
                         "go on");
                 return;
             }
-    }
     pthread_mutex_lock(&h->lock);
     targets_free(&h->next, NULL);
     h->next = next;

@@ -1,6 +1,7 @@
 /*
- * health: active health checks, for every route with upstream.health_check, from one thread
- * that never touches the request path.
+ * health: active health checks, for every upstream with a health_check, from one thread that
+ * never touches the request path. A shared upstream (upstreams:) is checked once per server,
+ * under the first route that names it, whose forward proxy and TLS settings the checks use.
  *
  * Each server of such a route is sent `GET path` (its origin plus the check's path: the base
  * path of the server's URL is not prepended) every `interval`, through the route's forward

@@ -31,7 +31,8 @@
  * handle taken on a loop (event mode, gw_upstream_loop below) never blocks: head() says
  * GW_UPSTREAM_PENDING and read() GW_UPSTREAM_WOULD_BLOCK, and the loop calls the `notify`
  * given to start() at each later step (head in, body bytes, end, failure, a wait timed out),
- * after which the caller asks again. The forward module (gateway/modules/forward) is the same for both.
+ * after which the caller asks again. The forward module (gateway/modules/forward) is the same for
+ * both.
  *
  * Body data lands in a fixed 64 KiB buffer; when it is full the transfer is paused until the
  * client has taken it, so a 1 GiB download passes through in bounded memory at the client's
@@ -132,8 +133,8 @@ struct curl_slist *gw_upstream_header_list(const char *text, size_t n_lines);
 struct gw_forward {
     const char *method;
     const char *url;
-    const char *proxy; /* the route's forward proxy URL, or NULL for none */
-    uint64_t max_head; /* the longest response head passed on (its fields' bytes) */
+    const char *proxy;                /* the route's forward proxy URL, or NULL for none */
+    uint64_t max_head;                /* the longest response head passed on (its fields' bytes) */
     const struct curl_slist *headers; /* sent as given (gw_upstream_header_list()) */
     struct gw_body *body; /* NULL when the request has none; sent as it fills (body.h) */
     int64_t timeout_ns;

@@ -17,7 +17,7 @@
 _Static_assert(GW_UPGRADE_ERROR_LEN == CURL_ERROR_SIZE, "error_text is libcurl's error buffer");
 _Static_assert(sizeof(curl_socket_t) == sizeof(int), "fd holds a curl_socket_t");
 
-#define READ_PIECE 16384
+#define READ_PIECE  16384
 #define MAX_INTERIM 8 /* 1xx answers before the final one; more is a broken upstream */
 
 /* The answer as it is read: bytes in `buf`, of which [0, off) are taken. */
@@ -88,7 +88,8 @@ static int read_more(struct reader *r, size_t limit)
         rc = curl_easy_recv(r->up->easy, r->buf + r->len, r->cap - r->len, &got);
         if (rc == CURLE_AGAIN) {
             if (wait_for(r->up, POLLIN, r->deadline_ns) != 0)
-                return fail(r->up, GW_FAULT_TIMEOUT, "no answer to the upgrade within the route's timeout");
+                return fail(r->up, GW_FAULT_TIMEOUT,
+                            "no answer to the upgrade within the route's timeout");
             continue;
         }
         if (rc != CURLE_OK)
@@ -176,7 +177,8 @@ static int read_head(struct reader *r, size_t max_head)
     if (strncmp(line, "HTTP/1.", 7) != 0 || (line[7] != '0' && line[7] != '1') || line[8] != ' ' ||
         !gw_is_digit((unsigned char)line[9]) || !gw_is_digit((unsigned char)line[10]) ||
         !gw_is_digit((unsigned char)line[11]) || (line[12] != ' ' && line[12] != '\0'))
-        return fail(r->up, GW_FAULT_INVALID, "the answer does not start with an HTTP/1.1 status line");
+        return fail(r->up, GW_FAULT_INVALID,
+                    "the answer does not start with an HTTP/1.1 status line");
     r->up->status = strtol(line + 9, &end, 10);
     if (r->up->status < 100)
         return fail(r->up, GW_FAULT_INVALID, "the answer's status is out of range");

@@ -38,7 +38,7 @@ struct gw_upgrade {
     long status;
     char *head; /* "name\0value\0" pairs of the final answer's fields (gw_field_next()) */
     size_t head_len;
-    char *early; /* after the head: the body of an answer other than 101, or the upstream's */
+    char *early;      /* after the head: the body of an answer other than 101, or the upstream's */
     size_t early_len; /* first tunnel bytes after a 101 */
     enum gw_fault fault;
     char error_text[GW_UPGRADE_ERROR_LEN];

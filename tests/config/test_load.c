@@ -109,12 +109,13 @@ static void test_example_loads(void)
     CU_ASSERT_PTR_NULL(c->routes[0].limits[2].key_name);
     CU_ASSERT_FALSE(c->server.underscores_in_headers);
     CU_ASSERT_STRING_EQUAL(c->routes[1].limits[0].name, "default"); /* named after its route */
-    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_servers, 1);
-    CU_ASSERT_STRING_EQUAL(c->routes[0].servers[0].origin, "http://127.0.0.1:9000"); /* ${:-} */
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].upstream.n_servers, 1);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].upstream.servers[0].origin,
+                           "http://127.0.0.1:9000"); /* ${:-} */
     CU_ASSERT_TRUE(c->server.watch_config);
     CU_ASSERT_STRING_EQUAL(c->server.access_log, "stdout");
-    CU_ASSERT_EQUAL_FATAL(c->routes[1].n_servers, 1);
-    CU_ASSERT_STRING_EQUAL(c->routes[1].servers[0].origin, "http://127.0.0.1:9000");
+    CU_ASSERT_EQUAL_FATAL(c->routes[1].upstream.n_servers, 1);
+    CU_ASSERT_STRING_EQUAL(c->routes[1].upstream.servers[0].origin, "http://127.0.0.1:9000");
     CU_ASSERT_EQUAL(
         ((const struct limit_options *)config_route_block(&c->routes[1], &gw_limit_route_options))
             ->exempt.n,
@@ -151,9 +152,9 @@ static void test_defaults_and_upstream_parts(void)
     CU_ASSERT_EQUAL(c->server.max_connections, 1024);
     CU_ASSERT_EQUAL(c->server.park_idle_after_ns, 5000000000);
     CU_ASSERT_EQUAL(c->max_clients, 100000);
-    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_servers, 1);
-    CU_ASSERT_STRING_EQUAL(c->routes[0].servers[0].origin, "https://api.example.com:443");
-    CU_ASSERT_STRING_EQUAL(c->routes[0].servers[0].base_path, "/base");
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].upstream.n_servers, 1);
+    CU_ASSERT_STRING_EQUAL(c->routes[0].upstream.servers[0].origin, "https://api.example.com:443");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].upstream.servers[0].base_path, "/base");
     CU_ASSERT_EQUAL(c->routes[0].timeout_ns, 30000000000);
     CU_ASSERT_EQUAL(c->routes[0].connect_timeout_ns, 2000000000);
     CU_ASSERT_EQUAL(c->routes[0].key_kind, CONFIG_KEY_IP);
@@ -1000,15 +1001,15 @@ static void expect_server(const struct config_server *s, const char *url, const 
 /* What a route without any of the new keys gets; `r`'s upstream is the mapping or URL. */
 static void expect_upstream_defaults(const struct config_route *r)
 {
-    CU_ASSERT_EQUAL(r->balance, CONFIG_BALANCE_ROUND_ROBIN);
-    CU_ASSERT_EQUAL(r->passive.max_fails, 3);
-    CU_ASSERT_EQUAL(r->passive.fail_window_ns, 10000000000);
-    CU_ASSERT_EQUAL(r->passive.fail_timeout_ns, 10000000000);
-    CU_ASSERT_EQUAL(r->passive.fail_on,
+    CU_ASSERT_EQUAL(r->upstream.balance, CONFIG_BALANCE_ROUND_ROBIN);
+    CU_ASSERT_EQUAL(r->upstream.passive.max_fails, 3);
+    CU_ASSERT_EQUAL(r->upstream.passive.fail_window_ns, 10000000000);
+    CU_ASSERT_EQUAL(r->upstream.passive.fail_timeout_ns, 10000000000);
+    CU_ASSERT_EQUAL(r->upstream.passive.fail_on,
                     CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT | CONFIG_FAIL_RESET);
-    CU_ASSERT_FALSE(r->health_check.enabled);
-    CU_ASSERT_PTR_NULL(r->health_check.path);
-    CU_ASSERT_PTR_NULL(r->health_check.expect_status);
+    CU_ASSERT_FALSE(r->upstream.health_check.enabled);
+    CU_ASSERT_PTR_NULL(r->upstream.health_check.path);
+    CU_ASSERT_PTR_NULL(r->upstream.health_check.expect_status);
     CU_ASSERT_EQUAL(r->retries.attempts, 1);
     CU_ASSERT_EQUAL(r->retries.on, 0);
     CU_ASSERT_EQUAL(r->retries.budget_percent, 20);
@@ -1024,25 +1025,25 @@ static void test_upstream_url_is_one_server(void)
     struct config *c = load_valid(ROUTE_HEAD);
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_servers, 1);
-    expect_server(&c->routes[0].servers[0], "http://127.0.0.1:9000", "http://127.0.0.1:9000", "",
-                  "127.0.0.1:9000", 1);
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].upstream.n_servers, 1);
+    expect_server(&c->routes[0].upstream.servers[0], "http://127.0.0.1:9000",
+                  "http://127.0.0.1:9000", "", "127.0.0.1:9000", 1);
     expect_upstream_defaults(&c->routes[0]);
     CU_ASSERT_TRUE(c->server.ready_needs_upstreams);
     unload(c);
 
     c = load_valid(ROUTE_START "    upstream: \"https://API.Example.com/base//\"\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    expect_server(&c->routes[0].servers[0], "https://api.example.com:443/base",
+    expect_server(&c->routes[0].upstream.servers[0], "https://api.example.com:443/base",
                   "https://api.example.com:443", "/base", "api.example.com", 1);
     unload(c);
 
     /* The mapping with servers alone has the same defaults. */
     c = load_valid(UPSTREAM_START);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL_FATAL(c->routes[0].n_servers, 1);
-    expect_server(&c->routes[0].servers[0], "http://127.0.0.1:9000", "http://127.0.0.1:9000", "",
-                  "127.0.0.1:9000", 1);
+    CU_ASSERT_EQUAL_FATAL(c->routes[0].upstream.n_servers, 1);
+    expect_server(&c->routes[0].upstream.servers[0], "http://127.0.0.1:9000",
+                  "http://127.0.0.1:9000", "", "127.0.0.1:9000", 1);
     expect_upstream_defaults(&c->routes[0]);
     unload(c);
 }
@@ -1070,48 +1071,49 @@ static void test_upstream_servers(void)
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     r = &c->routes[0];
-    CU_ASSERT_EQUAL_FATAL(r->n_servers, 7);
-    expect_server(&r->servers[0], "http://10.0.0.1:80/v1", "http://10.0.0.1:80", "/v1", "10.0.0.1",
-                  1);
-    expect_server(&r->servers[1], "https://api.example.com:443", "https://api.example.com:443", "",
-                  "api.example.com", 5);
-    expect_server(&r->servers[2], "https://api.example.com:8443", "https://api.example.com:8443",
-                  "", "api.example.com:8443", 1000);
-    expect_server(&r->servers[3], "http://[::1]:8080", "http://[::1]:8080", "", "[::1]:8080", 1);
-    expect_server(&r->servers[4], "https://[2001:db8::1]:443/x", "https://[2001:db8::1]:443", "/x",
-                  "[2001:db8::1]", 1);
-    expect_server(&r->servers[5], "http://a.example:443", "http://a.example:443", "",
+    CU_ASSERT_EQUAL_FATAL(r->upstream.n_servers, 7);
+    expect_server(&r->upstream.servers[0], "http://10.0.0.1:80/v1", "http://10.0.0.1:80", "/v1",
+                  "10.0.0.1", 1);
+    expect_server(&r->upstream.servers[1], "https://api.example.com:443",
+                  "https://api.example.com:443", "", "api.example.com", 5);
+    expect_server(&r->upstream.servers[2], "https://api.example.com:8443",
+                  "https://api.example.com:8443", "", "api.example.com:8443", 1000);
+    expect_server(&r->upstream.servers[3], "http://[::1]:8080", "http://[::1]:8080", "",
+                  "[::1]:8080", 1);
+    expect_server(&r->upstream.servers[4], "https://[2001:db8::1]:443/x",
+                  "https://[2001:db8::1]:443", "/x", "[2001:db8::1]", 1);
+    expect_server(&r->upstream.servers[5], "http://a.example:443", "http://a.example:443", "",
                   "a.example:443", 1);
-    expect_server(&r->servers[6], "https://a.example:80", "https://a.example:80", "",
+    expect_server(&r->upstream.servers[6], "https://a.example:80", "https://a.example:80", "",
                   "a.example:80", 1);
-    CU_ASSERT_EQUAL(r->balance, CONFIG_BALANCE_LEAST_REQUEST);
-    CU_ASSERT_EQUAL(r->passive.max_fails, 0);
-    CU_ASSERT_EQUAL(r->passive.fail_window_ns, 1000000000);
-    CU_ASSERT_EQUAL(r->passive.fail_timeout_ns, 3600000000000);
-    CU_ASSERT_EQUAL(r->passive.fail_on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT |
-                                            CONFIG_FAIL_RESET | CONFIG_FAIL_502 | CONFIG_FAIL_503 |
-                                            CONFIG_FAIL_504);
+    CU_ASSERT_EQUAL(r->upstream.balance, CONFIG_BALANCE_LEAST_REQUEST);
+    CU_ASSERT_EQUAL(r->upstream.passive.max_fails, 0);
+    CU_ASSERT_EQUAL(r->upstream.passive.fail_window_ns, 1000000000);
+    CU_ASSERT_EQUAL(r->upstream.passive.fail_timeout_ns, 3600000000000);
+    CU_ASSERT_EQUAL(r->upstream.passive.fail_on, CONFIG_FAIL_CONNECT | CONFIG_FAIL_TIMEOUT |
+                                                     CONFIG_FAIL_RESET | CONFIG_FAIL_502 |
+                                                     CONFIG_FAIL_503 | CONFIG_FAIL_504);
     unload(c);
 
     /* Another base path on the same origin is another server. */
     c = load_valid(ROUTE_START "    upstream:\n      servers: [\"http://a/v1\", \"http://a/v2\", "
                                "\"http://a\"]\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL(c->routes[0].n_servers, 3);
+    CU_ASSERT_EQUAL(c->routes[0].upstream.n_servers, 3);
     unload(c);
 
     c = load_valid(UPSTREAM_START "      balance: random_two\n      max_fails: 1000\n"
                                   "      fail_on: []\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL(c->routes[0].balance, CONFIG_BALANCE_RANDOM_TWO);
-    CU_ASSERT_EQUAL(c->routes[0].passive.max_fails, 1000);
-    CU_ASSERT_EQUAL(c->routes[0].passive.fail_on, 0); /* nothing counts against a server */
+    CU_ASSERT_EQUAL(c->routes[0].upstream.balance, CONFIG_BALANCE_RANDOM_TWO);
+    CU_ASSERT_EQUAL(c->routes[0].upstream.passive.max_fails, 1000);
+    CU_ASSERT_EQUAL(c->routes[0].upstream.passive.fail_on, 0); /* nothing counts against a server */
     unload(c);
 
     c = load_valid(UPSTREAM_START "      balance: round_robin\n      fail_on: [503]\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL(c->routes[0].balance, CONFIG_BALANCE_ROUND_ROBIN);
-    CU_ASSERT_EQUAL(c->routes[0].passive.fail_on, CONFIG_FAIL_503);
+    CU_ASSERT_EQUAL(c->routes[0].upstream.balance, CONFIG_BALANCE_ROUND_ROBIN);
+    CU_ASSERT_EQUAL(c->routes[0].upstream.passive.fail_on, CONFIG_FAIL_503);
     unload(c);
 }
 
@@ -1132,7 +1134,7 @@ static void test_upstream_server_count_bound(void)
     struct config *c = load_valid(yaml);
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL(c->routes[0].n_servers, CONFIG_MAX_SERVERS);
+    CU_ASSERT_EQUAL(c->routes[0].upstream.n_servers, CONFIG_MAX_SERVERS);
     unload(c);
     free(yaml);
 
@@ -1208,14 +1210,14 @@ static void test_health_check(void)
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     r = &c->routes[0];
-    CU_ASSERT_TRUE(r->health_check.enabled);
-    CU_ASSERT_STRING_EQUAL(r->health_check.path, "/healthz");
-    CU_ASSERT_EQUAL(r->health_check.interval_ns, 5000000000);
-    CU_ASSERT_EQUAL(r->health_check.timeout_ns, 2000000000);
-    CU_ASSERT_EQUAL(r->health_check.healthy, 2);
-    CU_ASSERT_EQUAL(r->health_check.unhealthy, 3);
-    CU_ASSERT_EQUAL_FATAL(r->health_check.n_expect_status, 1);
-    CU_ASSERT_EQUAL(r->health_check.expect_status[0], 200);
+    CU_ASSERT_TRUE(r->upstream.health_check.enabled);
+    CU_ASSERT_STRING_EQUAL(r->upstream.health_check.path, "/healthz");
+    CU_ASSERT_EQUAL(r->upstream.health_check.interval_ns, 5000000000);
+    CU_ASSERT_EQUAL(r->upstream.health_check.timeout_ns, 2000000000);
+    CU_ASSERT_EQUAL(r->upstream.health_check.healthy, 2);
+    CU_ASSERT_EQUAL(r->upstream.health_check.unhealthy, 3);
+    CU_ASSERT_EQUAL_FATAL(r->upstream.health_check.n_expect_status, 1);
+    CU_ASSERT_EQUAL(r->upstream.health_check.expect_status[0], 200);
     unload(c);
 
     c = load_valid(UPSTREAM_START "      health_check:\n"
@@ -1227,22 +1229,23 @@ static void test_health_check(void)
                                   "        expect_status: [200, 204, \"599\", 100]\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     r = &c->routes[0];
-    CU_ASSERT_STRING_EQUAL(r->health_check.path, "/health?deep=1");
-    CU_ASSERT_EQUAL(r->health_check.interval_ns, 100000000);
-    CU_ASSERT_EQUAL(r->health_check.timeout_ns, 100000000); /* equal to the interval: allowed */
-    CU_ASSERT_EQUAL(r->health_check.healthy, 1);
-    CU_ASSERT_EQUAL(r->health_check.unhealthy, 100);
-    CU_ASSERT_EQUAL_FATAL(r->health_check.n_expect_status, 4);
-    CU_ASSERT_EQUAL(r->health_check.expect_status[0], 200);
-    CU_ASSERT_EQUAL(r->health_check.expect_status[1], 204);
-    CU_ASSERT_EQUAL(r->health_check.expect_status[2], 599);
-    CU_ASSERT_EQUAL(r->health_check.expect_status[3], 100);
+    CU_ASSERT_STRING_EQUAL(r->upstream.health_check.path, "/health?deep=1");
+    CU_ASSERT_EQUAL(r->upstream.health_check.interval_ns, 100000000);
+    CU_ASSERT_EQUAL(r->upstream.health_check.timeout_ns,
+                    100000000); /* equal to the interval: allowed */
+    CU_ASSERT_EQUAL(r->upstream.health_check.healthy, 1);
+    CU_ASSERT_EQUAL(r->upstream.health_check.unhealthy, 100);
+    CU_ASSERT_EQUAL_FATAL(r->upstream.health_check.n_expect_status, 4);
+    CU_ASSERT_EQUAL(r->upstream.health_check.expect_status[0], 200);
+    CU_ASSERT_EQUAL(r->upstream.health_check.expect_status[1], 204);
+    CU_ASSERT_EQUAL(r->upstream.health_check.expect_status[2], 599);
+    CU_ASSERT_EQUAL(r->upstream.health_check.expect_status[3], 100);
     unload(c);
 
     c = load_valid(UPSTREAM_START "      health_check: {path: /h, interval: 1h, timeout: 10ms}\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL(c->routes[0].health_check.interval_ns, 3600000000000);
-    CU_ASSERT_EQUAL(c->routes[0].health_check.timeout_ns, 10000000);
+    CU_ASSERT_EQUAL(c->routes[0].upstream.health_check.interval_ns, 3600000000000);
+    CU_ASSERT_EQUAL(c->routes[0].upstream.health_check.timeout_ns, 10000000);
     unload(c);
 }
 
@@ -1425,7 +1428,7 @@ static void test_route_host(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_STRING_EQUAL(c->routes[0].host, "in.example");
     CU_ASSERT_EQUAL(c->routes[0].forwarding.host_mode, CONFIG_HOST_UPSTREAM);
-    CU_ASSERT_STRING_EQUAL(c->routes[0].servers[0].authority, "10.0.0.1");
+    CU_ASSERT_STRING_EQUAL(c->routes[0].upstream.servers[0].authority, "10.0.0.1");
     unload(c);
 
     memset(name, 'a', 255);

@@ -68,15 +68,17 @@ static void check_config(const struct config *c)
         const struct config_route *r = &c->routes[i];
         bool known = r->proxy == NULL;
 
-        if (r->name == NULL || r->n_servers == 0 || r->n_servers > CONFIG_MAX_SERVERS ||
-            r->n_limits > LIMITER_MAX_PER_REQUEST || r->retries.attempts < 1 ||
-            r->retries.budget_percent > 100 ||
-            (r->health_check.enabled && (r->health_check.timeout_ns > r->health_check.interval_ns ||
-                                         r->health_check.path[0] != '/')))
+        if (r->name == NULL || r->upstream.n_servers == 0 ||
+            r->upstream.n_servers > CONFIG_MAX_SERVERS || r->n_limits > LIMITER_MAX_PER_REQUEST ||
+            r->retries.attempts < 1 || r->retries.budget_percent > 100 ||
+            (r->upstream.health_check.enabled &&
+             (r->upstream.health_check.timeout_ns > r->upstream.health_check.interval_ns ||
+              r->upstream.health_check.path[0] != '/')))
             abort();
-        for (size_t s = 0; s < r->n_servers; s++)
-            if (r->servers[s].weight < 1 || r->servers[s].weight > 1000 ||
-                strncmp(r->servers[s].url, r->servers[s].origin, strlen(r->servers[s].origin)) != 0)
+        for (size_t s = 0; s < r->upstream.n_servers; s++)
+            if (r->upstream.servers[s].weight < 1 || r->upstream.servers[s].weight > 1000 ||
+                strncmp(r->upstream.servers[s].url, r->upstream.servers[s].origin,
+                        strlen(r->upstream.servers[s].origin)) != 0)
                 abort();
         for (size_t s = 0; s < 3 && !known; s++)
             known = strncmp(r->proxy, proxy_schemes[s], strlen(proxy_schemes[s])) == 0;

@@ -42,13 +42,13 @@ static void make_route(enum config_balance balance, const uint32_t *weights, siz
     }
     fx.route = (struct config_route){
         .name = "api",
-        .servers = fx.servers,
-        .n_servers = n,
-        .balance = balance,
-        .passive.max_fails = 3,
-        .passive.fail_window_ns = 10 * SECOND_NS,
-        .passive.fail_timeout_ns = 1 * SECOND_NS,
-        .passive.fail_on = CONFIG_FAIL_CONNECT,
+        .upstream.servers = fx.servers,
+        .upstream.n_servers = n,
+        .upstream.balance = balance,
+        .upstream.passive.max_fails = 3,
+        .upstream.passive.fail_window_ns = 10 * SECOND_NS,
+        .upstream.passive.fail_timeout_ns = 1 * SECOND_NS,
+        .upstream.passive.fail_on = CONFIG_FAIL_CONNECT,
     };
     fx.backends = gw_backends_new();
     CU_ASSERT_PTR_NOT_NULL_FATAL(fx.backends);
@@ -324,7 +324,7 @@ static int64_t skip_server_zero(int64_t at)
 {
     CU_ASSERT_TRUE(refuse(0, 3, at - 2, 1));
     CU_ASSERT_FALSE(gw_backend_healthy(server(0), at));
-    return at + fx.route.passive.fail_timeout_ns;
+    return at + fx.route.upstream.passive.fail_timeout_ns;
 }
 
 static void test_one_probe_after_fail_timeout(void)
@@ -398,7 +398,7 @@ static void test_one_server_is_probed_too(void)
     CU_ASSERT_FALSE(gw_backend_healthy(server(0), T0 + 3));
     CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, T0 + 3, &fx.probe), 0); /* panic mode */
     CU_ASSERT_FALSE(fx.probe);
-    due = T0 + 2 + fx.route.passive.fail_timeout_ns;
+    due = T0 + 2 + fx.route.upstream.passive.fail_timeout_ns;
     CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, due, &fx.probe), 0);
     CU_ASSERT_TRUE(fx.probe);
     CU_ASSERT_EQUAL(gw_backend_pick(&fx.set, 0, due, &fx.probe), 0);
@@ -406,11 +406,13 @@ static void test_one_server_is_probed_too(void)
     CU_ASSERT_TRUE(gw_backend_report(server(0), &fx.route, GW_FAULT_REFUSED, 0, due + 1, true));
     CU_ASSERT_FALSE(gw_backend_healthy(server(0), due + 1));
     CU_ASSERT_EQUAL(
-        gw_backend_pick(&fx.set, 0, due + 1 + fx.route.passive.fail_timeout_ns, &fx.probe), 0);
+        gw_backend_pick(&fx.set, 0, due + 1 + fx.route.upstream.passive.fail_timeout_ns, &fx.probe),
+        0);
     CU_ASSERT_TRUE(fx.probe);
     CU_ASSERT_FALSE(gw_backend_report(server(0), &fx.route, GW_FAULT_NONE, 200,
-                                      due + 2 + fx.route.passive.fail_timeout_ns, true));
-    CU_ASSERT_TRUE(gw_backend_healthy(server(0), due + 2 + fx.route.passive.fail_timeout_ns));
+                                      due + 2 + fx.route.upstream.passive.fail_timeout_ns, true));
+    CU_ASSERT_TRUE(
+        gw_backend_healthy(server(0), due + 2 + fx.route.upstream.passive.fail_timeout_ns));
     free_route();
 }
 
@@ -444,7 +446,7 @@ static void test_statuses_count_when_fail_on_names_them(void)
     CU_ASSERT_TRUE(gw_backend_healthy(server(0), T0 + 5));
     CU_ASSERT_EQUAL(atomic_load(&server(0)->last_failed_ns), 0);
 
-    fx.route.passive.fail_on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_503;
+    fx.route.upstream.passive.fail_on = CONFIG_FAIL_CONNECT | CONFIG_FAIL_503;
     for (int k = 0; k < 3; k++) /* neither a 502 nor a 500 */
         CU_ASSERT_FALSE(
             gw_backend_report(server(1), &fx.route, GW_FAULT_NONE, k ? 502 : 500, T0, false));
@@ -463,7 +465,7 @@ static void test_max_fails_zero_never_skips(void)
     int counts[2];
 
     make_route(CONFIG_BALANCE_ROUND_ROBIN, weights, 2);
-    fx.route.passive.max_fails = 0;
+    fx.route.upstream.passive.max_fails = 0;
     for (int k = 0; k < 100; k++)
         CU_ASSERT_FALSE(
             gw_backend_report(server(0), &fx.route, GW_FAULT_REFUSED, 0, T0 + k, false));
@@ -482,7 +484,7 @@ static void test_panic_picks_the_least_recently_failed(void)
     int counts[3];
 
     make_route(CONFIG_BALANCE_ROUND_ROBIN, weights, 3);
-    fx.route.passive.fail_timeout_ns = 60 * SECOND_NS;
+    fx.route.upstream.passive.fail_timeout_ns = 60 * SECOND_NS;
     CU_ASSERT_TRUE(refuse(0, 3, T0 + 3 * SECOND_NS, 1));
     CU_ASSERT_TRUE(refuse(1, 3, T0 + 1 * SECOND_NS, 1));
     CU_ASSERT_TRUE(refuse(2, 3, T0 + 2 * SECOND_NS, 1));
@@ -652,9 +654,9 @@ static void test_registry_keeps_state_across_reloads(void)
     struct gw_backend *a, *b, *c;
 
     make_route(CONFIG_BALANCE_ROUND_ROBIN, weights, 3);
-    a = gw_backends_get(fx.backends, "api", fx.urls[0]);
-    b = gw_backends_get(fx.backends, "api", fx.urls[1]);
-    c = gw_backends_get(fx.backends, "web", fx.urls[0]);
+    a = gw_backends_get(fx.backends, "api", false, fx.urls[0]);
+    b = gw_backends_get(fx.backends, "api", false, fx.urls[1]);
+    c = gw_backends_get(fx.backends, "web", false, fx.urls[0]);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
@@ -662,9 +664,12 @@ static void test_registry_keeps_state_across_reloads(void)
     CU_ASSERT_PTR_EQUAL(b, server(1));
     CU_ASSERT_PTR_NOT_EQUAL(a, b);
     CU_ASSERT_PTR_NOT_EQUAL(a, c); /* the same URL under another route is another server */
-    CU_ASSERT_PTR_EQUAL(gw_backends_get(fx.backends, "web", fx.urls[0]), c);
-    CU_ASSERT_STRING_EQUAL(a->route, "api");
+    CU_ASSERT_PTR_EQUAL(gw_backends_get(fx.backends, "web", false, fx.urls[0]), c);
+    CU_ASSERT_STRING_EQUAL(a->owner, "api");
     CU_ASSERT_STRING_EQUAL(a->url, fx.urls[0]);
+    /* A shared upstream called api is not the route api. */
+    CU_ASSERT_PTR_NOT_EQUAL(gw_backends_get(fx.backends, "api", true, fx.urls[0]), a);
+    CU_ASSERT_STRING_EQUAL(gw_backend_owner_kind(a), "route");
 
     /* A reload builds the set again from the same registry: the state is still there. */
     CU_ASSERT_TRUE(refuse(1, 3, T0, 1));
@@ -678,6 +683,44 @@ static void test_registry_keeps_state_across_reloads(void)
     CU_ASSERT_EQUAL(atomic_load(&again.servers[2]->answers[1]), 1);
     gw_backend_finish(server(2), true, false);
     gw_backend_set_free(&again);
+    free_route();
+}
+
+/* Two routes naming one shared upstream get the same servers, under its name; a third with
+ * its own upstream of the same URLs gets its own. */
+static void test_registry_shares_named_upstreams(void)
+{
+    static const uint32_t weights[] = {1, 1};
+    struct config_route named, other;
+    struct gw_backend_set first, second, own;
+
+    make_route(CONFIG_BALANCE_ROUND_ROBIN, weights, 2);
+    named = fx.route;
+    named.upstream.name = "backend";
+    other = named;
+    other.name = "writes";
+    CU_ASSERT_EQUAL_FATAL(gw_backend_set_init(&first, fx.backends, &named), 0);
+    CU_ASSERT_EQUAL_FATAL(gw_backend_set_init(&second, fx.backends, &other), 0);
+    other.upstream.name = NULL;
+    CU_ASSERT_EQUAL_FATAL(gw_backend_set_init(&own, fx.backends, &other), 0);
+    for (size_t i = 0; i < 2; i++) {
+        CU_ASSERT_PTR_EQUAL(second.servers[i], first.servers[i]);
+        CU_ASSERT_PTR_NOT_EQUAL(own.servers[i], first.servers[i]);
+        CU_ASSERT_PTR_NOT_EQUAL(server(i), first.servers[i]); /* the route api's own */
+        CU_ASSERT_STRING_EQUAL(first.servers[i]->owner, "backend");
+        CU_ASSERT_TRUE(first.servers[i]->shared);
+        CU_ASSERT_STRING_EQUAL(gw_backend_owner_kind(first.servers[i]), "upstream");
+        CU_ASSERT_STRING_EQUAL(own.servers[i]->owner, "writes");
+    }
+    /* Failures seen through one route skip the server for the other, not for the route whose
+     * own upstream has the same URL. */
+    for (int k = 0; k < 3; k++)
+        gw_backend_report(first.servers[0], &named, GW_FAULT_REFUSED, 0, T0 + k, false);
+    CU_ASSERT_FALSE(gw_backend_healthy(second.servers[0], T0 + 4));
+    CU_ASSERT_TRUE(gw_backend_healthy(own.servers[0], T0 + 4));
+    gw_backend_set_free(&first);
+    gw_backend_set_free(&second);
+    gw_backend_set_free(&own);
     free_route();
 }
 
@@ -851,5 +894,7 @@ void register_backends_tests(void)
     add_test(s, "retry budget", test_retry_budget);
     add_test(s, "the registry keeps state across reloads",
              test_registry_keeps_state_across_reloads);
+    add_test(s, "registry: routes naming one upstream share its servers",
+             test_registry_shares_named_upstreams);
     add_test(s, "metrics samples", test_render_samples);
 }

@@ -296,6 +296,24 @@ char *read_log(const struct proc *p)
     return read_file(p->log_path);
 }
 
+int occurrences(const char *text, const char *needle)
+{
+    int n = 0;
+
+    for (const char *at = text; at != NULL && (at = strstr(at, needle)) != NULL; at++)
+        n++;
+    return n;
+}
+
+int log_count(const struct proc *p, const char *needle)
+{
+    char *log = read_log(p);
+    int n = occurrences(log, needle);
+
+    free(log);
+    return n;
+}
+
 /* The whole of the file at `path` and its length in `*len`, or NULL; the caller frees it. */
 static char *read_file_bytes(const char *path, size_t *len)
 {

@@ -110,6 +110,10 @@ char *access_log_line(const struct proc *p, const char *path);
 char *read_file(const char *path);
 char *read_log(const struct proc *p);
 
+/* How often `needle` occurs in `text` (NULL: none), and in `p`'s log so far. */
+int occurrences(const char *text, const char *needle);
+int log_count(const struct proc *p, const char *needle);
+
 struct reply {
     long status;
     char *head; /* the response head, lines as received */
@@ -269,6 +273,7 @@ void register_limits_tests(void);
 void register_cli_tests(void);
 void register_docs_tests(void);
 void register_upstreams_tests(void);
+void register_shared_upstreams_tests(void);
 void register_reload_tests(void);
 void register_observe_tests(void);
 void register_store_tests(void);

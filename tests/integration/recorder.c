@@ -813,3 +813,15 @@ const char *visible_bytes(const char *bytes, size_t len, char *out, size_t cap)
         out[at] = '\0';
     return out;
 }
+
+int recorder_count(struct recorder *r, const char *needle)
+{
+    size_t len;
+    char *bytes = recorder_bytes(r, &len);
+    int n = 0;
+
+    for (const char *at = bytes; at != NULL && (at = strstr(at, needle)) != NULL; at++)
+        n++;
+    free(bytes);
+    return n;
+}

@@ -148,6 +148,9 @@ int recorder_strip_request_ids(char *bytes, size_t *len);
  * none has been. The caller frees it. */
 char *recorder_last_answer(struct recorder *r, size_t *len);
 
+/* How often `needle` occurs in the bytes received since the last reset. */
+int recorder_count(struct recorder *r, const char *needle);
+
 /* Requests answered, requests read whole (answered or not), and connections accepted, since
  * the last reset. */
 unsigned long recorder_requests(struct recorder *r);

@@ -249,26 +249,6 @@ static double retries(const char *route, const char *result)
     return metric(&gw, series);
 }
 
-/* How often `needle` occurs in `text` (NULL: none). */
-static int occurrences(const char *text, const char *needle)
-{
-    int n = 0;
-
-    for (const char *at = text; at != NULL && (at = strstr(at, needle)) != NULL; at++)
-        n++;
-    return n;
-}
-
-/* How often `needle` occurs in sluice's log. */
-static int log_count(const char *needle)
-{
-    char *log = read_log(&gw);
-    int n = occurrences(log, needle);
-
-    free(log);
-    return n;
-}
-
 /* The times of sluice's log lines that hold `needle`, in seconds from their own
  * "YYYY-MM-DDTHH:MM:SS.mmmZ" stamps, into `at` (up to `cap`); how many lines hold it. */
 static int log_times(const char *needle, double *at, int cap)
@@ -297,17 +277,6 @@ static int log_times(const char *needle, double *at, int cap)
         line = end != NULL ? end + 1 : NULL;
     }
     free(log);
-    return n;
-}
-
-/* How often `needle` occurs in what recorder `r` received since its last reset. */
-static int received_count(struct recorder *r, const char *needle)
-{
-    size_t len;
-    char *bytes = recorder_bytes(r, &len);
-    int n = occurrences(bytes, needle);
-
-    free(bytes);
     return n;
 }
 
@@ -461,7 +430,7 @@ static void expect_one_failed_probe(const char *b, const char *skipped)
     enum { BEFORE_PROBE = 12, AFTER_PROBE = 9 };
     const char *label = "b probed, still dead";
     double errors = attempts("kill", b, "error"), probed_at = 0, tries, since;
-    int skips = log_count(skipped), allowed;
+    int skips = log_count(&gw, skipped), allowed;
 
     for (int i = 0; i < BEFORE_PROBE && probed_at == 0; i++) {
         expect_all_ok(label, "/k/x", 1);
@@ -593,8 +562,8 @@ static void test_methods_retried(void)
         if (cases[i].status == 502)
             check_case(r.body != NULL && strstr(r.body, "(refused)") != NULL, label,
                        "the 502's detail does not say (refused): %s", r.body ? r.body : "");
-        check_case(received_count(&recs[0], line) == (cases[i].reaches_a ? 1 : 0), label,
-                   "a received it %d times", received_count(&recs[0], line));
+        check_case(recorder_count(&recs[0], line) == (cases[i].reaches_a ? 1 : 0), label,
+                   "a received it %d times", recorder_count(&recs[0], line));
         expect_access(label, cases[i].target, 1, cases[i].status,
                       cases[i].status == 502 ? "refused" : "",
                       cases[i].status == 502 ? dead_url.text : a_url.text);
@@ -604,8 +573,8 @@ static void test_methods_retried(void)
     check_case(recorder_received(&recs[0]) == 5, "every method",
                "a read %lu requests; expected 5 (POST two, GET, PUT, DELETE, OPTIONS)",
                recorder_received(&recs[0]));
-    check_case(received_count(&recs[0], "\r\n\r\none") + received_count(&recs[0], "three") +
-                       received_count(&recs[0], "eight") ==
+    check_case(recorder_count(&recs[0], "\r\n\r\none") + recorder_count(&recs[0], "three") +
+                       recorder_count(&recs[0], "eight") ==
                    0,
                "every method", "a received the body of a POST or PATCH sent to the dead server");
     check_case(retries("methods", "retried") == retried, "every method",
@@ -817,17 +786,17 @@ static void test_active_checks(void)
     check_case(healthy("checked", a.text) == 0 && healthy("checked", b.text) == 1,
                "a fails its checks", "sluice_upstream_healthy: a %g, b %g; expected 0 and 1",
                healthy("checked", a.text), healthy("checked", b.text));
-    check_case(received_count(&recs[0], "GET /health HTTP/1.1\r\n") >= 2, "a fails its checks",
+    check_case(recorder_count(&recs[0], "GET /health HTTP/1.1\r\n") >= 2, "a fails its checks",
                "a did not receive GET /health (the check's path, without the base path)");
-    check_case(log_count(b_down) == 0, "a fails its checks", "b was logged unhealthy too");
+    check_case(log_count(&gw, b_down) == 0, "a fails its checks", "b was logged unhealthy too");
     recorder_reset(&recs[0]);
     recorder_reset(&recs[1]);
     expect_all_ok("a down", "/c/x", 20);
-    check_case(received_count(&recs[0], "GET /api/c/x ") == 0 &&
-                   received_count(&recs[1], "GET /api/c/x ") == 20,
+    check_case(recorder_count(&recs[0], "GET /api/c/x ") == 0 &&
+                   recorder_count(&recs[1], "GET /api/c/x ") == 20,
                "a down", "a got %d requests and b %d; expected 0 and 20",
-               received_count(&recs[0], "GET /api/c/x "),
-               received_count(&recs[1], "GET /api/c/x "));
+               recorder_count(&recs[0], "GET /api/c/x "),
+               recorder_count(&recs[1], "GET /api/c/x "));
     http(gw.admin_port, "GET", "/readyz", NULL, NULL, &r);
     check_case(r.status == 200, "a down", "/readyz %ld with b healthy", r.status);
     reply_free(&r);
@@ -839,11 +808,11 @@ static void test_active_checks(void)
     recorder_reset(&recs[0]);
     recorder_reset(&recs[1]);
     expect_all_ok("a back", "/c/x", 20);
-    check_case(received_count(&recs[0], "GET /api/c/x ") == 10 &&
-                   received_count(&recs[1], "GET /api/c/x ") == 10,
+    check_case(recorder_count(&recs[0], "GET /api/c/x ") == 10 &&
+                   recorder_count(&recs[1], "GET /api/c/x ") == 10,
                "a back", "a got %d requests and b %d; expected 10 and 10",
-               received_count(&recs[0], "GET /api/c/x "),
-               received_count(&recs[1], "GET /api/c/x "));
+               recorder_count(&recs[0], "GET /api/c/x "),
+               recorder_count(&recs[1], "GET /api/c/x "));
     stop_gateway();
 }
 
@@ -906,9 +875,9 @@ static void test_panic(void)
     recorder_reset(&recs[1]);
     expect_all_ok("checks all failing", "/panic/x", 10);
     check_case(
-        received_count(&recs[0], "GET /panic/x ") + received_count(&recs[1], "GET /panic/x ") == 10,
+        recorder_count(&recs[0], "GET /panic/x ") + recorder_count(&recs[1], "GET /panic/x ") == 10,
         "checks all failing", "a and b got %d and %d of 10 requests",
-        received_count(&recs[0], "GET /panic/x "), received_count(&recs[1], "GET /panic/x "));
+        recorder_count(&recs[0], "GET /panic/x "), recorder_count(&recs[1], "GET /panic/x "));
     expect_ready("checks all failing", 503, NOT_READY);
     /* b passing again ends the panic: it takes every request, and the gateway is ready. */
     recorder_set_path_status(&recs[1], "/health", 200);
@@ -918,9 +887,9 @@ static void test_panic(void)
     recorder_reset(&recs[0]);
     recorder_reset(&recs[1]);
     expect_all_ok("b passes again", "/panic/x", 10);
-    check_case(received_count(&recs[1], "GET /panic/x ") == 10, "b passes again",
-               "b got %d of 10 requests, a %d", received_count(&recs[1], "GET /panic/x "),
-               received_count(&recs[0], "GET /panic/x "));
+    check_case(recorder_count(&recs[1], "GET /panic/x ") == 10, "b passes again",
+               "b got %d of 10 requests, a %d", recorder_count(&recs[1], "GET /panic/x "),
+               recorder_count(&recs[0], "GET /panic/x "));
     expect_ready("b passes again", 200, "ready\n");
     stop_gateway();
 

@@ -25,9 +25,10 @@ static char dir[] = "/tmp/sluice-deploy-XXXXXX";
 static const char config[] =
     "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
     "limiter:\n  store: redis\n  redis: {address: \"127.0.0.1:%2$u\"}\n"
+    "upstreams:\n  app: \"http://127.0.0.1:%1$u\"\n"
     "routes:\n"
     "  - name: shared\n    match: {path_prefix: /shared/}\n"
-    "    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    upstream: app\n"
     "    limit: {name: burst, algorithm: fixed_window, requests: 1, per: 1h}\n"
     "  - name: local\n    match: {path_prefix: /local/}\n    store: memory\n"
     "    upstream: \"http://127.0.0.1:%1$u\"\n"

@@ -1,8 +1,8 @@
 /* What the internet sends: malformed and ambiguous requests, slow and greedy clients, broken
  * upstreams. The gateway answers or closes, never forwards ambiguously, and keeps serving. */
 #include <dirent.h>
-#include <pthread.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,8 +64,8 @@ static void test_malformed_and_ambiguous_heads(void)
         {"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", 400},
         {"GET / HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n", 400},
         {"GET / HTTP/1.1\r\nHost: x\r\n Folded: y\r\n\r\n", 400},
-        {"GET / HTTP/1.1\r\n\r\n", 400},                        /* HTTP/1.1 without Host */
-        {"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400},  /* two Hosts */
+        {"GET / HTTP/1.1\r\n\r\n", 400},                       /* HTTP/1.1 without Host */
+        {"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400}, /* two Hosts */
         {"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400},
         /* smuggling: both lengths, two lengths, an unknown coding */
         {"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n"

@@ -46,15 +46,6 @@ static char *log_from(const struct proc *p, size_t from)
     return tail;
 }
 
-static int occurrences(const char *text, const char *needle)
-{
-    int n = 0;
-
-    for (const char *at = text; (at = strstr(at, needle)) != NULL; at++)
-        n++;
-    return n;
-}
-
 /* Waits up to `timeout_ms` for `needle` in the log from `from` on. */
 static bool wait_from(const struct proc *p, size_t from, const char *needle, int timeout_ms)
 {

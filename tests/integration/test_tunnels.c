@@ -148,8 +148,8 @@ static void test_limit_applies_at_upgrade(void)
 
     for (int i = 0; i < 2; i++) {
         out = run_client(gw.port, "/twice/x", "");
-        check_case(strstr(out, "closed 1000") != NULL, "within the quota", "upgrade %d: %s",
-                   i + 1, out);
+        check_case(strstr(out, "closed 1000") != NULL, "within the quota", "upgrade %d: %s", i + 1,
+                   out);
     }
     out = run_client(gw.port, "/twice/x", "");
     check_case(strcmp(out, "status 429\n") == 0, "past the quota", "the client said: %s", out);
@@ -162,8 +162,8 @@ static void test_refusal_passed_on(void)
                                   "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
     char answer[4096];
     bool closed;
-    int status = raw_session(gw.port, request, strlen(request), answer, sizeof answer, 3000,
-                             &closed);
+    int status =
+        raw_session(gw.port, request, strlen(request), answer, sizeof answer, 3000, &closed);
 
     CU_ASSERT_EQUAL(status, 403);
     CU_ASSERT_PTR_NOT_NULL(strstr(answer, "\r\nContent-Type: text/plain\r\n"));
@@ -197,8 +197,8 @@ static void test_bytes_before_the_switch(void)
                                   "GET /admin HTTP/1.1\r\nHost: t\r\n";
     char answer[4096];
     bool closed;
-    int status = raw_session(gw.port, request, strlen(request), answer, sizeof answer, 3000,
-                             &closed);
+    int status =
+        raw_session(gw.port, request, strlen(request), answer, sizeof answer, 3000, &closed);
 
     check_case(status == 400, "bytes before the 101", "the client got %.60s", answer);
     /* No 101 status line (a bare "101" can stand in the random request id). */
@@ -309,19 +309,20 @@ static void test_tls_upstream(void)
 
     CU_ASSERT_EQUAL_FATAL(make_self_signed("ws", key, cert), 0);
     CU_ASSERT_EQUAL_FATAL(start_ws_server(&tls, cert, key), 0);
-    CU_ASSERT_FATAL(start_sluice(&via,
-                                 "server: {listen: \"127.0.0.1:0\"}\nroutes:\n"
-                                 "  - name: checked\n    match: {path_prefix: /checked/}\n"
-                                 "    upstream: \"https://127.0.0.1:%1$u\"\n"
-                                 "  - name: unchecked\n    match: {path_prefix: /}\n"
-                                 "    upstream: \"https://127.0.0.1:%1$u\"\n    tls_verify: false\n",
-                                 tls.port) == 0);
+    CU_ASSERT_FATAL(
+        start_sluice(&via,
+                     "server: {listen: \"127.0.0.1:0\"}\nroutes:\n"
+                     "  - name: checked\n    match: {path_prefix: /checked/}\n"
+                     "    upstream: \"https://127.0.0.1:%1$u\"\n"
+                     "  - name: unchecked\n    match: {path_prefix: /}\n"
+                     "    upstream: \"https://127.0.0.1:%1$u\"\n    tls_verify: false\n",
+                     tls.port) == 0);
     out = run_client(via.port, "/x", "");
     check_case(strcmp(out, "text ok\nbinary ok\nclosed 1000\n") == 0, "a wss upstream",
                "the client said: %s", out);
     out = run_client(via.port, "/checked/x", "");
-    check_case(strcmp(out, "status 502\n") == 0, "an unverified certificate",
-               "the client said: %s", out);
+    check_case(strcmp(out, "status 502\n") == 0, "an unverified certificate", "the client said: %s",
+               out);
     CU_ASSERT_EQUAL(stop_sluice(&via, 5000), 0);
     stop_ws_server(&tls);
     unlink(key);
@@ -334,9 +335,9 @@ static void test_hostile_answers(void)
 {
     static const struct {
         const char *label, *answer;
-        int status;        /* what the client gets */
-        const char *body;  /* in its answer, or NULL */
-        bool closed;       /* its connection closed after */
+        int status;       /* what the client gets */
+        const char *body; /* in its answer, or NULL */
+        bool closed;      /* its connection closed after */
     } cases[] = {
         {"101 to another protocol",
          "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n", 502,
@@ -402,8 +403,8 @@ static void test_hostile_answers(void)
                                      "    match: {path_prefix: /}\n"
                                      "    upstream: \"http://127.0.0.1:%1$u\"\n",
                                      up.port) == 0);
-        status = raw_session(via.port, request, strlen(request), answer, sizeof answer, 3000,
-                             &closed);
+        status =
+            raw_session(via.port, request, strlen(request), answer, sizeof answer, 3000, &closed);
         check_case(status == cases[i].status, cases[i].label, "status %d; the client got %.200s",
                    status, answer);
         check_case(strstr(answer, cases[i].body) != NULL, cases[i].label,

@@ -503,16 +503,6 @@ static void trailer_fields(const char *label, unsigned n, bool refused)
     exchange_free(&x);
 }
 
-/* How many times `marker` occurs in `text`. */
-static int occurrences(const char *text, const char *marker)
-{
-    int n = 0;
-
-    for (const char *at = text; (at = strstr(at, marker)) != NULL; at++)
-        n++;
-    return n;
-}
-
 /* Sends `len` bytes of `request` on a new connection in one go and reads what comes back into
  * `answer` (`cap` bytes, NUL-terminated) until `marker` has come `want` times, TIMEOUT_MS
  * pass with nothing new, or the connection ends (*closed). */

@@ -81,14 +81,15 @@ static void test_trusted_proxy(void)
 {
     struct proc gw;
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw,
-                                       "server: {listen: \"127.0.0.1:0\", "
-                                       "trusted_proxies: [\"127.0.0.0/8\"]}\nroutes:\n"
-                                       "  - name: r\n    match: {path_prefix: /}\n"
-                                       "    upstream: \"http://127.0.0.1:%1$u\"\n"
-                                       "    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n",
-                                       upstream.port),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        start_sluice(&gw,
+                     "server: {listen: \"127.0.0.1:0\", "
+                     "trusted_proxies: [\"127.0.0.0/8\"]}\nroutes:\n"
+                     "  - name: r\n    match: {path_prefix: /}\n"
+                     "    upstream: \"http://127.0.0.1:%1$u\"\n"
+                     "    limit: {algorithm: fixed_window, requests: 1, per: 1h}\n",
+                     upstream.port),
+        0);
     CU_ASSERT_EQUAL(status_with(gw.port, "198.51.100.1"), 200);
     CU_ASSERT_EQUAL(status_with(gw.port, "198.51.100.1"), 429);
     CU_ASSERT_EQUAL(status_with(gw.port, "6.6.6.6, 198.51.100.1"), 429);

@@ -21,7 +21,7 @@ static const char *upstream_host(const struct gw_req *rq, size_t server)
     const struct config_route *route = gw_req_route(rq);
 
     if (route->forwarding.host_mode == CONFIG_HOST_UPSTREAM)
-        return route->servers[server].authority;
+        return route->upstream.servers[server].authority;
     if (route->forwarding.host_mode == CONFIG_HOST_NAME)
         return route->forwarding.host_name;
     return rq->host;
@@ -32,7 +32,7 @@ static const char *upstream_host(const struct gw_req *rq, size_t server)
 static char *upstream_url(const struct gw_req *rq, size_t k)
 {
     const struct config_route *route = gw_req_route(rq);
-    const struct config_server *server = &route->servers[k];
+    const struct config_server *server = &route->upstream.servers[k];
     const char *rest = rq->target, *slash = "";
     size_t len;
     char *url;
@@ -182,28 +182,41 @@ enum gw_step gw_exchange_answer_failure(struct gw_req *rq, struct exchange *x,
     return gw_exchange_failed(rq, x, error);
 }
 
+/* Who owns a server's state, for a log line: "route api", or "upstream backend (route api)"
+ * for a shared upstream. */
+static const char *owner_text(const struct gw_backend *b, const char *route, char *out, size_t cap)
+{
+    if (b->shared)
+        snprintf(out, cap, "upstream %s (route %s)", b->owner, route);
+    else
+        snprintf(out, cap, "route %s", route);
+    return out;
+}
+
 /* Reports the attempt's outcome to its server's state, and logs a failure (at most once a
  * second per server and kind). */
 static void report(const struct gw_req *rq, struct exchange *x, long status, const char *text,
                    int64_t now)
 {
     const struct config_route *route = gw_req_route(rq);
+    char who[160];
 
     x->reported = true;
     if (gw_backend_report(x->backend, route, x->fault, status, now, x->probe)) {
         char pause[32], outcome[32];
 
         snprintf(outcome, sizeof outcome, "status %ld", status);
-        gw_warn("route %s: server %s is skipped for fail_timeout (%s) after %s failed, the last "
-                "with %s",
-                route->name, x->backend->url,
-                config_format_duration(route->passive.fail_timeout_ns, pause, sizeof pause),
-                x->probe ? "its probe" : "max_fails attempts",
-                x->fault != GW_FAULT_NONE ? gw_fault_name(x->fault) : outcome);
+        gw_warn(
+            "%s: server %s is skipped for fail_timeout (%s) after %s failed, the last "
+            "with %s",
+            owner_text(x->backend, route->name, who, sizeof who), x->backend->url,
+            config_format_duration(route->upstream.passive.fail_timeout_ns, pause, sizeof pause),
+            x->probe ? "its probe" : "max_fails attempts",
+            x->fault != GW_FAULT_NONE ? gw_fault_name(x->fault) : outcome);
     }
     if (x->fault != GW_FAULT_NONE && gw_backend_should_log(x->backend, x->fault, now))
-        gw_warn("route %s: server %s: %s: %s", route->name, x->backend->url,
-                gw_fault_name(x->fault), text);
+        gw_warn("%s: server %s: %s: %s", owner_text(x->backend, route->name, who, sizeof who),
+                x->backend->url, gw_fault_name(x->fault), text);
 }
 
 /* Reports the attempt's outcome (the head came with `status`, or `error`) and says whether

@@ -120,7 +120,7 @@ static ssize_t read_body(struct gw_req *rq, uint64_t pos, char *buf, size_t max)
     x->fault = gw_upstream_fault(x->upstream, &text);
     gw_warn("route %s: server %s: %s: the body stopped after %llu bytes (%s); the client's "
             "connection is closed",
-            route->name, route->servers[x->server].url, gw_fault_name(x->fault),
+            route->name, route->upstream.servers[x->server].url, gw_fault_name(x->fault),
             (unsigned long long)pos, text);
     return GW_READ_ERROR;
 }
@@ -208,7 +208,7 @@ static void on_log(const struct gw_req *rq, void *ctx, struct gw_access_entry *e
     entry->dropped_headers = x->dropped_headers;
     entry->upstream_error = gw_fault_name(x->fault);
     if (x->attempts > 0)
-        entry->upstream_server = gw_req_route(rq)->servers[x->server].url;
+        entry->upstream_server = gw_req_route(rq)->upstream.servers[x->server].url;
 }
 
 static void on_free(struct gw_req *rq, void *ctx)

@@ -47,7 +47,7 @@ static int join(struct gw_req *rq, struct exchange *x, const struct gw_switched 
     struct gw_tunnel_spec spec = {
         .client_fd = connection->sock,
         .upstream = &x->up,
-        .upstream_tls = strncmp(route->servers[x->server].url, "https:", 6) == 0,
+        .upstream_tls = strncmp(route->upstream.servers[x->server].url, "https:", 6) == 0,
         .client_tls = connection->tls,
         .client_early = connection->early,
         .client_early_len = connection->early_len,

@@ -31,10 +31,10 @@ int gw_upstream_route_open(struct gw_runtime *rt, size_t route, const struct gw_
     *state = r;
     if (r == NULL || gw_backend_set_init(&r->backends, rt->backends, cr) != 0 ||
         (r->budget = gw_backends_budget(rt->backends, cr->name)) == NULL ||
-        (r->pools = calloc(cr->n_servers, sizeof *r->pools)) == NULL)
+        (r->pools = calloc(cr->upstream.n_servers, sizeof *r->pools)) == NULL)
         goto short_of_memory;
-    for (size_t k = 0; k < cr->n_servers; k++)
-        if ((r->pools[k] = pool_name(cr->servers[k].origin, cr->proxy)) == NULL)
+    for (size_t k = 0; k < cr->upstream.n_servers; k++)
+        if ((r->pools[k] = pool_name(cr->upstream.servers[k].origin, cr->proxy)) == NULL)
             goto short_of_memory;
     return 0;
 
@@ -47,14 +47,14 @@ void gw_upstream_route_close(struct gw_runtime *rt, size_t route, void *state)
 {
     struct gw_upstream_route *r = state;
 
-    for (size_t k = 0; r->pools != NULL && k < rt->config->routes[route].n_servers; k++)
+    for (size_t k = 0; r->pools != NULL && k < rt->config->routes[route].upstream.n_servers; k++)
         free(r->pools[k]);
     free(r->pools);
     gw_backend_set_free(&r->backends);
     free(r);
 }
 
-/* The three per-server families, each written once for all routes. */
+/* The three per-server families, each written once, a shared upstream's servers once. */
 void gw_upstream_routes_render(const struct gw_runtime *rt, FILE *out)
 {
     static const struct {
@@ -75,8 +75,9 @@ void gw_upstream_routes_render(const struct gw_runtime *rt, FILE *out)
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
         fputs(families[f].head, out);
         for (size_t i = 0; i < rt->config->n_routes; i++)
-            gw_backend_set_render(&gw_upstream_route_of(rt, i)->backends, out, families[f].family,
-                                  now);
+            if (config_route_owns_upstream(rt->config, i))
+                gw_backend_set_render(&gw_upstream_route_of(rt, i)->backends, out,
+                                      families[f].family, now);
     }
 }
 
