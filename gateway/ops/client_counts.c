@@ -3,37 +3,47 @@
 
 #include "gateway/ops/client_counts.h"
 
-int gw_client_counts_add(struct gw_client_counts *c, uint64_t hash, uint64_t denials)
+/* Doubles the table. 0, or -1 when memory is short (the table is as it was). */
+static int grow(struct gw_client_counts *c)
+{
+    size_t cap = c->cap ? c->cap * 2 : 64, i;
+    uint64_t *hashes = calloc(cap, sizeof *hashes), *counts = calloc(cap, sizeof *counts);
+    const char **names = calloc(cap, sizeof *names);
+
+    if (hashes == NULL || counts == NULL || names == NULL) {
+        free(hashes);
+        free(counts);
+        free(names);
+        return -1;
+    }
+    for (size_t j = 0; j < c->cap; j++)
+        if (c->denials[j] > 0) {
+            for (i = c->hashes[j] & (cap - 1); counts[i] > 0; i = (i + 1) & (cap - 1))
+                ;
+            hashes[i] = c->hashes[j];
+            counts[i] = c->denials[j];
+            names[i] = c->names[j];
+        }
+    gw_client_counts_free(c);
+    c->hashes = hashes;
+    c->denials = counts;
+    c->names = names;
+    c->cap = cap;
+    return 0;
+}
+
+int gw_client_counts_add(struct gw_client_counts *c, uint64_t hash, uint64_t denials,
+                         const char *name)
 {
     size_t i;
 
     if (c->n * 2 >= c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        uint64_t *hashes, *counts;
-
         if (c->n >= c->max) {
             c->unnamed += denials;
             return 0;
         }
-        hashes = calloc(cap, sizeof *hashes);
-        counts = calloc(cap, sizeof *counts);
-        if (hashes == NULL || counts == NULL) {
-            free(hashes);
-            free(counts);
+        if (grow(c) != 0)
             return -1;
-        }
-        for (size_t j = 0; j < c->cap; j++)
-            if (c->denials[j] > 0) {
-                for (i = c->hashes[j] & (cap - 1); counts[i] > 0; i = (i + 1) & (cap - 1))
-                    ;
-                hashes[i] = c->hashes[j];
-                counts[i] = c->denials[j];
-            }
-        free(c->hashes);
-        free(c->denials);
-        c->hashes = hashes;
-        c->denials = counts;
-        c->cap = cap;
     }
     for (i = hash & (c->cap - 1); c->denials[i] > 0 && c->hashes[i] != hash;
          i = (i + 1) & (c->cap - 1))
@@ -42,6 +52,8 @@ int gw_client_counts_add(struct gw_client_counts *c, uint64_t hash, uint64_t den
         c->n++;
     c->hashes[i] = hash;
     c->denials[i] += denials;
+    if (c->names[i] == NULL)
+        c->names[i] = name;
     return 0;
 }
 
@@ -78,4 +90,5 @@ void gw_client_counts_free(struct gw_client_counts *c)
 {
     free(c->hashes);
     free(c->denials);
+    free(c->names);
 }

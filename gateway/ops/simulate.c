@@ -129,7 +129,10 @@ static void sim_close(struct sim *s)
     config_free(s->config);
 }
 
-static int count_denial(struct sim_limit *l, const char *hash, int64_t now_ns, int64_t minute0)
+/* Counts a denial by `l` of the client `hash` (the consumer `consumer` when its limit counts
+ * consumers, else NULL) at `now_ns`. */
+static int count_denial(struct sim_limit *l, const char *hash, const char *consumer, int64_t now_ns,
+                        int64_t minute0)
 {
     int64_t minute = now_ns / NS_PER_MINUTE - minute0;
 
@@ -153,28 +156,29 @@ static int count_denial(struct sim_limit *l, const char *hash, int64_t now_ns, i
         l->n_minutes = n;
     }
     l->per_minute[minute]++;
-    return gw_client_counts_add(&l->clients, strtoull(hash, NULL, 16), 1);
+    return gw_client_counts_add(&l->clients, strtoull(hash, NULL, 16), 1, consumer);
 }
 
 /* The limits `line` is held to on `r`, as the gateway selects them (decide.h): on a route that
  * names consumers, the plan of the consumer the line was decided as (by name, the plan the
  * proposed config gives it), or for none the anonymous plan or the route's own limits. NULL
- * when the proposed config cannot decide it, with `*skip` saying why. */
+ * when the proposed config cannot decide it, with `*skip` saying why. `*consumer` is set to
+ * the consumer, or NULL. */
 static const struct sim_set *select_set(const struct sim *s, const struct sim_route *r,
                                         const struct gw_log_line *line,
-                                        struct gw_limits_selection *selection, enum skip *skip)
+                                        struct gw_limits_selection *selection,
+                                        const struct gw_consumer **consumer, enum skip *skip)
 {
-    const struct gw_consumer *consumer = NULL;
-
+    *consumer = NULL;
     if (r->config->identifies_consumers && line->consumer[0] != '\0') {
-        consumer = gw_consumers_named(s->consumers, s->config->n_consumers, line->consumer);
-        if (consumer == NULL) {
+        *consumer = gw_consumers_named(s->consumers, s->config->n_consumers, line->consumer);
+        if (*consumer == NULL) {
             *skip = SKIP_CONSUMER_MISSING;
             return NULL;
         }
     }
     /* Never exempt: an exempt request is not decided, and its line was skipped for that. */
-    if (gw_limits_select(r->config, consumer, false, line->method, selection) != 0) {
+    if (gw_limits_select(r->config, *consumer, false, line->method, selection) != 0) {
         *skip = SKIP_UNKNOWN_KEY; /* a 401 now, before any limit */
         return NULL;
     }
@@ -188,6 +192,7 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
 {
     char routing[GW_LOG_PATH_MAX + 1];
     const char *reason, *ids[LIMITER_MAX_PER_REQUEST];
+    const struct gw_consumer *consumer;
     struct limiter *limiters[LIMITER_MAX_PER_REQUEST];
     struct gw_limits_selection selection;
     struct gw_limits_decision verdict;
@@ -211,7 +216,7 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
         goto skipped;
     }
     r = &s->routes[route];
-    set = select_set(s, r, line, &selection, skip);
+    set = select_set(s, r, line, &selection, &consumer, skip);
     if (set == NULL)
         goto skipped;
     for (size_t i = 0; i < set->n_limits; i++) {
@@ -239,7 +244,10 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
         /* Failing closed (no memory for the client's state), every limit denied it. */
         if (outcome != GW_LIMITS_FAILED_CLOSED && verdict.each[i].allowed)
             continue;
-        if (count_denial(l, ids[i], line->decided_ns, minute0) != 0)
+        if (count_denial(l, ids[i],
+                         consumer != NULL && strcmp(l->source, "consumer") == 0 ? consumer->name
+                                                                                : NULL,
+                         line->decided_ns, minute0) != 0)
             return -2;
         len += (size_t)snprintf(denying + len, len < denying_len ? denying_len - len : 0, "%s%s",
                                 len ? "," : "", l->name);

@@ -35,9 +35,10 @@
  * bounded memory (log_reader.h).
  *
  * The report, per route and per limit: requests, would-be denials, the share denied, the
- * first denial's time, the ten clients (their hashes) most denied, and denials per minute;
- * with --compare the current config's figures beside each and, per route, the clients
- * denied under the proposed config but never under the current one. Memory: each limiter
+ * first denial's time, the ten clients (their hashes; a consumer's name where the limit
+ * counts consumers) most denied, and denials per minute; with --compare the current
+ * config's figures beside each and, per route, the clients denied under the proposed config
+ * but never under the current one. Memory: each limiter
  * holds at most max_clients clients, and each limit's denied-client counts at most
  * max_clients (denials of clients past that are counted, not named).
  *

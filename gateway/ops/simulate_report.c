@@ -58,7 +58,7 @@ static int newly_denied(const struct sim_route *proposed, const struct sim_route
                 continue;
             for (size_t j = 0; current != NULL && j < current->n_limits && !before; j++)
                 before = gw_client_counts_get(&current->limits[j].clients, c->hashes[k]) > 0;
-            if (!before && gw_client_counts_add(out, c->hashes[k], c->denials[k]) != 0)
+            if (!before && gw_client_counts_add(out, c->hashes[k], c->denials[k], c->names[k]) != 0)
                 return -1;
         }
     }
@@ -144,7 +144,10 @@ static void text_clients(const char *title, const struct gw_client_counts *c)
         return;
     printf("      %s:", title);
     for (size_t i = 0; i < n; i++)
-        printf(" %016" PRIx64 " (%" PRIu64 ")", c->hashes[top[i]], c->denials[top[i]]);
+        if (c->names[top[i]] != NULL)
+            printf(" %s (%" PRIu64 ")", c->names[top[i]], c->denials[top[i]]);
+        else
+            printf(" %016" PRIx64 " (%" PRIu64 ")", c->hashes[top[i]], c->denials[top[i]]);
     if (c->unnamed > 0)
         printf(" and %" PRIu64 " denials of clients not kept", c->unnamed);
     printf("\n");
@@ -247,9 +250,15 @@ static void json_clients(const struct gw_client_counts *c)
     size_t top[GW_CLIENT_COUNTS_TOP], n = gw_client_counts_top(c, top);
 
     printf("[");
-    for (size_t i = 0; i < n; i++)
-        printf("%s{\"client\":\"%016" PRIx64 "\",\"denials\":%" PRIu64 "}", i ? "," : "",
-               c->hashes[top[i]], c->denials[top[i]]);
+    for (size_t i = 0; i < n; i++) {
+        printf("%s{\"client\":\"%016" PRIx64 "\",", i ? "," : "", c->hashes[top[i]]);
+        if (c->names[top[i]] != NULL) {
+            printf("\"consumer\":");
+            json_string(c->names[top[i]]);
+            printf(",");
+        }
+        printf("\"denials\":%" PRIu64 "}", c->denials[top[i]]);
+    }
     printf("]");
 }
 

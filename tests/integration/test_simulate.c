@@ -338,7 +338,7 @@ static void test_tighter_and_compare(void)
  * nothing, as the gateway builds it. */
 static void test_consumer_plans(void)
 {
-    char proposed[160];
+    char proposed[160], *out;
     struct json_object *o = json_report(recorded_config, NULL);
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(o);
@@ -353,7 +353,18 @@ static void test_consumer_plans(void)
     CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.3.plan"), "anonymous");
     CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.3.requests"), 8);
     CU_ASSERT_EQUAL(get_int(o, "proposed.routes.3.limits.3.denied"), 5);
+    /* A limit that counts consumers names its most denied by their configured names; one
+     * that counts addresses has no consumer to name. */
+    CU_ASSERT_STRING_EQUAL(get_string(o, "proposed.routes.3.limits.0.top_clients.0.consumer"),
+                           "acme");
+    CU_ASSERT_EQUAL(strlen(get_string(o, "proposed.routes.3.limits.0.top_clients.0.client")), 16);
+    CU_ASSERT_PTR_NOT_NULL(get(o, "proposed.routes.3.limits.3.top_clients.0.client"));
+    CU_ASSERT_PTR_NULL(get(o, "proposed.routes.3.limits.3.top_clients.0.consumer"));
     json_object_put(o);
+    CU_ASSERT_EQUAL(simulate(&out, "simulate -c %s %s", recorded_config, recorded), 0);
+    check_case(strstr(out, "most denied clients: acme (1)\n") != NULL, "consumer names",
+               "the text report does not name acme among gold/burst's most denied:\n%s", out);
+    free(out);
 
     snprintf(proposed, sizeof proposed, "%s/silver.yaml", dir);
     write_config(proposed, 3, 2, "acme", "silver", "anonymous");
