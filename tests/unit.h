@@ -17,6 +17,7 @@ void register_methods_tests(void);
 void register_load_tests(void);
 void register_blocks_tests(void);
 void register_upstreams_tests(void);
+void register_man_defaults_tests(void);
 void register_routes_tests(void);
 void register_keys_tests(void);
 void register_headers_tests(void);

@@ -33,6 +33,7 @@ int main(int argc, char **argv)
     register_load_tests();
     register_blocks_tests();
     register_upstreams_tests();
+    register_man_defaults_tests();
     register_routes_tests();
     register_keys_tests();
     register_headers_tests();
