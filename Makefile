@@ -198,29 +198,38 @@ fuzz-regressions: $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS))
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the binary, the man pages sluice(1) and
 # sluice.yaml(5), the example config (as documentation, and as $(SYSCONFDIR)/sluice/sluice.yaml
-# unless that file exists) and the systemd unit, with /usr/local and /etc in the unit and the
-# man pages replaced by PREFIX and SYSCONFDIR. make uninstall removes them, and the config only
-# while it is unchanged. Both are checked by tests/packaging-test.sh.
+# unless that file exists, mode 640) and the systemd unit with its sysusers.d file, with
+# /usr/local and /etc in the unit and the man pages replaced by PREFIX and SYSCONFDIR. Without
+# DESTDIR it also creates the user sluice (systemd-sysusers) and gives its group the config.
+# make uninstall removes the files, and the config only while it is unchanged (the user
+# stays, as packages leave theirs). Both are checked by tests/packaging-test.sh.
 PREFIX     ?= /usr/local
 SYSCONFDIR ?= /etc
 BINDIR     := $(PREFIX)/bin
 MANDIR     := $(PREFIX)/share/man
 DOCDIR     := $(PREFIX)/share/doc/sluice
 UNITDIR    := $(PREFIX)/lib/systemd/system
+USERSDIR   := $(PREFIX)/lib/sysusers.d
 CONFFILE   := $(SYSCONFDIR)/sluice/sluice.yaml
 PATHS_SED  := sed -e 's|/usr/local|$(PREFIX)|g' -e 's|/etc/sluice|$(SYSCONFDIR)/sluice|g'
 
 install: build/sluice
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
-		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/sluice
+		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(USERSDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/sluice
 	install -m 755 build/sluice $(DESTDIR)$(BINDIR)/sluice
 	$(PATHS_SED) docs/man/sluice.1 >$(DESTDIR)$(MANDIR)/man1/sluice.1
 	$(PATHS_SED) docs/man/sluice.yaml.5 >$(DESTDIR)$(MANDIR)/man5/sluice.yaml.5
 	$(PATHS_SED) packaging/sluice.service >$(DESTDIR)$(UNITDIR)/sluice.service
 	chmod 644 $(DESTDIR)$(MANDIR)/man1/sluice.1 $(DESTDIR)$(MANDIR)/man5/sluice.yaml.5 \
 		$(DESTDIR)$(UNITDIR)/sluice.service
+	install -m 644 packaging/sluice.sysusers $(DESTDIR)$(USERSDIR)/sluice.conf
 	install -m 644 config/sluice.yaml $(DESTDIR)$(DOCDIR)/sluice.yaml
-	test -e $(DESTDIR)$(CONFFILE) || install -m 644 config/sluice.yaml $(DESTDIR)$(CONFFILE)
+	if [ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null; then \
+		systemd-sysusers $(USERSDIR)/sluice.conf; fi
+	test -e $(DESTDIR)$(CONFFILE) || { install -m 640 config/sluice.yaml $(DESTDIR)$(CONFFILE) && \
+		if [ -z "$(DESTDIR)" ] && getent group sluice >/dev/null; then \
+		chgrp sluice $(CONFFILE); fi; }
 
 uninstall:
 	if cmp -s $(DESTDIR)$(DOCDIR)/sluice.yaml $(DESTDIR)$(CONFFILE); then \
@@ -228,7 +237,7 @@ uninstall:
 	fi
 	rm -f $(DESTDIR)$(BINDIR)/sluice $(DESTDIR)$(MANDIR)/man1/sluice.1 \
 		$(DESTDIR)$(MANDIR)/man5/sluice.yaml.5 $(DESTDIR)$(UNITDIR)/sluice.service \
-		$(DESTDIR)$(DOCDIR)/sluice.yaml
+		$(DESTDIR)$(USERSDIR)/sluice.conf $(DESTDIR)$(DOCDIR)/sluice.yaml
 	rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || :
 
 # The container image, built and checked with podman (see tests/container-test.sh).

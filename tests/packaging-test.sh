@@ -2,7 +2,9 @@
 # `make test` runs this after building build/sluice: the man pages render without a warning,
 # `sluice --help` and sluice(1) name the same options and exit codes, `make install` and
 # `make uninstall` under a DESTDIR put and remove exactly their files (a changed config
-# stays), and the installed systemd unit passes `systemd-analyze verify`. A few seconds.
+# stays), and the installed systemd unit passes `systemd-analyze verify`, runs `sluice --check`
+# before a start and a reload (run here on a good and a broken config), and names a user that
+# its sysusers.d file makes. A few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -48,13 +50,13 @@ pass "--help and sluice(1) list the same options ($(echo $help_options)) and exi
 
 # --- make install ----------------------------------------------------------------------------
 files="etc/sluice/sluice.yaml usr/local/bin/sluice usr/local/lib/systemd/system/sluice.service
-usr/local/share/doc/sluice/sluice.yaml usr/local/share/man/man1/sluice.1
+usr/local/lib/sysusers.d/sluice.conf usr/local/share/doc/sluice/sluice.yaml usr/local/share/man/man1/sluice.1
 usr/local/share/man/man5/sluice.yaml.5"
 $MAKE -s --no-print-directory install DESTDIR="$dest" >/dev/null
 [ "$(installed)" = "$(tr -s ' \n' '\n' <<<"$files" | sort)" ] ||
   fail "make install put: $(installed)"
 [ "$(stat -c %a "$dest/usr/local/bin/sluice")" = 755 ] || fail "the binary is not 755"
-[ "$(stat -c %a "$dest/etc/sluice/sluice.yaml")" = 644 ] || fail "the config is not 644"
+[ "$(stat -c %a "$dest/etc/sluice/sluice.yaml")" = 640 ] || fail "the config is not 640"
 "$dest/usr/local/bin/sluice" --version | grep -q '^sluice ' ||
   fail "the installed binary does not run"
 "$dest/usr/local/bin/sluice" --check -c "$dest/etc/sluice/sluice.yaml" >/dev/null 2>&1 ||
@@ -66,27 +68,56 @@ MANWIDTH=80 MANPATH="$dest/usr/local/share/man" man sluice.yaml 2>&1 | grep -q '
 pass "make install DESTDIR=... puts the binary, the man pages, the unit and the config"
 
 # --- the unit --------------------------------------------------------------------------------
-# verify needs ExecStart's binary to exist: a copy of the unit naming the installed one, with
+# verify needs the Exec lines' binary to exist: a copy of the unit naming the installed one, with
 # the installed man pages on MANPATH for its Documentation= lines.
 unit="$dest/unit/sluice.service"
 mkdir -p "$dest/unit"
-sed "s|^ExecStart=/usr/local|ExecStart=$dest/usr/local|" \
+sed "s|^\(Exec[A-Za-z]*=\)/usr/local|\1$dest/usr/local|" \
   "$dest/usr/local/lib/systemd/system/sluice.service" >"$unit"
 grep -q "^ExecStart=$dest/usr/local/bin/sluice " "$unit" || fail "no ExecStart to rewrite"
 out=$(MANPATH="$dest/usr/local/share/man" systemd-analyze verify "$unit" 2>&1) ||
   fail "systemd-analyze verify: $out"
 [ -z "$out" ] || fail "systemd-analyze verify warns: $out"
-for line in Type=exec 'ExecReload=/bin/kill -HUP $MAINPID' KillSignal=SIGTERM DynamicUser=yes \
+for line in Type=exec KillSignal=SIGTERM User=sluice Group=sluice UMask=0027 \
     ProtectSystem=strict ProtectHome=yes PrivateTmp=yes NoNewPrivileges=yes \
     CapabilityBoundingSet=CAP_NET_BIND_SERVICE AmbientCapabilities=CAP_NET_BIND_SERVICE \
     LimitNOFILE=65536; do
   grep -qxF "$line" "$unit" || fail "the unit lacks $line"
 done
+grep -q '^DynamicUser=' "$unit" && fail "the unit still makes up a user"
+# A reload checks the file first, then signals; a start checks it before it runs.
+reloads=$(sed -n 's/^ExecReload=//p' "$unit")
+[ "$reloads" = "$dest/usr/local/bin/sluice --check -c /etc/sluice/sluice.yaml
+/bin/kill -HUP \$MAINPID" ] || fail "ExecReload is not --check, then SIGHUP: $reloads"
+check=$(sed -n 's/^ExecStartPre=//p' "$unit")
+[ "$check" = "$dest/usr/local/bin/sluice --check -c /etc/sluice/sluice.yaml" ] ||
+  fail "ExecStartPre is not sluice --check: $check"
+# That command, on the installed config and on a broken one: 0 with "OK", 1 with the problem
+# at its FILE:LINE:COL, which is what systemctl status and the journal then show.
+${check%/etc/sluice/sluice.yaml}"$dest/etc/sluice/sluice.yaml" | grep -q ': OK, [0-9]* routes$' ||
+  fail "the unit's check refuses the installed config"
+printf 'routes:\n  - name: api\n    match: {path_prefix: /}\n    upstream: backend\n' \
+  >"$dest/broken.yaml"
+set +e
+out=$(${check%/etc/sluice/sluice.yaml}"$dest/broken.yaml" 2>&1)
+code=$?
+set -e
+[ "$code" = 1 ] && grep -q "^$dest/broken.yaml:4:15: upstream: \"backend\" is not one of" <<<"$out" ||
+  fail "the unit's check on a broken config: exit $code: $out"
+rm "$dest/broken.yaml"
 # SIGTERM drains for server.drain_timeout (10 s by default): systemd must wait longer.
 stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)s$/\1/p' "$unit")
 [ -n "$stop" ] && [ "$stop" -gt 10 ] || fail "TimeoutStopSec is not above the 10 s drain_timeout"
 rm -rf "$dest/unit"
-pass "systemd-analyze verify accepts the installed unit"
+# The sysusers.d file makes the user the unit runs as (in a root of its own).
+users=$(mktemp -d /tmp/sluice-users.XXXXXX)
+mkdir "$users/etc"
+systemd-sysusers --root="$users" "$dest/usr/local/lib/sysusers.d/sluice.conf" >/dev/null ||
+  fail "systemd-sysusers refuses sluice.conf"
+grep -q '^sluice:x:[0-9]*:[0-9]*:sluice HTTP gateway:' "$users/etc/passwd" &&
+  grep -q '^sluice:x:' "$users/etc/group" || fail "systemd-sysusers made no user and group sluice"
+rm -rf "$users"
+pass "systemd-analyze verify accepts the unit; it checks the config first; sysusers.d makes its user"
 
 # --- a changed config survives install and uninstall -----------------------------------------
 echo "# changed" >>"$dest/etc/sluice/sluice.yaml"
