@@ -13,7 +13,10 @@ version the schema holds and match it: a misspelled or unknown field, a value of
 type or a missing required field is an error. Within each PATH it also checks what the schema
 cannot see (the files named are one set, each directory another), for each Deployment that mounts a ConfigMap holding sluice.yaml: that
 terminationGracePeriodSeconds stays above the preStop sleep plus server.drain_timeout, and
-that with limiter.store: redis, limiter.replicas is the Deployment's replicas. With --configs,
+that with limiter.store: redis, limiter.replicas is the Deployment's replicas, that there are
+two replicas at least, and that a NetworkPolicy keeps the admin port (the container port
+named admin) to peers inside the cluster; and, for every Deployment, that its pods mount no
+service account token and its images are pinned by a tag. With --configs,
 each such sluice.yaml is written to DIR/<directory's name, or files>-<ConfigMap's name>.yaml for
 `sluice --check`. Prints one line per problem (WHERE: KIND/NAME: FIELD: message) and exits 1
 if there was one."""
@@ -57,7 +60,9 @@ def json_patch(doc, ops, where):
             node = node[int(p) if isinstance(node, list) else p]
         if op["op"] in ("replace", "remove") and last not in node:
             raise Unsupported(f"{where}: {op['op']} {op['path']}: no such field")
-        if op["op"] in ("add", "replace") and isinstance(node, dict):
+        if op["op"] == "add" and isinstance(node, list) and last == "-":
+            node.append(op["value"])
+        elif op["op"] in ("add", "replace") and isinstance(node, dict):
             node[last] = op["value"]
         elif op["op"] == "remove" and isinstance(node, dict):
             del node[last]
@@ -101,11 +106,20 @@ def seconds(text):
     return int(m.group(1)) * UNITS[m.group(2)] if m else None
 
 
+def mounted_maps(deployment):
+    """The ConfigMaps `deployment` mounts, by volume name."""
+    pod = deployment["spec"]["template"]["spec"]
+    return {v["name"]: v["configMap"]["name"] for v in pod.get("volumes", []) if "configMap" in v}
+
+
 def config_problems(deployment, configs):
-    """Each container of `deployment` against the sluice.yaml of its ConfigMap volumes."""
+    """Each container of `deployment` against the sluice.yaml of its ConfigMap volumes: the
+    grace period holds preStop and the drain; with the Redis store, limiter.replicas is the
+    Deployment's; with the memory store, two replicas at least (one is an outage on every
+    node drain)."""
     pod = deployment["spec"]["template"]["spec"]
     grace = pod.get("terminationGracePeriodSeconds", 30)
-    maps = {v["name"]: v["configMap"]["name"] for v in pod.get("volumes", []) if "configMap" in v}
+    maps = mounted_maps(deployment)
     for c in pod["containers"]:
         command = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
         sleep = int(command[1]) if len(command) == 2 and command[0] == "sleep" else 0
@@ -123,10 +137,56 @@ def config_problems(deployment, configs):
             if limiter.get("store") == "redis" and limiter.get("replicas", 1) != replicas:
                 yield (f"spec.replicas: {replicas}, but its sluice.yaml says limiter.replicas: "
                        f"{limiter.get('replicas', 1)}")
+            if replicas < 2:
+                yield (f"spec.replicas: {replicas}: a node drain or a crash leaves no gateway "
+                       "(run two at least)")
+
+
+def pod_problems(deployment):
+    """What any Deployment here must hold: no API token mounted, every image pinned by a tag
+    or a digest."""
+    pod = deployment["spec"]["template"]["spec"]
+    if pod.get("automountServiceAccountToken") is not False:
+        yield ("spec.template.spec.automountServiceAccountToken: not false (the pod would "
+               "hold an API token it never uses)")
+    for i, c in enumerate(pod["containers"]):
+        name = c.get("image", "").rpartition("/")[2]
+        tag = name.partition(":")[2] if "@" not in name else "digest"
+        if tag in ("", "latest"):
+            yield (f"spec.template.spec.containers.{i}.image: {c.get('image')} is not pinned "
+                   "by a tag")
+
+
+def admits(rule, port):
+    """Whether the ingress `rule` lets traffic in on the named container `port`."""
+    return "ports" not in rule or any(p.get("port") in port for p in rule["ports"])
+
+
+def admin_problems(deployment, policies):
+    """sluice's admin port (the container port named admin) reached from the cluster alone:
+    a NetworkPolicy selects the pods, and each of its rules admitting that port names only
+    pods or namespaces as peers (no ipBlock, no rule open to all)."""
+    labels = deployment["spec"]["template"]["metadata"].get("labels", {})
+    for c in deployment["spec"]["template"]["spec"]["containers"]:
+        admin = [(p.get("name"), p["containerPort"]) for p in c.get("ports", [])
+                 if p.get("name") == "admin"]
+        if not admin:
+            continue
+        port = set(admin[0])
+        mine = [n for n in policies if "Ingress" in n["spec"].get("policyTypes", ["Ingress"])
+                and n["spec"]["podSelector"].get("matchLabels", {}).items() <= labels.items()]
+        if not mine:
+            yield "no NetworkPolicy selects its pods: the admin port is open to all"
+        for n in mine:
+            for i, rule in enumerate(n["spec"].get("ingress", [])):
+                peers = rule.get("from")
+                if admits(rule, port) and (not peers or any("ipBlock" in p for p in peers)):
+                    yield (f"NetworkPolicy/{n['metadata']['name']}: spec.ingress.{i} admits the "
+                           "admin port from outside the cluster")
 
 
 def check(objects, label, schema, configs_dir):
-    problems, deployments, configs = [], [], {}
+    problems, deployments, configs, policies = [], [], {}, []
     for f, doc in objects:
         kind = f"{doc.get('apiVersion')}/{doc.get('kind')}" if isinstance(doc, dict) else "?"
         name = (doc.get("metadata") or {}).get("name") if isinstance(doc, dict) else None
@@ -149,8 +209,13 @@ def check(objects, label, schema, configs_dir):
                 (Path(configs_dir) / f"{label}-{name}.yaml").write_text(configs[name])
         if kind == "apps/v1/Deployment":
             deployments.append((where, doc))
+        if kind == "networking.k8s.io/v1/NetworkPolicy":
+            policies.append(doc)
     for where, d in deployments:
+        problems += [f"{where}: {p}" for p in pod_problems(d)]
         problems += [f"{where}: {p}" for p in config_problems(d, configs)]
+        if any(m in configs for m in mounted_maps(d).values()):
+            problems += [f"{where}: {p}" for p in admin_problems(d, policies)]
     return problems
 
 

@@ -21,6 +21,8 @@ KINDS = {
     "v1/ConfigMap": "V1ConfigMap",
     "v1/Service": "V1Service",
     "policy/v1/PodDisruptionBudget": "V1PodDisruptionBudget",
+    "networking.k8s.io/v1/NetworkPolicy": "V1NetworkPolicy",
+    "v1/Secret": "V1Secret",
 }
 SCALARS = {
     "str": {"type": "string"},

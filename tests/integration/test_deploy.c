@@ -113,7 +113,8 @@ static void test_manifests_validate(void)
     /* The ConfigMaps' sluice.yaml, as the pods will read it (with the upstream the Deployment
      * would give it on loopback here, so that --check resolves no name). */
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
-        snprintf(command, sizeof command, "SLUICE_UPSTREAM=http://127.0.0.1:%u %s --check -c %s/%s",
+        snprintf(command, sizeof command,
+                 "SLUICE_UPSTREAM=http://127.0.0.1:%u REDIS_PASSWORD=x %s --check -c %s/%s",
                  upstream.port, sluice_binary(), dir, configs[i]);
         code = run_command(command, out, sizeof out);
         check_case(code == 0 && strstr(out, ": OK, 1 routes") != NULL, configs[i], "exit %d:\n%s",
@@ -142,6 +143,40 @@ static void test_broken_manifests_refused(void)
             "terminationGracePeriodSeconds: 40", "terminationGracePeriodSeconds: 25",
             "terminationGracePeriodSeconds: 25 s is not above preStop's 10 s plus "
             "server.drain_timeout (20 s)");
+    /* One replica is an outage on every node drain. */
+    refuses(CHECK_MANIFESTS, deployment, "one-replica.yaml", MANIFESTS "/base/configmap.yaml",
+            "replicas: 2", "replicas: 1",
+            "spec.replicas: 1: a node drain or a crash leaves no gateway");
+    /* An image that moves under the same name, a token the pod never uses. */
+    refuses(CHECK_MANIFESTS, deployment, "latest.yaml", "", "image: sluice:0.1.0",
+            "image: sluice:latest", "image: sluice:latest is not pinned by a tag");
+    refuses(CHECK_MANIFESTS, deployment, "untagged.yaml", "", "image: sluice:0.1.0",
+            "image: registry.example:5000/sluice", "is not pinned by a tag");
+    refuses(CHECK_MANIFESTS, deployment, "token.yaml", "", "automountServiceAccountToken: false",
+            "automountServiceAccountToken: true", "automountServiceAccountToken: not false");
+    /* The admin port open beyond the cluster, or no policy over the pods at all. */
+    refuses(CHECK_MANIFESTS, MANIFESTS "/base/networkpolicy.yaml", "open-admin.yaml",
+            MANIFESTS "/base/deployment.yaml " MANIFESTS "/base/configmap.yaml",
+            "        - namespaceSelector: {}", "        - ipBlock: {cidr: 0.0.0.0/0}",
+            "NetworkPolicy/sluice: spec.ingress.1 admits the admin port from outside the cluster");
+    refuses(CHECK_MANIFESTS, MANIFESTS "/base/networkpolicy.yaml", "other-pods.yaml",
+            MANIFESTS "/base/deployment.yaml " MANIFESTS "/base/configmap.yaml",
+            "  podSelector:\n    matchLabels:\n      app.kubernetes.io/name: sluice",
+            "  podSelector:\n    matchLabels:\n      app.kubernetes.io/name: web",
+            "no NetworkPolicy selects its pods: the admin port is open to all");
+}
+
+/* The Deployment runs the image of this build, by its tag. */
+static void test_image_is_this_release(void)
+{
+    char out[128], want[160], *text = read_file(MANIFESTS "/base/deployment.yaml");
+
+    CU_ASSERT_EQUAL_FATAL(run_sluice("--version", out, sizeof out), 0);
+    out[strcspn(out, "\n")] = '\0';
+    snprintf(want, sizeof want, "image: sluice:%s\n", strchr(out, ' ') + 1);
+    check_case(text != NULL && strstr(text, want) != NULL, "image tag",
+               "deployment.yaml does not run %s", want);
+    free(text);
 }
 
 /* The Redis overlay, copied with its base named by an absolute path. */
@@ -221,7 +256,10 @@ void register_deploy_tests(void)
     CU_pSuite s = add_suite_with("deploy", init, clean);
 
     add_test(s, "the Kubernetes manifests match the API's schema", test_manifests_validate);
-    add_test(s, "a misspelled field, a wrong type, a missing field are refused",
+    add_test(s, "the Deployment runs this release's image", test_image_is_this_release);
+    add_test(s,
+             "a misspelled field, a wrong type, a missing field, one replica, an unpinned "
+             "image, a token, an open admin port are refused",
              test_broken_manifests_refused);
     add_test(s, "an overlay whose replicas disagree with its config is refused",
              test_broken_overlay_refused);
