@@ -225,8 +225,10 @@ install: build/sluice
 		$(DESTDIR)$(UNITDIR)/sluice.service
 	install -m 644 packaging/sluice.sysusers $(DESTDIR)$(USERSDIR)/sluice.conf
 	install -m 644 config/sluice.yaml $(DESTDIR)$(DOCDIR)/sluice.yaml
-	if [ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null; then \
-		systemd-sysusers $(USERSDIR)/sluice.conf; fi
+	if [ -z "$(DESTDIR)" ]; then \
+		if command -v systemd-sysusers >/dev/null; then systemd-sysusers $(USERSDIR)/sluice.conf; \
+		else echo "make install: no systemd-sysusers: create the user sluice, and give its" \
+			"group $(CONFFILE), before starting sluice.service" >&2; fi; fi
 	test -e $(DESTDIR)$(CONFFILE) || { install -m 640 config/sluice.yaml $(DESTDIR)$(CONFFILE) && \
 		if [ -z "$(DESTDIR)" ] && getent group sluice >/dev/null; then \
 		chgrp sluice $(CONFFILE); fi; }

@@ -99,10 +99,9 @@
  * 3) results in a row (1 to 100) flip a server. These defaults hold for a URL upstream too.
  * The top-level upstreams: {NAME: upstream} are shared: a route with `upstream: NAME` (a plain
  * name, never a URL, since a URL holds ':') uses that one, and every route naming it shares
- * one health state per server (one active check, one count of passive failures). Its checks
- * go through the forward proxy and TLS settings of the first route naming it, so with a
- * health_check the routes naming it must agree on proxy and tls_verify. An upstream no route
- * names is a warning.
+ * one health state per server (one active check, one count of passive failures), which holds
+ * only if they reach its servers alike: the routes naming one must agree on proxy and
+ * tls_verify (its checks use the first one's). An upstream no route names is a warning.
  * retries: {attempts (tries in all: default 2, 1 to 10), on (as fail_on; default
  * [connect_failure, reset]), budget (default 20%, 0 to 100)}; without retries:, one attempt.
  * strip_prefix: true (default false) takes the matched path_prefix off the forwarded path.

@@ -106,15 +106,17 @@ static const char *list_names(const struct config *config, char *out, size_t cap
     return out;
 }
 
-/* Route `i` names upstream `u`: the routes sharing one are checked through the first one's
- * forward proxy and TLS settings, so with health checks they must agree on them. */
+/* Route `i` names upstream `up`. The routes sharing one share what its servers did (passive
+ * failures; active checks, sent through the first route's forward proxy and TLS settings),
+ * which holds only if they reach the servers the same way: they must agree on proxy and
+ * tls_verify. */
 static void check_agrees(struct loader *ld, yaml_node_t *at, const struct config *config, size_t i,
                          const struct config_upstream *up)
 {
     const struct config_route *route = &config->routes[i], *first;
     const char *differs;
 
-    if (!up->health_check.enabled || up->first_route == i)
+    if (up->first_route == i)
         return;
     first = &config->routes[up->first_route];
     differs = route->tls_verify != first->tls_verify ? "tls_verify"
@@ -124,8 +126,8 @@ static void check_agrees(struct loader *ld, yaml_node_t *at, const struct config
                   : NULL;
     if (differs != NULL)
         config_error(ld, at,
-                     "upstream: routes %s and %s share upstream %s, whose health checks go one "
-                     "way, but their %s differs; give them the same %s",
+                     "upstream: routes %s and %s share upstream %s, and so its servers' health, "
+                     "but their %s differs; give them the same %s",
                      first->name, route->name, up->name, differs, differs);
 }
 

@@ -128,28 +128,36 @@ static void test_named_upstream_problems(void)
     expect_problem("upstreams:\n  backend: \"http://10.0.0.1:1\"\n  backend: "
                    "\"http://10.0.0.2:1\"\n" TWO_ROUTES,
                    "t.yaml:3:3: upstreams: \"backend\" appears twice (first at line 2)");
-    /* Shared checks go one way: the routes naming the upstream must agree on how. */
+    /* The routes naming an upstream share its servers' health: they must reach them alike,
+     * with checks or without. */
     expect_problem(SHARED TWO_ROUTES "    tls_verify: false\n  - name: other\n"
                                      "    match: {path_prefix: /o/}\n    upstream: backend\n"
                                      "    tls_verify: false\n",
-                   "upstream: routes api and other share upstream backend, whose health checks "
-                   "go one way, but their tls_verify differs");
+                   "upstream: routes api and other share upstream backend, and so its servers' "
+                   "health, but their tls_verify differs");
     expect_problem(SHARED "routes:\n  - name: api\n    match: {path_prefix: /api/}\n"
                           "    upstream: backend\n  - name: writes\n"
                           "    match: {path_prefix: /w/}\n    upstream: backend\n"
                           "    proxy: \"http://127.0.0.1:3128\"\n",
-                   "t.yaml:14:15: upstream: routes api and writes share upstream backend, whose "
-                   "health checks go one way, but their proxy differs");
+                   "t.yaml:14:15: upstream: routes api and writes share upstream backend, and so "
+                   "its servers' health, but their proxy differs");
+    expect_problem("upstreams:\n  a: \"http://10.0.0.1:1\"\n"
+                   "routes:\n  - name: api\n    match: {path_prefix: /api/}\n    upstream: a\n"
+                   "  - name: writes\n    match: {path_prefix: /w/}\n    upstream: a\n"
+                   "    tls_verify: false\n",
+                   "t.yaml:9:15: upstream: routes api and writes share upstream a, and so its "
+                   "servers' health, but their tls_verify differs");
 }
 
-/* Without checks the routes may differ in proxy and tls_verify; an unused upstream is a
- * warning, at its name. */
+/* Routes that agree on proxy and tls_verify share; an unused upstream is a warning, at its
+ * name. */
 static void test_named_upstream_warnings(void)
 {
     char *errors = NULL;
     struct config *c =
         parse("upstreams:\n  a: \"http://10.0.0.1:1\"\n  spare: \"http://10.0.0.2:1\"\n"
               "routes:\n  - name: api\n    match: {path_prefix: /api/}\n    upstream: a\n"
+              "    proxy: \"http://127.0.0.1:3128\"\n    tls_verify: false\n"
               "  - name: writes\n    match: {path_prefix: /w/}\n    upstream: a\n"
               "    proxy: \"http://127.0.0.1:3128\"\n    tls_verify: false\n",
               &errors);

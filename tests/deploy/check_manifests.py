@@ -157,9 +157,16 @@ def pod_problems(deployment):
                    "by a tag")
 
 
-def admits(rule, port):
-    """Whether the ingress `rule` lets traffic in on the named container `port`."""
-    return "ports" not in rule or any(p.get("port") in port for p in rule["ports"])
+def admits(rule, name, number):
+    """Whether the ingress `rule` lets traffic in on the container port `name` (`number`): a
+    rule without ports, an entry without a port (all of them), the name, the number, or a
+    range from port to endPort that holds it."""
+    for p in rule.get("ports", [{}]):
+        port = p.get("port")
+        if port is None or port in (name, number) or \
+                (isinstance(port, int) and port <= number <= p.get("endPort", port)):
+            return True
+    return False
 
 
 def admin_problems(deployment, policies):
@@ -172,7 +179,11 @@ def admin_problems(deployment, policies):
                  if p.get("name") == "admin"]
         if not admin:
             continue
-        port = set(admin[0])
+        name, number = admin[0]
+        for n in policies:
+            if "matchExpressions" in n["spec"]["podSelector"]:
+                yield (f"NetworkPolicy/{n['metadata']['name']}: podSelector.matchExpressions: "
+                       "not evaluated here")
         mine = [n for n in policies if "Ingress" in n["spec"].get("policyTypes", ["Ingress"])
                 and n["spec"]["podSelector"].get("matchLabels", {}).items() <= labels.items()]
         if not mine:
@@ -180,7 +191,8 @@ def admin_problems(deployment, policies):
         for n in mine:
             for i, rule in enumerate(n["spec"].get("ingress", [])):
                 peers = rule.get("from")
-                if admits(rule, port) and (not peers or any("ipBlock" in p for p in peers)):
+                if admits(rule, name, number) and \
+                        (not peers or any("ipBlock" in p for p in peers)):
                     yield (f"NetworkPolicy/{n['metadata']['name']}: spec.ingress.{i} admits the "
                            "admin port from outside the cluster")
 

@@ -159,6 +159,14 @@ static void test_broken_manifests_refused(void)
             MANIFESTS "/base/deployment.yaml " MANIFESTS "/base/configmap.yaml",
             "        - namespaceSelector: {}", "        - ipBlock: {cidr: 0.0.0.0/0}",
             "NetworkPolicy/sluice: spec.ingress.1 admits the admin port from outside the cluster");
+    refuses(CHECK_MANIFESTS, MANIFESTS "/base/networkpolicy.yaml", "all-ports.yaml",
+            MANIFESTS "/base/deployment.yaml " MANIFESTS "/base/configmap.yaml",
+            "        - port: http", "        - protocol: TCP",
+            "NetworkPolicy/sluice: spec.ingress.0 admits the admin port from outside the cluster");
+    refuses(CHECK_MANIFESTS, MANIFESTS "/base/networkpolicy.yaml", "range.yaml",
+            MANIFESTS "/base/deployment.yaml " MANIFESTS "/base/configmap.yaml",
+            "        - port: http", "        - {port: 8000, endPort: 9999}",
+            "NetworkPolicy/sluice: spec.ingress.0 admits the admin port from outside the cluster");
     refuses(CHECK_MANIFESTS, MANIFESTS "/base/networkpolicy.yaml", "other-pods.yaml",
             MANIFESTS "/base/deployment.yaml " MANIFESTS "/base/configmap.yaml",
             "  podSelector:\n    matchLabels:\n      app.kubernetes.io/name: sluice",
@@ -173,6 +181,7 @@ static void test_image_is_this_release(void)
 
     CU_ASSERT_EQUAL_FATAL(run_sluice("--version", out, sizeof out), 0);
     out[strcspn(out, "\n")] = '\0';
+    CU_ASSERT_PTR_NOT_NULL_FATAL(strchr(out, ' '));
     snprintf(want, sizeof want, "image: sluice:%s\n", strchr(out, ' ') + 1);
     check_case(text != NULL && strstr(text, want) != NULL, "image tag",
                "deployment.yaml does not run %s", want);
