@@ -249,6 +249,18 @@ struct config_cost {
     uint64_t units;
 };
 
+/* count: which answers a limit's charge stands for; the others are given back
+ * (limiter_refund()) once the answer's status is known. Bit (status - 100) of `bits` is set
+ * for each status from 100 to 599 that counts. Not `set`: every answer counts. */
+struct config_count {
+    bool set;
+    uint64_t bits[8];
+};
+
+/* Whether an answer of `status` counts under `count`: always without a count:, and for no
+ * status (0: no answer came, so the charge is kept). */
+bool config_count_holds(const struct config_count *count, unsigned status);
+
 /* One named limit of a route. `limit:` as a single mapping gives one limit named after the
  * route; as a list, each item names itself. */
 struct config_limit {
@@ -266,6 +278,7 @@ struct config_limit {
     struct config_cost *costs;
     size_t n_costs;
     uint64_t default_cost; /* every other method's; 1 unless cost: says default */
+    struct config_count count;
 };
 
 /* A named set of limits: one of the top-level plans:, or a route's own version of one. */

@@ -214,6 +214,7 @@ static const struct field limit_fields[] = {
      NULL},
     {"key", CONFIG_CUSTOM, 0, 0, 0, parse_limit_key},
     {"cost", CONFIG_CUSTOM, 0, 0, 0, parse_cost},
+    {"count", CONFIG_CUSTOM, 0, 0, 0, config_parse_count},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -511,6 +512,7 @@ const struct key_table config_limit_keys[] = {
     {"limiter", limiter_fields},
     {"limiter.redis", redis_fields},
     {"routes.limit", limit_fields},
+    {"routes.limit.count", config_count_fields},
     {"routes.on_limit", on_limit_fields},
     {NULL, NULL},
 };

@@ -144,6 +144,7 @@ static void read_sections(struct loader *ld, struct config *config)
     if (ld->n_errors == 0) {
         config_check_consumers(ld, config);
         config_resolve_plans(ld, root, config);
+        config_check_counts(ld, root, config);
     }
     config_check_underscore_keys(ld, config);
     config_check_log_memory(ld, config);

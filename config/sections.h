@@ -17,6 +17,7 @@
  *   forward.c    what a route changes in the requests it forwards: host:, set_headers:,
  *                remove_headers:, upgrades:
  *   limits.c     limiter:, and a route's key:, limit: (or a list of them) and on_limit:
+ *   count.c      a limit's count: (which answers its charge stands for)
  *   plans.c      plans:, the top level's and a route's own, resolved for each route
  *   consumers.c  consumers:, and consumers_file: read as a stream
  *
@@ -81,6 +82,12 @@ void config_parse_limiter(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_route_key(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_limit(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_on_limit(struct loader *ld, yaml_node_t *node, void *object);
+
+/* count.c: a limit's count:, and the check that its route keeps its counts where a charge can
+ * be given back. */
+extern const struct field config_count_fields[];
+void config_parse_count(struct loader *ld, yaml_node_t *node, void *object);
+void config_check_counts(struct loader *ld, yaml_node_t *root, const struct config *config);
 
 /* One limit mapping, or a list of named ones, into `*limits` (allocated); a single unnamed
  * limit is named `name`. For a route's limit: and for each plan. */

@@ -29,6 +29,11 @@ struct limiter_ops {
     int (*decide)(const struct limiter *self, union client_state *state, int64_t now_ns,
                   uint64_t cost, bool consume, struct limiter_decision *out);
     int64_t (*idle_at)(const struct limiter *self, const union client_state *state);
+    /* Gives back `cost` units charged at `charged_ns`, seen at `now_ns` (limiter_refund()):
+     * the state becomes what it would be had that charge not been made, or, where later
+     * charges make that unknowable, one no more generous. */
+    void (*refund)(const struct limiter *self, union client_state *state, int64_t charged_ns,
+                   int64_t now_ns, uint64_t cost);
     void (*release)(union client_state *state); /* NULL when the state owns nothing */
 };
 
@@ -43,8 +48,8 @@ struct limiter {
 /* Allocates a zeroed concrete limiter of `size` bytes (its base first), checks `params`
  * against `ops` (ranges, burst only where taken), fills in the defaults and creates the client
  * table. NULL with `err` filled on a bad parameter or no memory; else freed by limiter_free(). */
-void *limiter_alloc(size_t size, const struct limiter_ops *ops,
-                    const struct limiter_params *params, char err[LIMITER_ERR_LEN]);
+void *limiter_alloc(size_t size, const struct limiter_ops *ops, const struct limiter_params *params,
+                    char err[LIMITER_ERR_LEN]);
 
 /* Formats a constructor's error message. */
 void limiter_set_error(char err[LIMITER_ERR_LEN], const char *fmt, ...)
@@ -53,8 +58,7 @@ void limiter_set_error(char err[LIMITER_ERR_LEN], const char *fmt, ...)
 /* The constructors, one per algorithm file; mapped from names in limiter.c. */
 struct limiter *limiter_token_bucket_create(const struct limiter_params *params,
                                             char err[LIMITER_ERR_LEN]);
-struct limiter *limiter_gcra_create(const struct limiter_params *params,
-                                    char err[LIMITER_ERR_LEN]);
+struct limiter *limiter_gcra_create(const struct limiter_params *params, char err[LIMITER_ERR_LEN]);
 struct limiter *limiter_fixed_window_create(const struct limiter_params *params,
                                             char err[LIMITER_ERR_LEN]);
 struct limiter *limiter_sliding_window_log_create(const struct limiter_params *params,

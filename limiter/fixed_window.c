@@ -41,6 +41,19 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     return 0;
 }
 
+/* Back into the window the charge was counted in, while it is still the client's: the one
+ * that holds `charged_ns`. Any other case gives nothing back, which is never too generous: a
+ * window that has passed has given its quota back already, and a charge a clock that went back
+ * counted in a later window cannot be told apart from one in a window gone by. */
+static void refund(const struct limiter *self, union client_state *state, int64_t charged_ns,
+                   int64_t now_ns, uint64_t cost)
+{
+    (void)now_ns;
+    if (window_start(charged_ns, self->params.per_ns) != state->fixed.window_start_ns)
+        return;
+    state->fixed.count -= cost < state->fixed.count ? (uint32_t)cost : state->fixed.count;
+}
+
 static int64_t idle_at(const struct limiter *self, const union client_state *state)
 {
     if (state->fixed.count == 0)
@@ -52,6 +65,7 @@ static const struct limiter_ops fixed_window_ops = {
     .algorithm = LIMITER_FIXED_WINDOW,
     .decide = decide,
     .idle_at = idle_at,
+    .refund = refund,
 };
 
 struct limiter *limiter_fixed_window_create(const struct limiter_params *params,

@@ -43,6 +43,18 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     return 0;
 }
 
+/* The charge moved TAT `cost` intervals on; moving it back is the same as never charging. A
+ * TAT that lands in the past is a full bucket, as for a fresh client. */
+static void refund(const struct limiter *self, union client_state *state, int64_t charged_ns,
+                   int64_t now_ns, uint64_t cost)
+{
+    const struct gcra *g = (const struct gcra *)self;
+
+    (void)charged_ns;
+    (void)now_ns;
+    state->gcra.tat_ns = max_i64(state->gcra.tat_ns - (int64_t)cost * g->interval_ns, 0);
+}
+
 static int64_t idle_at(const struct limiter *self, const union client_state *state)
 {
     (void)self;
@@ -53,18 +65,17 @@ static const struct limiter_ops gcra_ops = {
     .algorithm = LIMITER_GCRA,
     .decide = decide,
     .idle_at = idle_at,
+    .refund = refund,
 };
 
-struct limiter *limiter_gcra_create(const struct limiter_params *params,
-                                    char err[LIMITER_ERR_LEN])
+struct limiter *limiter_gcra_create(const struct limiter_params *params, char err[LIMITER_ERR_LEN])
 {
     struct gcra *g = limiter_alloc(sizeof *g, &gcra_ops, params, err);
 
     if (g == NULL)
         return NULL;
     g->interval_ns = div_ceil(g->base.params.per_ns, (int64_t)g->base.params.requests);
-    if (__builtin_mul_overflow(g->interval_ns, (int64_t)g->base.params.burst,
-                               &g->tolerance_ns) ||
+    if (__builtin_mul_overflow(g->interval_ns, (int64_t)g->base.params.burst, &g->tolerance_ns) ||
         g->tolerance_ns > INT64_MAX / 4) {
         limiter_set_error(err, "burst %llu of one request per %lld ns spans too long",
                           (unsigned long long)g->base.params.burst, (long long)g->interval_ns);

@@ -88,8 +88,8 @@ struct limiter *limiter_create(const struct limiter_params *params, char err[LIM
     return a->create(params, err);
 }
 
-void *limiter_alloc(size_t size, const struct limiter_ops *ops,
-                    const struct limiter_params *params, char err[LIMITER_ERR_LEN])
+void *limiter_alloc(size_t size, const struct limiter_ops *ops, const struct limiter_params *params,
+                    char err[LIMITER_ERR_LEN])
 {
     struct limiter_params p = *params;
     bool takes_burst = limiter_algorithm_takes_burst(ops->algorithm);
@@ -97,8 +97,7 @@ void *limiter_alloc(size_t size, const struct limiter_ops *ops,
 
     if (p.requests < 1 || p.requests > LIMITER_MAX_REQUESTS) {
         limiter_set_error(err, "requests must be between 1 and %llu, not %llu",
-                          (unsigned long long)LIMITER_MAX_REQUESTS,
-                          (unsigned long long)p.requests);
+                          (unsigned long long)LIMITER_MAX_REQUESTS, (unsigned long long)p.requests);
         return NULL;
     }
     if (p.per_ns < LIMITER_MIN_PER_NS || p.per_ns > LIMITER_MAX_PER_NS) {
@@ -239,10 +238,35 @@ int limiter_decide_all_cost(struct limiter *const *limiters, size_t n,
                                      true, &out[i]) != 0)
             rc = -1;
     for (size_t i = 0; i < n; i++) {
-        out[i].reset_ms = ms_ceil(limiters[i]->ops->idle_at(limiters[i], &slots[i]->state) - now_ns);
+        out[i].reset_ms =
+            ms_ceil(limiters[i]->ops->idle_at(limiters[i], &slots[i]->state) - now_ns);
         limiter_table_unlock_client(slots[i], now_ns);
     }
     return rc;
+}
+
+int limiter_refund(struct limiter *limiter, const char *client_id, uint64_t cost,
+                   int64_t charged_ns, int64_t now_ns)
+{
+    struct client_slot *slot;
+    uint64_t key[2];
+
+    if (limiter == NULL || client_id == NULL || client_id[0] == '\0' || cost == 0 ||
+        cost > limiter_quota(limiter) || charged_ns < 0 || charged_ns > LIMITER_MAX_NOW_NS ||
+        now_ns < 0 || now_ns > LIMITER_MAX_NOW_NS) {
+        errno = EINVAL;
+        return -1;
+    }
+    crypto_shorthash_siphashx24((unsigned char *)key, (const unsigned char *)client_id,
+                                strlen(client_id), limiter->hash_key);
+    /* A client the table no longer holds has nothing to give back; looking it up must not
+     * make room for it at another client's expense. */
+    slot = limiter_table_find_client(limiter->clients, key);
+    if (slot == NULL)
+        return 0;
+    limiter->ops->refund(limiter, &slot->state, charged_ns, now_ns, cost);
+    limiter_table_unlock_client(slot, now_ns);
+    return 0;
 }
 
 int limiter_decide(struct limiter *limiter, const char *client_id, int64_t now_ns,
@@ -255,8 +279,7 @@ bool limiter_allow_request(struct limiter *limiter, const char *client_id)
 {
     struct limiter_decision decision;
 
-    return limiter_decide(limiter, client_id, limiter_now_ns(), &decision) == 0 &&
-           decision.allowed;
+    return limiter_decide(limiter, client_id, limiter_now_ns(), &decision) == 0 && decision.allowed;
 }
 
 static int64_t timespec_ns(clockid_t clock)

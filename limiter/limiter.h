@@ -43,8 +43,8 @@
 
 #define LIMITER_ERR_LEN             256
 #define LIMITER_DEFAULT_MAX_CLIENTS 100000
-#define LIMITER_MAX_REQUESTS        1000000000ULL              /* requests and burst */
-#define LIMITER_MIN_PER_NS          1000000LL                  /* 1 ms */
+#define LIMITER_MAX_REQUESTS        1000000000ULL                /* requests and burst */
+#define LIMITER_MIN_PER_NS          1000000LL                    /* 1 ms */
 #define LIMITER_MAX_PER_NS          (366LL * 86400 * 1000000000) /* 366 days */
 
 struct limiter;
@@ -137,6 +137,24 @@ int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *co
 int limiter_decide_all_cost(struct limiter *const *limiters, size_t n,
                             const char *const *client_ids, const uint64_t *costs, int64_t now_ns,
                             struct limiter_decision *out);
+
+/* Gives back the `cost` units a decision charged `client_id` at `charged_ns` (the now_ns it
+ * was decided at), seen at `now_ns`: for a request whose answer shows it should not count.
+ * The client's state becomes what it would be had the request never been charged; where a
+ * later charge or a clock that went back leaves that unknowable, one no more generous. So a
+ * refund never lifts a client above a fresh client's allowance, and a charge already given
+ * back by time (its window passed, its tokens refilled) gives nothing more:
+ *   token_bucket            the tokens go back in, the bucket filling no further than full;
+ *   gcra                    the theoretical arrival time moves back `cost` intervals;
+ *   fixed_window            the count of the window holding `charged_ns` goes down, while
+ *                           it is the client's current window;
+ *   sliding_window_counter  the same, in the current window or the previous one;
+ *   sliding_window_log      up to `cost` times stamped `charged_ns` leave the log.
+ * Refund each charge once, with the cost it was charged: a second refund would give back
+ * units another request paid for. Returns 0, or -1 with errno EINVAL for bad arguments (as
+ * limiter_decide_all_cost()). A state evicted meanwhile gives back nothing. */
+int limiter_refund(struct limiter *limiter, const char *client_id, uint64_t cost,
+                   int64_t charged_ns, int64_t now_ns);
 
 /* The most one request may cost: the burst of a bucket (token_bucket, gcra), else
  * `requests`. */

@@ -100,6 +100,24 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     return 0;
 }
 
+/* Back into the window that counted the charge: the current one (`curr`) or, once the
+ * windows have rolled on by one, the previous one (`prev`), whose fading weight then counts it
+ * no more. A charge older than that weighs nothing any more. As in fixed_window, a charge whose
+ * window cannot be told for sure gives nothing back. */
+static void refund(const struct limiter *self, union client_state *state, int64_t charged_ns,
+                   int64_t now_ns, uint64_t cost)
+{
+    int64_t charged = window_start(charged_ns, self->params.per_ns);
+    uint32_t *count = charged == state->counter.window_start_ns ? &state->counter.curr_count
+                      : charged == state->counter.window_start_ns - self->params.per_ns
+                          ? &state->counter.prev_count
+                          : NULL;
+
+    (void)now_ns;
+    if (count != NULL)
+        *count -= cost < *count ? (uint32_t)cost : *count;
+}
+
 static int64_t idle_at(const struct limiter *self, const union client_state *state)
 {
     int64_t start = state->counter.window_start_ns;
@@ -115,6 +133,7 @@ static const struct limiter_ops sliding_window_counter_ops = {
     .algorithm = LIMITER_SLIDING_WINDOW_COUNTER,
     .decide = decide,
     .idle_at = idle_at,
+    .refund = refund,
 };
 
 struct limiter *limiter_sliding_window_counter_create(const struct limiter_params *params,

@@ -91,6 +91,30 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     return 0;
 }
 
+/* Takes out up to `cost` times stamped `charged_ns`: the charge's own, or others of that
+ * very instant, which leave the window at the same time. A charge a clock that went back
+ * stamped later than its instant, or whose times have left the window, gives nothing back:
+ * another request's later time would leave later than the charge's own would have. */
+static void refund(const struct limiter *self, union client_state *state, int64_t charged_ns,
+                   int64_t now_ns, uint64_t cost)
+{
+    uint32_t cap = state->log.capacity, first = 0, taken = 0, kept;
+
+    expire(self, state, now_ns);
+    while (first < state->log.count &&
+           state->log.times_ns[(state->log.head + first) % cap] < charged_ns)
+        first++;
+    while (taken < cost && first + taken < state->log.count &&
+           state->log.times_ns[(state->log.head + first + taken) % cap] == charged_ns)
+        taken++;
+    /* The times after the ones taken out move down over them, keeping the ring in order. */
+    kept = state->log.count - first - taken;
+    for (uint32_t i = 0; i < kept; i++)
+        state->log.times_ns[(state->log.head + first + i) % cap] =
+            state->log.times_ns[(state->log.head + first + taken + i) % cap];
+    state->log.count -= taken;
+}
+
 static int64_t idle_at(const struct limiter *self, const union client_state *state)
 {
     return state->log.count > 0 ? newest(state) + self->params.per_ns : 0;
@@ -105,6 +129,7 @@ static const struct limiter_ops sliding_window_log_ops = {
     .algorithm = LIMITER_SLIDING_WINDOW_LOG,
     .decide = decide,
     .idle_at = idle_at,
+    .refund = refund,
     .release = release,
 };
 

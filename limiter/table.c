@@ -102,8 +102,8 @@ struct client_table *limiter_table_create(uint32_t max_clients, const struct lim
     /* Anonymous mappings are zeroed and backed only where touched, so an empty table costs
      * address space, not memory. */
     table->slot_bytes = (size_t)max_clients * sizeof(struct client_slot);
-    table->slot_memory = mmap(NULL, table->slot_bytes, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    table->slot_memory =
+        mmap(NULL, table->slot_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (table->slot_memory == MAP_FAILED) {
         table->slot_memory = NULL;
         goto oom;
@@ -158,8 +158,7 @@ static _Atomic uint32_t *bucket_of(struct shard *s, const uint64_t key[2])
 /* Walks the key's chain for at most `max_steps` slots and returns the key's slot locked, or
  * NULL. Safe without the shard mutex: every slot number read is valid, and the key is checked
  * again under the slot lock. Under the mutex chains hold still, so a NULL is a true miss. */
-static struct client_slot *find_and_lock(struct shard *s, const uint64_t key[2],
-                                         uint32_t max_steps)
+static struct client_slot *find_and_lock(struct shard *s, const uint64_t key[2], uint32_t max_steps)
 {
     uint32_t n = atomic_load_explicit(bucket_of(s, key), memory_order_acquire);
 
@@ -286,6 +285,19 @@ struct client_slot *limiter_table_lock_client(struct client_table *table, const 
         atomic_fetch_add_explicit(&s->clients, 1, memory_order_relaxed);
     }
     pthread_mutex_unlock(&s->mutex);
+    return slot;
+}
+
+struct client_slot *limiter_table_find_client(struct client_table *table, const uint64_t key[2])
+{
+    struct shard *s = &table->shards[key[1] & table->shard_mask];
+    struct client_slot *slot = find_and_lock(s, key, MAX_CHAIN_STEPS);
+
+    if (slot == NULL) { /* a true miss only where no chain can change */
+        pthread_mutex_lock(&s->mutex);
+        slot = find_and_lock(s, key, UINT32_MAX);
+        pthread_mutex_unlock(&s->mutex);
+    }
     return slot;
 }
 

@@ -57,6 +57,10 @@ void limiter_table_free(struct client_table *table);
 struct client_slot *limiter_table_lock_client(struct client_table *table, const uint64_t key[2],
                                               int64_t now_ns);
 
+/* The slot of `key`, locked, or NULL when the table holds no such client (nothing is
+ * inserted). Released with limiter_table_unlock_client(). */
+struct client_slot *limiter_table_find_client(struct client_table *table, const uint64_t key[2]);
+
 /* Records the use at `now_ns` and unlocks the slot. */
 void limiter_table_unlock_client(struct client_slot *slot, int64_t now_ns);
 

@@ -50,11 +50,26 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     } else {
         /* Allowed once the refill since `last_ns` covers what is missing for `cost` tokens. */
         int64_t missing = state->bucket.deficit + charge - tb->capacity;
-        out->retry_after_ms = ms_ceil(state->bucket.last_ns +
-                                      div_ceil(missing, tb->credit_per_ns) - now_ns);
+        out->retry_after_ms =
+            ms_ceil(state->bucket.last_ns + div_ceil(missing, tb->credit_per_ns) - now_ns);
     }
     out->remaining = (uint64_t)((tb->capacity - deficit) / tb->token_credit);
     return 0;
+}
+
+/* The tokens go back in as of now: the deficit less their credit, never below a full
+ * bucket. Had they never been taken, the refill since would have filled the same bucket up to
+ * the same cap, so this is exact. */
+static void refund(const struct limiter *self, union client_state *state, int64_t charged_ns,
+                   int64_t now_ns, uint64_t cost)
+{
+    const struct token_bucket *tb = (const struct token_bucket *)self;
+    int64_t at = max_i64(state->bucket.last_ns, now_ns);
+    int64_t deficit = deficit_at(tb, state, at) - (int64_t)cost * tb->token_credit;
+
+    (void)charged_ns;
+    state->bucket.deficit = deficit > 0 ? deficit : 0;
+    state->bucket.last_ns = at;
 }
 
 static int64_t idle_at(const struct limiter *self, const union client_state *state)
@@ -68,6 +83,7 @@ static const struct limiter_ops token_bucket_ops = {
     .algorithm = LIMITER_TOKEN_BUCKET,
     .decide = decide,
     .idle_at = idle_at,
+    .refund = refund,
 };
 
 static int64_t gcd(int64_t a, int64_t b)
@@ -92,11 +108,11 @@ struct limiter *limiter_token_bucket_create(const struct limiter_params *params,
     g = gcd((int64_t)tb->base.params.requests, tb->base.params.per_ns);
     tb->token_credit = tb->base.params.per_ns / g;
     tb->credit_per_ns = (int64_t)tb->base.params.requests / g;
-    if (__builtin_mul_overflow(tb->token_credit, (int64_t)tb->base.params.burst,
-                               &tb->capacity) ||
+    if (__builtin_mul_overflow(tb->token_credit, (int64_t)tb->base.params.burst, &tb->capacity) ||
         tb->capacity > INT64_MAX / 4) {
-        limiter_set_error(err, "burst %llu with requests %llu per %lld ns is too fine to "
-                               "count exactly; round requests or per",
+        limiter_set_error(err,
+                          "burst %llu with requests %llu per %lld ns is too fine to "
+                          "count exactly; round requests or per",
                           (unsigned long long)tb->base.params.burst,
                           (unsigned long long)tb->base.params.requests,
                           (long long)tb->base.params.per_ns);

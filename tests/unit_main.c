@@ -28,12 +28,14 @@ int main(int argc, char **argv)
     register_fixed_window_tests();
     register_sliding_window_log_tests();
     register_sliding_window_counter_tests();
+    register_refund_tests();
     register_units_tests();
     register_methods_tests();
     register_load_tests();
     register_blocks_tests();
     register_upstreams_tests();
     register_man_defaults_tests();
+    register_count_config_tests();
     register_routes_tests();
     register_keys_tests();
     register_headers_tests();

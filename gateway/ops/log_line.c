@@ -232,7 +232,7 @@ static int key_field(struct reader *r, const char *name, size_t len, void *ctx)
     return 0;
 }
 
-/* The fields read, by name: a string into its member of struct gw_log_line, decided_ns, or
+/* The fields read, by name: a string or a number into its member of struct gw_log_line, or
  * keys. Any other field is checked for shape and skipped. */
 enum field_kind { FIELD_STRING, FIELD_NUMBER, FIELD_KEYS };
 
@@ -251,7 +251,8 @@ static const struct field {
     {NAME("host"), FIELD_STRING, false, MEMBER(host)},
     {NAME("consumer"), FIELD_STRING, false, MEMBER(consumer)},
     {NAME("decision"), FIELD_STRING, false, MEMBER(decision)},
-    {NAME("decided_ns"), FIELD_NUMBER, true, 0, 0},
+    {NAME("decided_ns"), FIELD_NUMBER, true, MEMBER(decided_ns)},
+    {NAME("status"), FIELD_NUMBER, false, MEMBER(status)},
     {NAME("keys"), FIELD_KEYS, true, 0, 0},
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
@@ -278,7 +279,7 @@ static int line_field(struct reader *r, const char *name, size_t len, void *ctx_
         return fail(r, "a field given twice");
     ctx->seen |= 1u << f;
     if (fields[f].kind == FIELD_NUMBER)
-        return read_number(r, &ctx->line->decided_ns);
+        return read_number(r, (int64_t *)((char *)ctx->line + fields[f].offset));
     if (fields[f].kind == FIELD_KEYS)
         return read_object(r, key_field, ctx->line);
     return read_string(r, (char *)ctx->line + fields[f].offset, fields[f].size);
@@ -294,6 +295,7 @@ int gw_log_line_parse(const char *text, size_t len, struct gw_log_line *out, con
         if (fields[f].kind == FIELD_STRING)
             ((char *)out)[fields[f].offset] = '\0';
     out->decided_ns = 0;
+    out->status = 0;
     out->n_keys = 0;
     if (read_object(&r, line_field, &ctx) != 0)
         goto out;

@@ -12,7 +12,7 @@
  *
  * Needed: method, path, decided_ns and keys (a line from before they were logged is
  * malformed: it cannot be replayed). host, consumer and decision are read when present (""
- * otherwise).
+ * otherwise), and status (0 otherwise).
  * Each key is a source of at most GW_KEY_SOURCE_LEN - 1 bytes and a hash of 16 lower-case hex
  * digits.
  *
@@ -39,6 +39,7 @@ struct gw_log_line {
     char consumer[65]; /* the consumer's name (config.h: 64 at most), "" for none */
     char decision[32]; /* the outcome the gateway logged ("denied", ...), "" when absent */
     int64_t decided_ns;
+    int64_t status; /* the status the client was answered; 0 when absent */
     struct {
         char source[GW_KEY_SOURCE_LEN];
         char hash[17];

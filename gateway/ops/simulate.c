@@ -185,6 +185,22 @@ static const struct sim_set *select_set(const struct sim *s, const struct sim_ro
     return selection->plan == GW_LIMITS_OWN ? &r->own : &r->plans[selection->plan];
 }
 
+/* Gives back, as the gateway does once the answer is in (limit.c), the charge of each limit
+ * whose count: does not hold the status the line was answered. A line the recording denied
+ * got the gateway's refusal, not an answer: what it would have been answered is unknown, and
+ * its charge is kept. */
+static void settle(const struct sim_set *set, const struct gw_log_line *line,
+                   const char *const *ids, const struct gw_limits_selection *selection)
+{
+    if (strcmp(line->decision, "denied") == 0)
+        return;
+    for (size_t i = 0; i < set->n_limits; i++)
+        if (!config_count_holds(&set->limits[i].config->count,
+                                (unsigned)(line->status <= 999 ? line->status : 0)))
+            limiter_refund(set->limits[i].limiter, ids[i], selection->costs[i], line->decided_ns,
+                           line->decided_ns);
+}
+
 /* Decides `line` under `s`: 1 denied, 0 allowed, -1 not replayed (`*skip` says why), -2 out
  * of memory. `denying` receives the names of the limits that denied, comma-separated. */
 static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0, enum skip *skip,
@@ -252,8 +268,10 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
         len += (size_t)snprintf(denying + len, len < denying_len ? denying_len - len : 0, "%s%s",
                                 len ? "," : "", l->name);
     }
-    if (outcome == GW_LIMITS_ALLOWED)
+    if (outcome == GW_LIMITS_ALLOWED) {
+        settle(set, line, ids, &selection);
         return 0;
+    }
     r->denied++;
     s->denied++;
     return 1;

@@ -366,6 +366,24 @@ char *access_log_line(const struct proc *p, const char *path)
     return NULL;
 }
 
+int wait_for_access_lines(const struct proc *p, int want)
+{
+    int lines = 0;
+
+    for (int i = 0; i < 150; i++) {
+        char *log = read_file(p->access_path);
+
+        lines = 0;
+        for (const char *at = log; at != NULL && (at = strchr(at, '\n')) != NULL; at++)
+            lines++;
+        free(log);
+        if (lines >= want)
+            break;
+        sleep_ms(20);
+    }
+    return lines;
+}
+
 const char *sluice_binary(void)
 {
     const char *path = getenv("SLUICE");

@@ -106,6 +106,10 @@ int stop_sluice(struct proc *p, int wait_ms);
  * none came; the caller frees it. */
 char *access_log_line(const struct proc *p, const char *path);
 
+/* Waits up to 3 s for `p`'s access log to hold `want` lines (its writer thread writes on its
+ * own time); how many it holds. */
+int wait_for_access_lines(const struct proc *p, int want);
+
 /* The whole of a file (sluice's log, its access log); the caller frees it. */
 char *read_file(const char *path);
 char *read_log(const struct proc *p);
@@ -274,6 +278,7 @@ void register_cli_tests(void);
 void register_docs_tests(void);
 void register_upstreams_tests(void);
 void register_shared_upstreams_tests(void);
+void register_count_tests(void);
 void register_reload_tests(void);
 void register_observe_tests(void);
 void register_store_tests(void);

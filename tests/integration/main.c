@@ -132,6 +132,7 @@ int main(int argc, char **argv)
     register_costs_tests();
     register_backends_tests();
     register_shared_upstreams_tests();
+    register_count_tests();
     register_streams_tests();
     register_tunnels_tests();
     register_proxy_protocol_tests();

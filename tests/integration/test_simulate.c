@@ -84,21 +84,6 @@ static void write_config(const char *path, unsigned small, unsigned per_ip, cons
     write_text(path, text);
 }
 
-static void wait_for_access_lines(int want)
-{
-    for (int i = 0; i < 150; i++) {
-        char *log = read_file(gw.access_path);
-        int lines = 0;
-
-        for (const char *at = log; at != NULL && (at = strchr(at, '\n')) != NULL; at++)
-            lines++;
-        free(log);
-        if (lines >= want)
-            return;
-        sleep_ms(20);
-    }
-}
-
 /* Records a run: three clients (by X-Forwarded-For) and two API keys over every route, GETs
  * and POSTs, enough to be denied by each limit. */
 static int init(void)
@@ -129,7 +114,7 @@ static int init(void)
     snprintf(recorded_config, sizeof recorded_config, "%s/recorded.yaml", dir);
     /* The log's writer thread writes on its own time: wait for every line, then copy the log
      * and the config (with the serving mode the run had) before stopping removes them. */
-    wait_for_access_lines(60);
+    wait_for_access_lines(&gw, 60);
     log = read_file(gw.access_path);
     if (log == NULL)
         return -1;

@@ -13,6 +13,7 @@ struct limit_ctx {
     bool limited; /* the route's limits decided: the RateLimit fields go out */
     bool waiting; /* for the shared store's answer */
     bool refused; /* by its limits: denied, or would have been on a dry_run route */
+    bool settled; /* the answer's status was held to each limit's count: */
     enum gw_store_result store_result;
     const struct gw_limit_set *set; /* the limits it is held to: the route's, or a plan's */
     struct gw_limits_selection selection;
@@ -211,6 +212,23 @@ static void challenge(const struct config_route *route, struct gw_answer *a)
         gw_answer_copied(a, "WWW-Authenticate", field);
 }
 
+/* Gives back, once, the charge of each limit whose count: does not hold the answer's
+ * `status` (config.h): the request was charged when admitted, so concurrent requests never
+ * pass more counted answers than the quota; this refund only lets later ones in. */
+static void settle(struct limit_ctx *c, unsigned status)
+{
+    int64_t now;
+
+    if (c->settled || !c->limited || c->verdict.outcome != GW_LIMITS_ALLOWED)
+        return;
+    c->settled = true;
+    now = limiter_now_ns();
+    for (size_t i = 0; i < c->set->n_limits; i++)
+        if (!config_count_holds(&c->set->config[i].count, status))
+            limiter_refund(c->set->limiters[i], c->ids[i], c->selection.costs[i],
+                           c->verdict.decided_ns, now);
+}
+
 static void on_answer(struct gw_req *rq, void *ctx, struct gw_answer *a)
 {
     struct limit_ctx *c = ctx;
@@ -225,6 +243,7 @@ static void on_answer(struct gw_req *rq, void *ctx, struct gw_answer *a)
         denial_body(route, a);
     if (rq->refusal == 401 && a->status == 401)
         challenge(route, a);
+    settle(c, a->status);
     if (!c->limited)
         return;
     params = &c->set->config[c->verdict.binding].params;
