@@ -1,5 +1,6 @@
 /* A limit's count: which answers its charge stands for (the rest are given back once the
- * answer's status is known); see sections.h and config.h. */
+ * answer's status is known); and the check that a route's store can give charges back (count:,
+ * concurrency). See sections.h and config.h. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,24 +106,33 @@ void config_parse_count(struct loader *ld, yaml_node_t *node, void *object)
     }
 }
 
-/* A limit whose route keeps its counts in Redis cannot give a charge back there yet: such a
- * count: is refused rather than ignored. */
+/* What a limit asks of its store that Redis cannot keep yet: a charge given back (count:),
+ * or a slot given back when its request ends (concurrency). Such a limit on a route that keeps
+ * its counts in Redis is refused rather than run otherwise. */
+static const char *redis_lacks(const struct config_limit *limit)
+{
+    if (limit->params.algorithm_id == LIMITER_CONCURRENCY)
+        return "algorithm: concurrency";
+    return limit->count.set ? "count:" : NULL;
+}
+
 static void check_route_counts(struct loader *ld, yaml_node_t *node, const struct config *config,
                                const struct config_route *route)
 {
-    enum config_store store = route->store_set ? route->store : config->store;
-    bool counted = false;
+    const char *lacking = NULL;
 
-    for (size_t i = 0; i < route->n_limits; i++)
-        counted = counted || route->limits[i].count.set;
-    for (size_t p = 0; p < route->n_plans; p++)
-        for (size_t i = 0; i < route->plans[p].n_limits; i++)
-            counted = counted || route->plans[p].limits[i].count.set;
-    if (counted && store == CONFIG_STORE_REDIS)
+    if ((route->store_set ? route->store : config->store) != CONFIG_STORE_REDIS)
+        return;
+    for (size_t i = 0; lacking == NULL && i < route->n_limits; i++)
+        lacking = redis_lacks(&route->limits[i]);
+    for (size_t p = 0; lacking == NULL && p < route->n_plans; p++)
+        for (size_t i = 0; lacking == NULL && i < route->plans[p].n_limits; i++)
+            lacking = redis_lacks(&route->plans[p].limits[i]);
+    if (lacking != NULL)
         config_error(ld, node,
-                     "count: is kept with store: memory only for now; route %s keeps its counts "
-                     "in Redis",
-                     route->name);
+                     "%s is kept with store: memory only for now; route %s keeps its counts in "
+                     "Redis",
+                     lacking, route->name);
 }
 
 void config_check_counts(struct loader *ld, yaml_node_t *root, const struct config *config)

@@ -257,8 +257,14 @@ void config_check_log_memory(struct loader *ld, const struct config *config)
     }
 }
 
-/* Names each of algorithm, requests and per that a limit lacks ("all required" left a
- * newcomer to guess which). */
+/* Whether the limit's algorithm counts requests in flight, and so takes no per. */
+static bool in_flight(const struct limiter_params *p)
+{
+    return limiter_algorithm_from_name(p->algorithm) == LIMITER_CONCURRENCY;
+}
+
+/* Names each of algorithm, requests and per (but for concurrency) that a limit lacks ("all
+ * required" left a newcomer to guess which). */
 static void report_missing_limit_keys(struct loader *ld, yaml_node_t *node,
                                       const struct limiter_params *p)
 {
@@ -269,7 +275,7 @@ static void report_missing_limit_keys(struct loader *ld, yaml_node_t *node,
         missing[n++] = "algorithm";
     if (p->requests == 0)
         missing[n++] = "requests";
-    if (config_find_value(ld, node, "per") == NULL)
+    if (config_find_value(ld, node, "per") == NULL && !in_flight(p))
         missing[n++] = "per";
     if (n == 1)
         config_error(ld, node, "limit: %s is required", missing[0]);
@@ -299,11 +305,25 @@ static void parse_one_limit(struct loader *ld, yaml_node_t *node, struct config_
                      limit->name);
         return;
     }
-    if (p->algorithm == NULL || p->requests == 0 || config_find_value(ld, node, "per") == NULL) {
+    if (p->algorithm == NULL || p->requests == 0 ||
+        (config_find_value(ld, node, "per") == NULL && !in_flight(p))) {
         report_missing_limit_keys(ld, node, p);
         return;
     }
-    if (p->per_ns < LIMITER_MIN_PER_NS || p->per_ns > LIMITER_MAX_PER_NS) {
+    if (in_flight(p)) {
+        if (config_find_value(ld, node, "per") != NULL) {
+            config_error(ld, config_find_value(ld, node, "per"),
+                         "per: concurrency counts requests in flight, not over time; leave per "
+                         "out");
+            return;
+        }
+        if (limit->count.set) {
+            config_error(ld, config_find_value(ld, node, "count"),
+                         "count: a concurrency slot is given back when its request ends, "
+                         "whatever its answer");
+            return;
+        }
+    } else if (p->per_ns < LIMITER_MIN_PER_NS || p->per_ns > LIMITER_MAX_PER_NS) {
         config_error(ld, config_value_or_self(ld, node, "per"), "per must be %s",
                      p->per_ns < LIMITER_MIN_PER_NS ? "at least 1ms" : "at most 366d");
         return;
@@ -509,10 +529,7 @@ void config_free_limits(struct config_limit *limits, size_t n)
 
 /* Top-level plans: hold limits too (routes.limit). */
 const struct key_table config_limit_keys[] = {
-    {"limiter", limiter_fields},
-    {"limiter.redis", redis_fields},
-    {"routes.limit", limit_fields},
-    {"routes.limit.count", config_count_fields},
-    {"routes.on_limit", on_limit_fields},
-    {NULL, NULL},
+    {"limiter", limiter_fields},          {"limiter.redis", redis_fields},
+    {"routes.limit", limit_fields},       {"routes.limit.count", config_count_fields},
+    {"routes.on_limit", on_limit_fields}, {NULL, NULL},
 };

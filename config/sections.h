@@ -83,8 +83,8 @@ void config_parse_route_key(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_limit(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_on_limit(struct loader *ld, yaml_node_t *node, void *object);
 
-/* count.c: a limit's count:, and the check that its route keeps its counts where a charge can
- * be given back. */
+/* count.c: a limit's count:, and the check that a route whose limits give charges back
+ * (count:, concurrency) keeps its counts where they can be given back. */
 extern const struct field config_count_fields[];
 void config_parse_count(struct loader *ld, yaml_node_t *node, void *object);
 void config_check_counts(struct loader *ld, yaml_node_t *root, const struct config *config);

@@ -65,6 +65,8 @@ struct limiter *limiter_sliding_window_log_create(const struct limiter_params *p
                                                   char err[LIMITER_ERR_LEN]);
 struct limiter *limiter_sliding_window_counter_create(const struct limiter_params *params,
                                                       char err[LIMITER_ERR_LEN]);
+struct limiter *limiter_concurrency_create(const struct limiter_params *params,
+                                           char err[LIMITER_ERR_LEN]);
 
 /* ceil(a / b) for a >= 0, b > 0. */
 static inline int64_t div_ceil(int64_t a, int64_t b)

@@ -25,6 +25,7 @@ static const struct algorithm {
     [LIMITER_SLIDING_WINDOW_LOG] = {"sliding_window_log", false, limiter_sliding_window_log_create},
     [LIMITER_SLIDING_WINDOW_COUNTER] = {"sliding_window_counter", false,
                                         limiter_sliding_window_counter_create},
+    [LIMITER_CONCURRENCY] = {"concurrency", false, limiter_concurrency_create},
 };
 
 #define N_ALGORITHMS (sizeof algorithms / sizeof algorithms[0])
@@ -100,7 +101,13 @@ void *limiter_alloc(size_t size, const struct limiter_ops *ops, const struct lim
                           (unsigned long long)LIMITER_MAX_REQUESTS, (unsigned long long)p.requests);
         return NULL;
     }
-    if (p.per_ns < LIMITER_MIN_PER_NS || p.per_ns > LIMITER_MAX_PER_NS) {
+    if (ops->algorithm == LIMITER_CONCURRENCY) {
+        if (p.per_ns != 0) {
+            limiter_set_error(err, "per does not apply to concurrency, which counts requests "
+                                   "in flight, not over time");
+            return NULL;
+        }
+    } else if (p.per_ns < LIMITER_MIN_PER_NS || p.per_ns > LIMITER_MAX_PER_NS) {
         limiter_set_error(err, "per must be between 1ms and 366d, not %lld ns",
                           (long long)p.per_ns);
         return NULL;

@@ -17,6 +17,9 @@
  *                           8 * requests bytes beyond its table slot.
  *   sliding_window_counter  allows while curr + prev * (1 - elapsed/per) < requests, with the
  *                           same aligned windows as fixed_window.
+ *   concurrency             at most `requests` in flight at once: a request holds its units
+ *                           from its decision until limiter_refund() gives them back (no
+ *                           `per`, per_ns 0); a denial says retry after 1 s.
  *
  * Worked example, token_bucket with requests=10, per=1s, burst=5: a fresh client may send 5 at
  * once; the 6th is denied with retry_after_ms=100 (one token takes 1s/10); 250 ms later 2 more
@@ -58,19 +61,20 @@ enum limiter_algorithm {
     LIMITER_FIXED_WINDOW,
     LIMITER_SLIDING_WINDOW_LOG,
     LIMITER_SLIDING_WINDOW_COUNTER,
+    LIMITER_CONCURRENCY,
 };
 
 /* The names, for a message that lists what is expected. */
 #define LIMITER_ALGORITHM_LIST                                                                     \
-    "token_bucket, gcra, fixed_window, sliding_window_log or sliding_window_counter"
+    "token_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter or concurrency"
 
 /* What a limiter enforces. The caller keeps ownership of `algorithm`; the limiter copies
  * what it needs. */
 struct limiter_params {
     const char *algorithm; /* token_bucket | gcra | fixed_window | sliding_window_log |
-                              sliding_window_counter: what limiter_create() reads */
-    uint64_t requests;     /* quota per `per` */
-    int64_t per_ns;        /* window or refill period */
+                              sliding_window_counter | concurrency: what limiter_create() reads */
+    uint64_t requests;     /* quota per `per`; for concurrency, in flight at once */
+    int64_t per_ns;        /* window or refill period; 0 for concurrency */
     uint64_t burst;        /* token_bucket and gcra only; 0 means `requests` */
     uint32_t max_clients;  /* 0 means LIMITER_DEFAULT_MAX_CLIENTS */
     /* `algorithm` resolved once (limiter_algorithm_from_name()), so that code deciding by it
@@ -149,7 +153,8 @@ int limiter_decide_all_cost(struct limiter *const *limiters, size_t n,
  *   fixed_window            the count of the window holding `charged_ns` goes down, while
  *                           it is the client's current window;
  *   sliding_window_counter  the same, in the current window or the previous one;
- *   sliding_window_log      up to `cost` times stamped `charged_ns` leave the log.
+ *   sliding_window_log      up to `cost` times stamped `charged_ns` leave the log;
+ *   concurrency             the request's units come back: it has ended.
  * Refund each charge once, with the cost it was charged: a second refund would give back
  * units another request paid for. Returns 0, or -1 with errno EINVAL for bad arguments (as
  * limiter_decide_all_cost()). A state evicted meanwhile gives back nothing. */

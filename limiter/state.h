@@ -27,6 +27,9 @@ union client_state {
         uint32_t prev_count;
     } counter;
     struct {
+        uint64_t in_flight; /* units held by requests not yet ended (concurrency.c) */
+    } slots;
+    struct {
         int64_t *times_ns; /* ring of request times, oldest at `head`; owned, NULL if empty */
         uint32_t head;
         uint32_t count;

@@ -44,8 +44,20 @@ void gw_format_policy(char out[GW_FIELD_LEN], const char *name, const struct lim
 {
     int64_t window;
     uint64_t quota = gw_quota(params, &window);
+    struct gw_text t;
 
-    format_field(out, name, "\";q=", quota, ";w=", (uint64_t)window); /* at least 1 */
+    if (params->algorithm_id != LIMITER_CONCURRENCY) {
+        format_field(out, name, "\";q=", quota, ";w=", (uint64_t)window); /* at least 1 */
+        return;
+    }
+    /* A cap on requests in flight has no window: its unit says what q counts. */
+    t = gw_text_on(out, GW_FIELD_LEN - 1);
+    gw_text_put(&t, "\"", 1);
+    gw_text_str(&t, name);
+    gw_text_str(&t, "\";q=");
+    gw_text_number(&t, quota, 1);
+    gw_text_str(&t, ";qu=\"concurrent-requests\"");
+    gw_text_finish(&t);
 }
 
 int64_t gw_reset_seconds(const struct limiter_params *params,

@@ -13,7 +13,10 @@
  * bucket takes to refill it (burst * per / requests, rounded up), so `requests: 10, per: 1s,
  * burst: 5` is q=5;w=1, and `requests: 60, per: 1m` (burst 60 by default) is q=60;w=60. t is
  * never more than w: a sliding window counter's estimate can take up to two windows to fall
- * to zero, but the quota is whole again, as the draft means it, within one.
+ * to zero, but the quota is whole again, as the draft means it, within one. A concurrency
+ * limit has no window: its policy is q=requests;qu="concurrent-requests" (the draft's unit for
+ * requests in flight), its t 1 s at most (when a slot comes back, nothing says: Retry-After
+ * is 1).
  *
  * The X-RateLimit-* fields that GitHub-, Kong- and Envoy-fronted clients read carry the same
  * figures for the limit that binds: X-RateLimit-Limit q, X-RateLimit-Remaining r,

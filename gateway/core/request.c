@@ -73,6 +73,39 @@ void gw_req_begin(struct gw_req *rq)
     name_request(rq);
 }
 
+int gw_req_hold(struct gw_req *rq, void (*release)(void *arg), void *arg)
+{
+    struct gw_hold *h = malloc(sizeof *h);
+
+    if (h == NULL)
+        return -1;
+    *h = (struct gw_hold){release, arg, rq->holds};
+    rq->holds = h;
+    return 0;
+}
+
+struct gw_hold *gw_req_take_holds(struct gw_req *rq)
+{
+    struct gw_hold *holds = rq->holds;
+
+    rq->holds = NULL;
+    return holds;
+}
+
+void gw_holds_release(struct gw_hold *holds)
+{
+    for (struct gw_hold *h = holds, *next; h != NULL; h = next) {
+        next = h->next;
+        h->release(h->arg);
+        free(h);
+    }
+}
+
+void gw_req_answer_whole(struct gw_req *rq)
+{
+    gw_holds_release(gw_req_take_holds(rq));
+}
+
 void gw_req_free(struct gw_req *rq)
 {
     /* The modules let go first (an upstream attempt ends before the request is out of flight),
@@ -80,6 +113,7 @@ void gw_req_free(struct gw_req *rq)
      * not yet. */
     gw_pipeline_free(rq);
     gw_pipeline_finish(rq);
+    gw_holds_release(rq->holds);
     gw_runtime_release(rq->runtime);
     gw_answer_free(&rq->answer);
     gw_fields_free(&rq->fields);

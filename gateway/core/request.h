@@ -84,6 +84,16 @@ enum gw_step {
     GW_ANSWERED, /* the request is answered (rq->answer) or refused (rq->refusal) */
 };
 
+/* Something a module holds for as long as the request's connection serves it (a concurrency
+ * slot): released once its answer is whole (gw_req_answer_whole()) or the request ends, or,
+ * for a request that switched protocols, when its tunnel closes (gw_req_take_holds()). `release`
+ * runs once, on whichever thread ends it, and owns `arg` then. */
+struct gw_hold {
+    void (*release)(void *arg);
+    void *arg;
+    struct gw_hold *next;
+};
+
 struct gw_req {
     struct gw_runtime *runtime;
     const struct config *config; /* the runtime's */
@@ -120,8 +130,9 @@ struct gw_req {
     unsigned refusal; /* a status sluice answers itself instead of forwarding; 0 if none */
     const char *refusal_detail;
     struct gw_answer answer;
-    unsigned status; /* the status sent, once sent */
-    uint64_t bytes;  /* body bytes sent */
+    struct gw_hold *holds; /* released when it ends (gw_req_hold()) */
+    unsigned status;       /* the status sent, once sent */
+    uint64_t bytes;        /* body bytes sent */
     int64_t start_ns;
 
     /* Where it is: the phase, and the module whose step runs (or waits) in it. */
@@ -143,6 +154,23 @@ void gw_req_begin(struct gw_req *rq);
 /* Frees it: its modules' contexts first (pipeline.h), then it is counted and logged unless it
  * was (gw_pipeline_finish()), and its runtime released. */
 void gw_req_free(struct gw_req *rq);
+
+/* Adds a hold to `rq` (above). 0, or -1 when memory is short (nothing was added, and the
+ * caller still owns `arg`). */
+int gw_req_hold(struct gw_req *rq, void (*release)(void *arg), void *arg);
+
+/* Takes `rq`'s holds away from it, for the tunnel its connection became: the caller releases
+ * them (gw_holds_release()) when the tunnel closes. NULL when it has none. */
+struct gw_hold *gw_req_take_holds(struct gw_req *rq);
+
+/* Runs and frees each of `holds`. */
+void gw_holds_release(struct gw_hold *holds);
+
+/* The adapter has been handed the answer's last byte (a whole buffer queued, or a stream's
+ * end read): what the request held for its answer is released now, not when the server
+ * library later says the request is over, so that a client's next request, sent as soon as it
+ * has read this answer, finds the slot free. */
+void gw_req_answer_whole(struct gw_req *rq);
 
 /* Its route's config, or NULL before one is found. */
 const struct config_route *gw_req_route(const struct gw_req *rq);

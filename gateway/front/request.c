@@ -150,8 +150,10 @@ static ssize_t read_answer(void *cls, uint64_t pos, char *buf, size_t max)
     struct gw_req *rq = cls;
     ssize_t n = rq->answer.read(rq, pos, buf, max);
 
-    if (n == GW_READ_END)
+    if (n == GW_READ_END) {
+        gw_req_answer_whole(rq);
         return MHD_CONTENT_READER_END_OF_STREAM;
+    }
     if (n == GW_READ_ERROR)
         return MHD_CONTENT_READER_END_WITH_ERROR;
     return n; /* GW_READ_WAIT is 0: the connection is set aside */
@@ -210,6 +212,8 @@ static enum MHD_Result answer(struct gw_req *rq, struct MHD_Connection *c)
     ret = MHD_queue_response(c, a->status, response);
     rq->status = a->status;
     MHD_destroy_response(response);
+    if (a->kind != GW_ANSWER_STREAM && a->kind != GW_ANSWER_SWITCH)
+        gw_req_answer_whole(rq); /* the whole body is libmicrohttpd's now */
     return ret;
 }
 

@@ -188,15 +188,16 @@ static const struct sim_set *select_set(const struct sim *s, const struct sim_ro
 /* Gives back, as the gateway does once the answer is in (limit.c), the charge of each limit
  * whose count: does not hold the status the line was answered. A line the recording denied
  * got the gateway's refusal, not an answer: what it would have been answered is unknown, and
- * its charge is kept. */
+ * its charge is kept. A concurrency limit's slot is given back at once (gw_sim_replays()). */
 static void settle(const struct sim_set *set, const struct gw_log_line *line,
                    const char *const *ids, const struct gw_limits_selection *selection)
 {
-    if (strcmp(line->decision, "denied") == 0)
-        return;
+    bool answered = strcmp(line->decision, "denied") != 0;
+
     for (size_t i = 0; i < set->n_limits; i++)
-        if (!config_count_holds(&set->limits[i].config->count,
-                                (unsigned)(line->status <= 999 ? line->status : 0)))
+        if (!gw_sim_replays(&set->limits[i]) ||
+            (answered && !config_count_holds(&set->limits[i].config->count,
+                                             (unsigned)(line->status <= 999 ? line->status : 0))))
             limiter_refund(set->limits[i].limiter, ids[i], selection->costs[i], line->decided_ns,
                            line->decided_ns);
 }

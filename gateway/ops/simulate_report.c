@@ -168,6 +168,8 @@ static void text_limit(const struct sim_run *run, const struct sim_limit *l,
 
     limit_label(l, name, sizeof name);
     text_figures(&row);
+    if (!gw_sim_replays(l))
+        printf("      not replayed: a log does not say which requests were in flight together\n");
     if (l->denied == 0)
         return;
     sparkline(l, per, spark);
@@ -302,7 +304,7 @@ static void json_sim(const struct sim_run *run, const struct sim *s)
                 printf("null");
             printf(",\"algorithm\":\"%s\",\"key\":", l->config->params.algorithm);
             json_string(l->source);
-            printf(",");
+            printf(",\"replayed\":%s,", gw_sim_replays(l) ? "true" : "false");
             json_figures(l->requests, l->denied);
             printf(",\"first_denial\":");
             if (l->first_denial_ns)

@@ -45,6 +45,13 @@ struct sim_limit {
     struct gw_client_counts clients;
 };
 
+/* Whether `l` is replayed: a concurrency limit is not (its requests are let go at once, so it
+ * never denies), since a log does not say which requests overlapped. */
+static inline bool gw_sim_replays(const struct sim_limit *l)
+{
+    return l->config->params.algorithm_id != LIMITER_CONCURRENCY;
+}
+
 /* The limits a request may be held to, as gw_limit_set: the route's own, or a plan's. */
 struct sim_set {
     struct sim_limit *limits; /* n_limits of sim_route.limits */

@@ -112,7 +112,8 @@ const char gw_script_text[] =
     "return out\n";
 
 /* The script's number for `algorithm` (the top of this file). 0 for an unknown one, which
- * no limit has: config resolved each one's algorithm as it checked it. */
+ * no limit has: config resolved each one's algorithm as it checked it, and refuses
+ * concurrency with the Redis store. */
 static int algorithm_code(enum limiter_algorithm algorithm)
 {
     switch (algorithm) {
@@ -126,6 +127,7 @@ static int algorithm_code(enum limiter_algorithm algorithm)
         return 4;
     case LIMITER_SLIDING_WINDOW_COUNTER:
         return 5;
+    case LIMITER_CONCURRENCY: /* not kept in Redis: config refuses it there */
     case LIMITER_ALGORITHM_UNKNOWN:
         break;
     }

@@ -1,5 +1,5 @@
 /* config/count.c: a limit's count:, statuses or except, by status or class; each problem at
- * its place; refused with the Redis store. */
+ * its place; refused with the Redis store, as algorithm: concurrency is (and its own keys). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +101,55 @@ static void test_count_with_redis_refused(void)
     free(errors);
 }
 
+/* concurrency takes no per (and no count:, its slot coming back whatever the answer); both it
+ * and count: are refused with the Redis store. */
+static void test_concurrency_keys(void)
+{
+    static const char head[] = "routes:\n  - name: api\n    match: {path_prefix: /}\n"
+                               "    upstream: \"http://127.0.0.1:9\"\n";
+    static const struct {
+        const char *limit, *want;
+    } cases[] = {
+        {"{algorithm: concurrency, requests: 5, per: 1s}",
+         "t.yaml:5:55: per: concurrency counts requests in flight, not over time"},
+        {"{algorithm: concurrency, requests: 5, count: {statuses: [401]}}",
+         "t.yaml:5:57: count: a concurrency slot is given back when its request ends"},
+        {"{algorithm: concurrency}", "t.yaml:5:12: limit: requests is required"},
+        {"{algorithm: concurrency, requests: 5, burst: 2}",
+         "limit: burst applies to token_bucket and gcra only, not concurrency"},
+    };
+    char yaml[512], *errors = NULL;
+    struct config *c;
+
+    snprintf(yaml, sizeof yaml, "%s    limit: {algorithm: concurrency, requests: 5}\n", head);
+    c = config_parse("t.yaml", yaml, strlen(yaml), &errors);
+    CU_ASSERT_PTR_NULL(errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->routes[0].limits[0].params.algorithm_id, LIMITER_CONCURRENCY);
+    CU_ASSERT_EQUAL(c->routes[0].limits[0].params.per_ns, 0);
+    config_free(c);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(yaml, sizeof yaml, "%s    limit: %s\n", head, cases[i].limit);
+        c = config_parse("t.yaml", yaml, strlen(yaml), &errors);
+        CU_ASSERT_PTR_NULL(c);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(errors);
+        if (strstr(errors, cases[i].want) == NULL)
+            fprintf(stderr, "\nexpected %s in:\n%s", cases[i].want, errors);
+        CU_ASSERT_PTR_NOT_NULL(strstr(errors, cases[i].want));
+        free(errors);
+    }
+    snprintf(yaml, sizeof yaml,
+             "limiter: {store: redis}\n%s    limit: {algorithm: concurrency, "
+             "requests: 5}\n",
+             head);
+    c = config_parse("t.yaml", yaml, strlen(yaml), &errors);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(errors);
+    CU_ASSERT_PTR_NOT_NULL(strstr(errors, "t.yaml:3:5: algorithm: concurrency is kept with "
+                                          "store: memory only for now"));
+    free(errors);
+}
+
 void register_count_config_tests(void)
 {
     CU_pSuite s = add_suite("config_count");
@@ -108,4 +157,5 @@ void register_count_config_tests(void)
     add_test(s, "count: statuses and except, by status and class", test_statuses_and_except);
     add_test(s, "count: each problem at its place", test_count_problems);
     add_test(s, "count: refused where charges cannot be given back", test_count_with_redis_refused);
+    add_test(s, "concurrency: no per, no count:, not with Redis", test_concurrency_keys);
 }

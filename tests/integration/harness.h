@@ -279,6 +279,7 @@ void register_docs_tests(void);
 void register_upstreams_tests(void);
 void register_shared_upstreams_tests(void);
 void register_count_tests(void);
+void register_concurrency_it_tests(void);
 void register_reload_tests(void);
 void register_observe_tests(void);
 void register_store_tests(void);

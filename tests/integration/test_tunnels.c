@@ -37,6 +37,9 @@ static const char config[] =
     "  - name: twice\n    match: {path_prefix: /twice/}\n"
     "    upstream: \"http://127.0.0.1:%2$u\"\n    strip_prefix: true\n"
     "    limit: {algorithm: fixed_window, requests: 2, per: 1h}\n"
+    "  - name: cap\n    match: {path_prefix: /cap/}\n"
+    "    upstream: \"http://127.0.0.1:%2$u\"\n    strip_prefix: true\n"
+    "    limit: {algorithm: concurrency, requests: 1}\n"
     "  - name: idle\n    match: {path_prefix: /idle/}\n"
     "    upstream: \"http://127.0.0.1:%2$u\"\n    strip_prefix: true\n"
     "    tunnel_idle_timeout: 1s\n"
@@ -153,6 +156,30 @@ static void test_limit_applies_at_upgrade(void)
     }
     out = run_client(gw.port, "/twice/x", "");
     check_case(strcmp(out, "status 429\n") == 0, "past the quota", "the client said: %s", out);
+}
+
+/* A concurrency slot is held for as long as the tunnel is open, not only until the 101: a
+ * second upgrade meanwhile gets 429; once the first closes, the next one passes. */
+static void test_concurrency_held_while_open(void)
+{
+    FILE *client = start_client(gw.port, "/cap/x", "--hold 2");
+    const char *out;
+
+    CU_ASSERT_FATAL(client != NULL);
+    CU_ASSERT(client_says(client, "holding"));
+    CU_ASSERT_EQUAL(metric_now(&gw, "sluice_limit_in_flight{route=\"cap\",limit=\"cap\"}"), 1);
+    out = run_client(gw.port, "/cap/x", "");
+    check_case(strcmp(out, "status 429\n") == 0, "tunnel open", "the second client said: %s", out);
+    CU_ASSERT(client_says(client, "closed 1000"));
+    pclose(client);
+    /* The tunnel's close gives the slot back on the tunnels' thread: wait for it. */
+    for (int i = 0; i < 100 && metric_now(&gw, "sluice_limit_in_flight{route=\"cap\","
+                                               "limit=\"cap\"}") != 0;
+         i++)
+        sleep_ms(20);
+    out = run_client(gw.port, "/cap/x", "");
+    check_case(strstr(out, "closed 1000") != NULL, "tunnel closed", "the next client said: %s",
+               out);
 }
 
 static void test_refusal_passed_on(void)
@@ -436,6 +463,8 @@ void register_tunnels_tests(void)
     add_test(s, "messages both ways, and the closing handshake", test_messages_both_ways);
     add_test(s, "an open tunnel is counted", test_open_tunnel_is_counted);
     add_test(s, "the limit applies at the upgrade", test_limit_applies_at_upgrade);
+    add_test(s, "a concurrency slot is held while the tunnel is open",
+             test_concurrency_held_while_open);
     add_test(s, "an answer other than 101 is passed on", test_refusal_passed_on);
     add_test(s, "bytes before the 101: 400, closed", test_bytes_before_the_switch);
     add_test(s, "HTTP/1.0 has no upgrade", test_http10_is_no_upgrade);

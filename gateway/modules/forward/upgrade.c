@@ -39,11 +39,29 @@ static bool client_quiet(const struct gw_req *rq)
     return rq->io->quiet(rq);
 }
 
+/* What the tunnel's close runs: what the request held for its connection (gw_req_hold(): a
+ * concurrency slot lasts as long as the tunnel), then the adapter's close. */
+struct close_chain {
+    void (*close)(void *cls);
+    void *cls;
+    struct gw_hold *holds;
+};
+
+static void chain_closed(void *arg)
+{
+    struct close_chain *chain = arg;
+
+    gw_holds_release(chain->holds);
+    chain->close(chain->cls);
+    free(chain);
+}
+
 /* The two connections joined, or -1 with `*why`. */
 static int join(struct gw_req *rq, struct exchange *x, const struct gw_switched *connection,
                 const char **why)
 {
     const struct config_route *route = gw_req_route(rq);
+    struct close_chain *chain = malloc(sizeof *chain);
     struct gw_tunnel_spec spec = {
         .client_fd = connection->sock,
         .upstream = &x->up,
@@ -53,15 +71,25 @@ static int join(struct gw_req *rq, struct exchange *x, const struct gw_switched 
         .client_early_len = connection->early_len,
         .idle_timeout_ns = route->forwarding.tunnel_idle_timeout_ns,
         .gauge = &gw_req_route_runtime(rq)->metrics->tunnels_open,
-        .closed = connection->close,
-        .closed_cls = connection->close_cls,
+        .closed = chain_closed,
+        .closed_cls = chain,
     };
 
     *why = "the client sent bytes before the 101";
-    if (!client_quiet(rq))
+    if (!client_quiet(rq) || chain == NULL) {
+        if (chain == NULL)
+            *why = "out of memory";
+        free(chain);
         return -1;
+    }
+    *chain = (struct close_chain){connection->close, connection->close_cls, gw_req_take_holds(rq)};
     *why = "out of memory";
-    return gw_tunnel_open(rq->tunnels, &spec);
+    if (gw_tunnel_open(rq->tunnels, &spec) != 0) {
+        gw_holds_release(chain->holds); /* the connection closes now */
+        free(chain);
+        return -1;
+    }
+    return 0;
 }
 
 /* The adapter has sent the 101 and hands over the client's connection (NULL when it could

@@ -8,6 +8,7 @@
 #include "gateway/modules/limit/limit.h"
 #include "gateway/modules/limit/limit_options.h"
 #include "gateway/modules/limit/limit_sets.h"
+#include "gateway/modules/limit/slots.h"
 
 struct limit_ctx {
     bool limited; /* the route's limits decided: the RateLimit fields go out */
@@ -84,8 +85,15 @@ static enum gw_step conclude(struct gw_req *rq, struct limit_ctx *c)
     for (size_t i = 0; verdict->outcome == GW_LIMITS_DENIED && i < c->set->n_limits; i++)
         if (!verdict->each[i].allowed)
             gw_metrics_count_denial(c->set->denials[i]);
-    if (verdict->outcome == GW_LIMITS_ALLOWED)
+    if (verdict->outcome == GW_LIMITS_ALLOWED) {
+        /* Slots it took are held until it ends; without memory to say so, not taken. */
+        if (gw_limit_set_has_slots(c->set) &&
+            gw_limit_slots_hold(rq, c->set, c->ids, c->selection.costs) != 0) {
+            gw_req_refuse(rq, 503, "out of memory");
+            return GW_ANSWERED;
+        }
         return GW_NEXT;
+    }
     c->refused = true;
     if (options_of(rq)->dry_run) {
         rq->decision = GW_DRY_RUN_DENIED;

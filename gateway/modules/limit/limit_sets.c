@@ -284,8 +284,28 @@ static uint64_t evictions_of(const struct gw_limit_route *r)
     return evictions;
 }
 
+/* sluice_limit_in_flight for each concurrency limit of route `i`. */
+static void render_in_flight(const struct gw_runtime *rt, size_t i, const struct gw_limit_route *r,
+                             FILE *out)
+{
+    for (size_t k = 0; k < n_sets(r); k++) {
+        const struct gw_limit_set *set = set_at(r, k);
+
+        for (size_t j = 0; j < set->n_limits; j++)
+            if (set->config[j].params.algorithm_id == LIMITER_CONCURRENCY)
+                fprintf(out, "sluice_limit_in_flight{route=\"%s\",limit=\"%s\"} %lld\n",
+                        rt->config->routes[i].name, set->store_names[j],
+                        (long long)atomic_load(&set->limits[j]->in_flight));
+    }
+}
+
 void gw_limit_routes_render(const struct gw_runtime *rt, state_fn *state_of, FILE *out)
 {
+    fputs("# HELP sluice_limit_in_flight Units of a concurrency limit held by requests in "
+          "flight.\n# TYPE sluice_limit_in_flight gauge\n",
+          out);
+    for (size_t i = 0; i < rt->config->n_routes; i++)
+        render_in_flight(rt, i, state_of(rt, i), out);
     fputs("# HELP sluice_limiter_clients Client states held by a route's limits.\n"
           "# TYPE sluice_limiter_clients gauge\n",
           out);

@@ -30,6 +30,7 @@ struct gw_limit {
     enum config_key_kind key_kind;
     char *key_name; /* NULL for ip */
     struct gw_route_metrics *metrics;
+    _Atomic int64_t in_flight; /* concurrency: units held by requests not yet ended (slots.h) */
 };
 
 /* The limits a request is held to: a route's own, or its version of one plan. */
