@@ -22,6 +22,7 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     out->allowed = held + cost <= quota;
     if (out->allowed) {
         held += cost;
+        out->charged_ns = now_ns;
         if (consume)
             state->slots.in_flight = held;
     } else {

@@ -30,6 +30,7 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     out->allowed = count + cost <= self->params.requests;
     if (out->allowed) {
         count += (uint32_t)cost;
+        out->charged_ns = max_i64(now_ns, start); /* in the window it counts in */
         if (consume) {
             state->fixed.window_start_ns = start;
             state->fixed.count = count;

@@ -29,6 +29,7 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
 
     out->allowed = ahead <= g->tolerance_ns;
     if (out->allowed) {
+        out->charged_ns = now_ns;
         if (consume)
             state->gcra.tat_ns = tat;
         out->remaining = (uint64_t)((g->tolerance_ns - ahead) / g->interval_ns);
@@ -43,16 +44,19 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     return 0;
 }
 
-/* The charge moved TAT `cost` intervals on; moving it back is the same as never charging. A
- * TAT that lands in the past is a full bucket, as for a fresh client. */
+/* The charge moved TAT `cost` intervals on; what of that still counts now is at most those
+ * intervals less the time since the charge (once a request found TAT in its past, the charge
+ * was forgotten). Moving TAT back by that much never passes more than never charging would;
+ * it is exact for a refund that comes within an interval of the charge. A TAT that lands in
+ * the past is a full bucket, as for a fresh client. */
 static void refund(const struct limiter *self, union client_state *state, int64_t charged_ns,
                    int64_t now_ns, uint64_t cost)
 {
     const struct gcra *g = (const struct gcra *)self;
+    int64_t back = (int64_t)cost * g->interval_ns - max_i64(now_ns - charged_ns, 0);
 
-    (void)charged_ns;
-    (void)now_ns;
-    state->gcra.tat_ns = max_i64(state->gcra.tat_ns - (int64_t)cost * g->interval_ns, 0);
+    if (back > 0)
+        state->gcra.tat_ns = max_i64(state->gcra.tat_ns - back, 0);
 }
 
 static int64_t idle_at(const struct limiter *self, const union client_state *state)

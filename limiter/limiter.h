@@ -92,6 +92,9 @@ struct limiter_decision {
     int64_t reset_ms;       /* until the client's full quota is back */
     int64_t retry_after_ms; /* 0 when allowed; when denied, the wait after which the
                                client's next request is allowed */
+    int64_t charged_ns;     /* allowed: the instant the charge was counted at, for
+                               limiter_refund() (now_ns, or later where a clock that went back
+                               made the algorithm count it later) */
 };
 
 struct limiter_stats {
@@ -142,14 +145,16 @@ int limiter_decide_all_cost(struct limiter *const *limiters, size_t n,
                             const char *const *client_ids, const uint64_t *costs, int64_t now_ns,
                             struct limiter_decision *out);
 
-/* Gives back the `cost` units a decision charged `client_id` at `charged_ns` (the now_ns it
- * was decided at), seen at `now_ns`: for a request whose answer shows it should not count.
+/* Gives back the `cost` units a decision charged `client_id` at `charged_ns` (the decision's
+ * charged_ns), seen at `now_ns`: for a request whose answer shows it should not count.
  * The client's state becomes what it would be had the request never been charged; where a
  * later charge or a clock that went back leaves that unknowable, one no more generous. So a
  * refund never lifts a client above a fresh client's allowance, and a charge already given
  * back by time (its window passed, its tokens refilled) gives nothing more:
- *   token_bucket            the tokens go back in, the bucket filling no further than full;
- *   gcra                    the theoretical arrival time moves back `cost` intervals;
+ *   token_bucket            the tokens go back in, less the refill since `charged_ns` (which
+ *                           may have made up for them already), no further than full;
+ *   gcra                    the theoretical arrival time moves back `cost` intervals, less
+ *                           the time since `charged_ns`;
  *   fixed_window            the count of the window holding `charged_ns` goes down, while
  *                           it is the client's current window;
  *   sliding_window_counter  the same, in the current window or the previous one;

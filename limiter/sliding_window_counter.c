@@ -81,6 +81,7 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     out->allowed = slack(self, &c) > (__int128)extra * per;
     if (out->allowed) {
         c.curr += (uint32_t)cost;
+        out->charged_ns = max_i64(now_ns, c.window_start_ns); /* in the window it counts in */
         if (consume) {
             state->counter.window_start_ns = c.window_start_ns;
             state->counter.curr_count = c.curr;

@@ -78,6 +78,7 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
             return -1;
         }
     out->remaining = requests - state->log.count - (uint32_t)cost;
+    out->charged_ns = state->log.count > 0 ? max_i64(now_ns, newest(state)) : now_ns;
     if (!consume)
         return 0;
     /* A clock that went back stamps the request no earlier than the last one, keeping the ring

@@ -42,6 +42,7 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     out->allowed = tb->capacity - deficit >= charge;
     if (out->allowed) {
         deficit += charge;
+        out->charged_ns = now_ns;
         if (consume) {
             state->bucket.deficit = deficit;
             /* Never move `last_ns` back: time already refilled must not refill twice. */
@@ -57,17 +58,22 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     return 0;
 }
 
-/* The tokens go back in as of now: the deficit less their credit, never below a full
- * bucket. Had they never been taken, the refill since would have filled the same bucket up to
- * the same cap, so this is exact. */
+/* The tokens go back in, less what the refill since `charged_ns` may already have made up
+ * for them: a bucket that was full again meanwhile (and then spent by others) owes the
+ * charge nothing more. So the refill since the charge is taken off what comes back, and the
+ * result never passes more than never charging would have; it is exact while the refund comes
+ * before the charge could refill (a request shorter than its tokens' refill time). */
 static void refund(const struct limiter *self, union client_state *state, int64_t charged_ns,
                    int64_t now_ns, uint64_t cost)
 {
     const struct token_bucket *tb = (const struct token_bucket *)self;
     int64_t at = max_i64(state->bucket.last_ns, now_ns);
-    int64_t deficit = deficit_at(tb, state, at) - (int64_t)cost * tb->token_credit;
+    int64_t back = (int64_t)cost * tb->token_credit, elapsed = at - charged_ns, deficit;
 
-    (void)charged_ns;
+    if (elapsed > 0)
+        back =
+            elapsed >= div_ceil(back, tb->credit_per_ns) ? 0 : back - elapsed * tb->credit_per_ns;
+    deficit = deficit_at(tb, state, at) - back;
     state->bucket.deficit = deficit > 0 ? deficit : 0;
     state->bucket.last_ns = at;
 }

@@ -156,6 +156,9 @@ static ssize_t read_answer(void *cls, uint64_t pos, char *buf, size_t max)
     }
     if (n == GW_READ_ERROR)
         return MHD_CONTENT_READER_END_WITH_ERROR;
+    /* A body of known length ends with its last byte: libmicrohttpd asks no more. */
+    if (n > 0 && rq->answer.length >= 0 && pos + (uint64_t)n >= (uint64_t)rq->answer.length)
+        gw_req_answer_whole(rq);
     return n; /* GW_READ_WAIT is 0: the connection is set aside */
 }
 

@@ -190,7 +190,8 @@ static const struct sim_set *select_set(const struct sim *s, const struct sim_ro
  * got the gateway's refusal, not an answer: what it would have been answered is unknown, and
  * its charge is kept. A concurrency limit's slot is given back at once (gw_sim_replays()). */
 static void settle(const struct sim_set *set, const struct gw_log_line *line,
-                   const char *const *ids, const struct gw_limits_selection *selection)
+                   const char *const *ids, const struct gw_limits_selection *selection,
+                   const struct gw_limits_decision *verdict)
 {
     bool answered = strcmp(line->decision, "denied") != 0;
 
@@ -198,8 +199,8 @@ static void settle(const struct sim_set *set, const struct gw_log_line *line,
         if (!gw_sim_replays(&set->limits[i]) ||
             (answered && !config_count_holds(&set->limits[i].config->count,
                                              (unsigned)(line->status <= 999 ? line->status : 0))))
-            limiter_refund(set->limits[i].limiter, ids[i], selection->costs[i], line->decided_ns,
-                           line->decided_ns);
+            limiter_refund(set->limits[i].limiter, ids[i], selection->costs[i],
+                           verdict->each[i].charged_ns, line->decided_ns);
 }
 
 /* Decides `line` under `s`: 1 denied, 0 allowed, -1 not replayed (`*skip` says why), -2 out
@@ -270,7 +271,7 @@ static int replay(struct sim *s, const struct gw_log_line *line, int64_t minute0
                                 len ? "," : "", l->name);
     }
     if (outcome == GW_LIMITS_ALLOWED) {
-        settle(set, line, ids, &selection);
+        settle(set, line, ids, &selection, &verdict);
         return 0;
     }
     r->denied++;

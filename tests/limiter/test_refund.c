@@ -26,16 +26,16 @@ static void test_refund_gives_one_back(void)
         struct limiter_decision d;
 
         CU_ASSERT_EQUAL(count_allowed(l, "a", T0 + MS(10), 10), 5);
-        refund(l, "a", 1, T0 + MS(10), T0 + MS(20));
-        d = decide_at(l, "a", T0 + MS(20));
+        refund(l, "a", 1, T0 + MS(10), T0 + MS(10));
+        d = decide_at(l, "a", T0 + MS(10));
         if (!d.allowed)
             fprintf(stderr, "\n%s: the refunded unit did not come back", all_algorithms[i]);
         CU_ASSERT_TRUE(d.allowed);
         CU_ASSERT_EQUAL(d.remaining, 0);
-        CU_ASSERT_FALSE(decide_at(l, "a", T0 + MS(20)).allowed);
-        /* Two back: a request of cost 2 fits, one of 3 does not. */
-        refund(l, "a", 2, T0 + MS(10), T0 + MS(30));
-        CU_ASSERT_EQUAL(count_allowed(l, "a", T0 + MS(30), 10), 2);
+        CU_ASSERT_FALSE(decide_at(l, "a", T0 + MS(10)).allowed);
+        /* Two back: two more pass, not three. */
+        refund(l, "a", 2, T0 + MS(10), T0 + MS(10));
+        CU_ASSERT_EQUAL(count_allowed(l, "a", T0 + MS(10), 10), 2);
         limiter_free(l);
     }
 }
@@ -120,18 +120,57 @@ static void test_refund_in_the_log(void)
     limiter_free(l);
 }
 
-/* The buckets: tokens given back at a later time fill no further than full. A bucket of 5 at
- * 5 per second, emptied at 0, refilled by 2 at 400 ms; 3 given back then: full, 5 pass. */
+/* The buckets: tokens given back later come back less the refill since their charge, which
+ * may already have made up for them. A bucket of 5 at 5 per second, emptied at 0, refilled
+ * by 2 at 400 ms; 3 given back then bring 1: 3 pass. A fresh client's answer refunded after
+ * a while leaves it full. And the case that makes the deduction needed: 1 per second, burst
+ * 2; a charge at 0 refilled by 9.9 s, when the client spends its burst; given back at 10 s,
+ * it must not let a third through (without that charge, none would pass). */
 static void test_refund_in_the_buckets(void)
 {
     static const char *const buckets[] = {"token_bucket", "gcra"};
 
     for (size_t i = 0; i < 2; i++) {
         struct limiter *l = new_limiter(buckets[i], 5, SEC(1), 0, 0);
+        struct limiter *slow = new_limiter(buckets[i], 1, SEC(1), 2, 0);
 
         CU_ASSERT_EQUAL(count_allowed(l, "a", T0, 10), 5);
         refund(l, "a", 3, T0, T0 + MS(400));
-        CU_ASSERT_EQUAL(count_allowed(l, "a", T0 + MS(400), 10), 5);
+        CU_ASSERT_EQUAL(count_allowed(l, "a", T0 + MS(400), 10), 3);
+        charge(l, "b", T0);
+        refund(l, "b", 1, T0, T0 + MS(150));
+        CU_ASSERT_EQUAL(count_allowed(l, "b", T0 + MS(150), 10), 5);
+
+        charge(slow, "a", T0);
+        CU_ASSERT_EQUAL(count_allowed(slow, "a", T0 + MS(9900), 10), 2);
+        refund(slow, "a", 1, T0, T0 + SEC(10));
+        CU_ASSERT_FALSE(decide_at(slow, "a", T0 + SEC(10)).allowed);
+        limiter_free(l);
+        limiter_free(slow);
+    }
+}
+
+/* A charge is refunded at the instant the decision says it was counted (charged_ns), which a
+ * clock that went back moves later: in the log, the stamp it was given; in a window, the
+ * window that counted it. Refunded so, it comes back; by the clock's own reading, it would
+ * not. */
+static void test_refund_at_the_charge_instant(void)
+{
+    static const char *const names[] = {"sliding_window_log", "fixed_window",
+                                        "sliding_window_counter"};
+
+    for (size_t i = 0; i < 3; i++) {
+        struct limiter *l = new_limiter(names[i], 2, SEC(1), 0, 0);
+        struct limiter_decision late, early;
+
+        late = decide_at(l, "a", T0 + SEC(1) + MS(200));
+        early = decide_at(l, "a", T0 + MS(900)); /* the clock went back a window */
+        CU_ASSERT_TRUE(late.allowed && early.allowed);
+        CU_ASSERT(early.charged_ns >= T0 + SEC(1));
+        CU_ASSERT_EQUAL(late.charged_ns, T0 + SEC(1) + MS(200));
+        CU_ASSERT_FALSE(decide_at(l, "a", T0 + SEC(1) + MS(300)).allowed);
+        refund(l, "a", 1, early.charged_ns, T0 + SEC(1) + MS(300));
+        CU_ASSERT_TRUE(decide_at(l, "a", T0 + SEC(1) + MS(300)).allowed);
         limiter_free(l);
     }
 }
@@ -162,5 +201,7 @@ void register_refund_tests(void)
              test_refund_in_its_own_window);
     add_test(s, "the log: the charge's own time leaves", test_refund_in_the_log);
     add_test(s, "the buckets: given back no further than full", test_refund_in_the_buckets);
+    add_test(s, "refunded at the instant the charge was counted",
+             test_refund_at_the_charge_instant);
     add_test(s, "bad arguments are refused", test_refund_arguments);
 }

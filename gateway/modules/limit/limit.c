@@ -234,7 +234,7 @@ static void settle(struct limit_ctx *c, unsigned status)
     for (size_t i = 0; i < c->set->n_limits; i++)
         if (!config_count_holds(&c->set->config[i].count, status))
             limiter_refund(c->set->limiters[i], c->ids[i], c->selection.costs[i],
-                           c->verdict.decided_ns, now);
+                           c->verdict.each[i].charged_ns, now);
 }
 
 static void on_answer(struct gw_req *rq, void *ctx, struct gw_answer *a)

@@ -18,8 +18,12 @@ static void limit_free(struct gw_limit *limit)
     free(limit);
 }
 
-/* Drops a reference; the last one's evictions stay counted in the route's metrics. */
-static void limit_release(struct gw_limit *limit)
+void gw_limit_retain(struct gw_limit *limit)
+{
+    atomic_fetch_add(&limit->refs, 1);
+}
+
+void gw_limit_release(struct gw_limit *limit)
 {
     struct limiter_stats stats;
 
@@ -239,7 +243,7 @@ void gw_limit_route_free(struct gw_limit_route *r)
         const struct gw_limit_set *set = set_at(r, k);
 
         for (size_t j = 0; j < set->n_limits; j++)
-            limit_release(set->limits[j]);
+            gw_limit_release(set->limits[j]);
         for (size_t j = 0; j < LIMITER_MAX_PER_REQUEST; j++)
             free(set->store_names[j]);
         free(set->policy);

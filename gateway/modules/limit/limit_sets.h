@@ -33,6 +33,12 @@ struct gw_limit {
     _Atomic int64_t in_flight; /* concurrency: units held by requests not yet ended (slots.h) */
 };
 
+/* A reference more, for what outlives the runtimes that hold the limit (slots.h); dropped
+ * with gw_limit_release(), the last one freeing it (its evictions stay counted in the route's
+ * metrics). Thread-safe. */
+void gw_limit_retain(struct gw_limit *limit);
+void gw_limit_release(struct gw_limit *limit);
+
 /* The limits a request is held to: a route's own, or its version of one plan. */
 struct gw_limit_set {
     const struct config_limit *config;                 /* n_limits of them */

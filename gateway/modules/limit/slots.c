@@ -6,9 +6,8 @@
 #include "gateway/modules/limit/slots.h"
 
 struct held {
-    struct gw_runtime *runtime; /* held: its limit sets own the limiters below */
     size_t n;
-    struct gw_limit *limits[LIMITER_MAX_PER_REQUEST];
+    struct gw_limit *limits[LIMITER_MAX_PER_REQUEST]; /* a reference each */
     uint64_t costs[LIMITER_MAX_PER_REQUEST];
     char ids[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN];
 };
@@ -35,8 +34,8 @@ static void give_back(void *arg)
     for (size_t i = 0; i < h->n; i++) {
         limiter_refund(h->limits[i]->limiter, h->ids[i], h->costs[i], now, now);
         atomic_fetch_sub(&h->limits[i]->in_flight, (int64_t)h->costs[i]);
+        gw_limit_release(h->limits[i]);
     }
-    gw_runtime_release(h->runtime);
     free(h);
 }
 
@@ -47,12 +46,11 @@ int gw_limit_slots_hold(struct gw_req *rq, const struct gw_limit_set *set, const
 
     if (h == NULL)
         return -1;
-    h->runtime = rq->runtime;
-    gw_runtime_hold(h->runtime);
     for (size_t i = 0; i < set->n_limits; i++) {
         if (!counts_in_flight(&set->config[i]))
             continue;
         h->limits[h->n] = set->limits[i];
+        gw_limit_retain(set->limits[i]);
         h->costs[h->n] = costs[i];
         snprintf(h->ids[h->n], sizeof h->ids[h->n], "%s", ids[i]);
         atomic_fetch_add(&set->limits[i]->in_flight, (int64_t)costs[i]);

@@ -3,8 +3,12 @@
  * as its connection serves it. The limit module charges them with the request's other limits
  * when it admits the request; this gives them back when the request ends: its answer sent or
  * failed, its client gone, or, for a request that switched protocols, its tunnel closed
- * (gw_req_hold()). What is held keeps the request's runtime, and with it the limiters, alive
- * until then, even past a reload. sluice_limit_in_flight counts the units held per limit.
+ * (gw_req_hold()). What is held keeps a reference to each of its limits (limit_sets.h), so
+ * their limiters live until then, even past a reload, without keeping the rest of an old
+ * runtime. A reload that keeps a limit keeps its slots; one that changes it starts a new
+ * limiter with none held, so until the old requests end both admit their own (at most twice
+ * the cap, as any limit that changes starts afresh). sluice_limit_in_flight counts the units
+ * held per limit.
  */
 #ifndef SLUICE_GATEWAY_MODULES_LIMIT_SLOTS_H
 #define SLUICE_GATEWAY_MODULES_LIMIT_SLOTS_H
