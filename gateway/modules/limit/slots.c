@@ -44,8 +44,14 @@ int gw_limit_slots_hold(struct gw_req *rq, const struct gw_limit_set *set, const
 {
     struct held *h = calloc(1, sizeof *h);
 
-    if (h == NULL)
+    if (h == NULL) { /* nowhere to say what is held: given back now */
+        int64_t now = limiter_now_ns();
+
+        for (size_t i = 0; i < set->n_limits; i++)
+            if (counts_in_flight(&set->config[i]))
+                limiter_refund(set->limiters[i], ids[i], costs[i], now, now);
         return -1;
+    }
     for (size_t i = 0; i < set->n_limits; i++) {
         if (!counts_in_flight(&set->config[i]))
             continue;
