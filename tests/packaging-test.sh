@@ -4,7 +4,8 @@
 # `make uninstall` under a DESTDIR put and remove exactly their files (a changed config
 # stays), and the installed systemd unit passes `systemd-analyze verify`, runs `sluice --check`
 # before a start and a reload (run here on a good and a broken config), and names a user that
-# its sysusers.d file makes. A few seconds.
+# its sysusers.d file makes; and make test's runner sums its steps into one table and a last
+# line "N passed, M failed". A few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -143,5 +144,42 @@ $MAKE -s --no-print-directory uninstall DESTDIR="$dest" PREFIX=/opt/sluice >/dev
 [ ! -e "$dest/etc/sluice" ] && [ ! -e "$dest/opt/sluice/share/doc/sluice" ] ||
   fail "uninstall left its directories"
 pass "PREFIX=/opt/sluice installs there; uninstall removes every file"
+
+# --- make test's summary ---------------------------------------------------------------------
+# tests/run-tests.sh in a tree of its own, whose steps print what the real ones print: its
+# table adds each step's figures up, a failed step is shown with its failures, and the last
+# line is "N passed, M failed", with exit status 1.
+tree=$(mktemp -d /tmp/sluice-runner.XXXXXX)
+mkdir -p "$tree/tests" "$tree/build/asan" "$tree/build/tsan"
+cp tests/run-tests.sh "$tree/tests/"
+unit_summary() { # PASSED FAILED EXIT
+  printf '#!/bin/sh\n'
+  printf 'echo "Run Summary:    Type  Total    Ran Passed Failed Inactive"\n'
+  printf 'echo "               tests %6d %6d %6d %6d        0"\n' $(($1 + $2)) $(($1 + $2)) "$1" "$2"
+  [ "$2" = 0 ] || printf 'echo "    1. tests/x.c:7  - CU_ASSERT(planted)"\n'
+  printf 'exit %d\n' "$3"
+}
+unit_summary 9 1 1 >"$tree/build/test_unit"
+unit_summary 10 0 0 >"$tree/build/asan/test_unit"
+unit_summary 3 0 0 >"$tree/build/tsan/test_unit"
+printf '#!/bin/sh\necho "packaging-test: 6 passed, 0 failed"\n' >"$tree/tests/packaging-test.sh"
+printf '#!/bin/sh\nfor run in thread event; do echo "build/integration-$run.log: integration: 5 %s"; done\n' \
+  'tests run: 5 passed, 0 failed, 0 skipped; 9 asserts, 0 failed' >"$tree/tests/run-integration.sh"
+printf '#!/bin/sh\necho "  FUZZ config for 5 s"\necho "  FUZZ keys for 5 s"\n' >"$tree/make"
+chmod +x "$tree/build/test_unit" "$tree/build/asan/test_unit" "$tree/build/tsan/test_unit" \
+  "$tree/tests/packaging-test.sh" "$tree/tests/run-integration.sh" "$tree/make"
+set +e
+out=$(MAKE="$tree/make" "$tree/tests/run-tests.sh" 2>&1)
+code=$?
+set -e
+rm -rf "$tree"
+[ "$code" = 1 ] || fail "run-tests.sh exited $code with a failed step"
+[ "$(tail -1 <<<"$out")" = "40 passed, 1 failed" ] ||
+  fail "run-tests.sh's last line: $(tail -1 <<<"$out")"
+grep -qE '^  unit +FAILED +9 passed +1 failed' <<<"$out" &&
+  grep -qF 'CU_ASSERT(planted)' <<<"$out" &&
+  grep -qE '^integration +10 +0 ' <<<"$out" && grep -qE '^fuzz +2 +0 ' <<<"$out" ||
+  fail "run-tests.sh's steps and table: $out"
+pass "make test's runner adds up its steps and ends on \"N passed, M failed\""
 
 echo "packaging-test: $passed passed, 0 failed"
