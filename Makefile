@@ -251,6 +251,7 @@ bench: build/limiter_bench build/sluice build/test_upstream
 	build/limiter_bench
 	tests/bench/compare.sh
 	tests/bench/consumers.sh
+	tests/bench/limits.sh
 	tests/bench/servers.sh
 	tests/bench/uploads.sh
 	tests/bench/simulate.sh
