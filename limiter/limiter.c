@@ -157,6 +157,15 @@ void limiter_free(struct limiter *limiter)
     free(limiter); /* the concrete type starts with the base, so this is its allocation */
 }
 
+/* The table key of `client_id` under `limiter`: SipHash with a secret key, so clients cannot
+ * aim their ids at one shard or chain, and a 128-bit digest makes two distinct ids sharing a
+ * state practically impossible. */
+static void client_key(const struct limiter *limiter, const char *client_id, uint64_t key[2])
+{
+    crypto_shorthash_siphashx24((unsigned char *)key, (const unsigned char *)client_id,
+                                strlen(client_id), limiter->hash_key);
+}
+
 static bool distinct(struct limiter *const *limiters, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -227,10 +236,7 @@ int limiter_decide_all_cost(struct limiter *const *limiters, size_t n,
         size_t i = order[k];
         uint64_t key[2];
 
-        /* SipHash with a secret key: clients cannot aim their keys at one shard or chain, and
-         * a 128-bit digest makes two distinct ids sharing a state practically impossible. */
-        crypto_shorthash_siphashx24((unsigned char *)key, (const unsigned char *)client_ids[i],
-                                    strlen(client_ids[i]), limiters[i]->hash_key);
+        client_key(limiters[i], client_ids[i], key);
         slots[i] = limiter_table_lock_client(limiters[i]->clients, key, now_ns);
     }
     /* One limit needs no separate check: a denial charges nothing anyway. */
@@ -264,8 +270,7 @@ int limiter_refund(struct limiter *limiter, const char *client_id, uint64_t cost
         errno = EINVAL;
         return -1;
     }
-    crypto_shorthash_siphashx24((unsigned char *)key, (const unsigned char *)client_id,
-                                strlen(client_id), limiter->hash_key);
+    client_key(limiter, client_id, key);
     /* A client the table no longer holds has nothing to give back; looking it up must not
      * make room for it at another client's expense. */
     slot = limiter_table_find_client(limiter->clients, key);

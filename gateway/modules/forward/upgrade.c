@@ -76,14 +76,14 @@ static int join(struct gw_req *rq, struct exchange *x, const struct gw_switched 
     };
 
     *why = "the client sent bytes before the 101";
-    if (!client_quiet(rq) || chain == NULL) {
-        if (chain == NULL)
-            *why = "out of memory";
+    if (!client_quiet(rq)) {
         free(chain);
         return -1;
     }
-    *chain = (struct close_chain){connection->close, connection->close_cls, gw_req_take_holds(rq)};
     *why = "out of memory";
+    if (chain == NULL)
+        return -1;
+    *chain = (struct close_chain){connection->close, connection->close_cls, gw_req_take_holds(rq)};
     if (gw_tunnel_open(rq->tunnels, &spec) != 0) {
         gw_holds_release(chain->holds); /* the connection closes now */
         free(chain);
