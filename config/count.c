@@ -1,6 +1,5 @@
 /* A limit's count: which answers its charge stands for (the rest are given back once the
- * answer's status is known); and the check that a route's store can give charges back (count:,
- * concurrency). See sections.h and config.h. */
+ * answer's status is known). See sections.h and config.h. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,43 +103,4 @@ void config_parse_count(struct loader *ld, yaml_node_t *node, void *object)
             for (unsigned s = range[0]; s <= range[1]; s++)
                 mark(count, s, statuses != NULL);
     }
-}
-
-/* What a limit asks of its store that Redis cannot keep yet: a charge given back (count:),
- * or a slot given back when its request ends (concurrency). Such a limit on a route that keeps
- * its counts in Redis is refused rather than run otherwise. */
-static const char *redis_lacks(const struct config_limit *limit)
-{
-    if (limit->params.algorithm_id == LIMITER_CONCURRENCY)
-        return "algorithm: concurrency";
-    return limit->count.set ? "count:" : NULL;
-}
-
-static void check_route_counts(struct loader *ld, yaml_node_t *node, const struct config *config,
-                               const struct config_route *route)
-{
-    const char *lacking = NULL;
-
-    if ((route->store_set ? route->store : config->store) != CONFIG_STORE_REDIS)
-        return;
-    for (size_t i = 0; lacking == NULL && i < route->n_limits; i++)
-        lacking = redis_lacks(&route->limits[i]);
-    for (size_t p = 0; lacking == NULL && p < route->n_plans; p++)
-        for (size_t i = 0; lacking == NULL && i < route->plans[p].n_limits; i++)
-            lacking = redis_lacks(&route->plans[p].limits[i]);
-    if (lacking != NULL)
-        config_error(ld, node,
-                     "%s is kept with store: memory only for now; route %s keeps its counts in "
-                     "Redis",
-                     lacking, route->name);
-}
-
-void config_check_counts(struct loader *ld, yaml_node_t *root, const struct config *config)
-{
-    yaml_node_t *routes = config_find_value(ld, root, "routes");
-
-    for (size_t i = 0; routes != NULL && routes->type == YAML_SEQUENCE_NODE && i < config->n_routes;
-         i++)
-        check_route_counts(ld, config_node_at(ld, routes->data.sequence.items.start[i]), config,
-                           &config->routes[i]);
 }

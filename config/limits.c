@@ -33,6 +33,7 @@ static const struct field redis_fields[] = {
     {"db", CONFIG_U32, offsetof(struct config, redis.db), 0, 1000000, NULL},
     {"timeout", CONFIG_DURATION, offsetof(struct config, redis.timeout_ns), 1, DAY, NULL},
     {"prefix", CONFIG_STRING, offsetof(struct config, redis.prefix), 0, 0, NULL},
+    {"lease", CONFIG_DURATION, offsetof(struct config, redis.lease_ns), SECOND, HOUR, NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
 

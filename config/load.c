@@ -125,6 +125,7 @@ static void set_defaults(struct config *config)
     config->max_memory = 256 * 1024 * KIB;
     config->redis.db = 0;
     config->redis.timeout_ns = 50 * (int64_t)1000000;
+    config->redis.lease_ns = 10 * (int64_t)SECOND;
     config->replicas = 1;
     config->tracing.sample = 0;
 }
@@ -144,7 +145,6 @@ static void read_sections(struct loader *ld, struct config *config)
     if (ld->n_errors == 0) {
         config_check_consumers(ld, config);
         config_resolve_plans(ld, root, config);
-        config_check_counts(ld, root, config);
     }
     config_check_underscore_keys(ld, config);
     config_check_log_memory(ld, config);

@@ -83,11 +83,9 @@ void config_parse_route_key(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_limit(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_on_limit(struct loader *ld, yaml_node_t *node, void *object);
 
-/* count.c: a limit's count:, and the check that a route whose limits give charges back
- * (count:, concurrency) keeps its counts where they can be given back. */
+/* count.c: a limit's count:. */
 extern const struct field config_count_fields[];
 void config_parse_count(struct loader *ld, yaml_node_t *node, void *object);
-void config_check_counts(struct loader *ld, yaml_node_t *root, const struct config *config);
 
 /* One limit mapping, or a list of named ones, into `*limits` (allocated); a single unnamed
  * limit is named `name`. For a route's limit: and for each plan. */

@@ -6,6 +6,10 @@
 #include "gateway/common/log.h"
 #include "gateway/ops/metrics.h"
 
+/* A limit's counts in its gw_labelled. */
+enum { LIMIT_DENIALS, LIMIT_REFUNDS };
+_Static_assert((int)LIMIT_REFUNDS < (int)GW_N_DECISIONS, "a limit's counts fit its gw_labelled");
+
 static const double bucket_bounds[GW_N_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                    0.1,   0.25,   0.5,   1,    2.5,   10};
 
@@ -149,7 +153,12 @@ void gw_metrics_count_request(struct gw_route_metrics *m, struct gw_labelled *pl
 
 void gw_metrics_count_denial(struct gw_labelled *limit)
 {
-    add(&limit->shards[my_shard].counts[0], 1);
+    add(&limit->shards[my_shard].counts[LIMIT_DENIALS], 1);
+}
+
+void gw_metrics_count_refund(struct gw_labelled *limit)
+{
+    add(&limit->shards[my_shard].counts[LIMIT_REFUNDS], 1);
 }
 
 void gw_metrics_count_response(struct gw_route_metrics *m, unsigned status)
@@ -263,7 +272,15 @@ static void render_routes(struct gw_route_metrics *routes, FILE *out)
     for (r = routes; r != NULL; r = r->next)
         for (struct gw_labelled *l = r->limits; l != NULL; l = l->next)
             fprintf(out, "sluice_limit_denials_total{route=\"%s\",limit=\"%s\"} %llu\n", r->route,
-                    l->label, (unsigned long long)labelled_sum(l, 0));
+                    l->label, (unsigned long long)labelled_sum(l, LIMIT_DENIALS));
+    fputs("# HELP sluice_limit_refunds_total Charges each limit gave back because the answer "
+          "did not count (count:).\n"
+          "# TYPE sluice_limit_refunds_total counter\n",
+          out);
+    for (r = routes; r != NULL; r = r->next)
+        for (struct gw_labelled *l = r->limits; l != NULL; l = l->next)
+            fprintf(out, "sluice_limit_refunds_total{route=\"%s\",limit=\"%s\"} %llu\n", r->route,
+                    l->label, (unsigned long long)labelled_sum(l, LIMIT_REFUNDS));
     fputs("# HELP sluice_upstream_responses_total Upstream answers by status code.\n"
           "# TYPE sluice_upstream_responses_total counter\n",
           out);

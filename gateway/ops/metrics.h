@@ -76,8 +76,9 @@ struct gw_route_shard {
 };
 
 /* A count kept under one more label of a route: a plan's requests by decision, or one limit's
- * denials (counts[0]). Made on first use, and kept, like the route's, across reloads; sharded
- * as the route's are, since one plan can be most of a route's requests. */
+ * denials and refunds (counts[LIMIT_DENIALS], counts[LIMIT_REFUNDS], in metrics.c). Made on first
+ * use, and kept, like the route's, across reloads; sharded as the route's are, since one plan can
+ * be most of a route's requests. */
 struct gw_labelled_shard {
     _Alignas(64) _Atomic uint64_t counts[GW_N_DECISIONS];
 };
@@ -122,6 +123,8 @@ void gw_metrics_use_shard(unsigned index);
 void gw_metrics_count_request(struct gw_route_metrics *m, struct gw_labelled *plan,
                               enum gw_decision decision, int64_t duration_ns);
 void gw_metrics_count_denial(struct gw_labelled *limit);
+/* A charge of `limit` given back: its answer did not count (count:). */
+void gw_metrics_count_refund(struct gw_labelled *limit);
 void gw_metrics_count_response(struct gw_route_metrics *m, unsigned status);
 void gw_metrics_count_error(struct gw_route_metrics *m, enum gw_upstream_error_kind kind);
 /* A retry made (`retried`), or one the route's retry budget refused. */

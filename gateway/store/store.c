@@ -7,6 +7,7 @@
 #include "gateway/store/store.h"
 #include "gateway/store/store_call.h"
 #include "gateway/store/store_health.h"
+#include "gateway/store/store_leases.h"
 #include "gateway/store/store_script.h"
 #include "gateway/store/store_workers.h"
 
@@ -15,6 +16,8 @@ struct gw_store {
     struct gw_store_redis redis; /* the threads' view of the above */
     struct gw_store_health health;
     struct gw_store_workers *workers;
+    struct gw_store_leases *leases;
+    int64_t lease_ns;
 };
 
 struct gw_store *gw_store_new(const struct config *config)
@@ -38,7 +41,11 @@ struct gw_store *gw_store_new(const struct config *config)
                                        .timeout_ns = config->redis.timeout_ns};
     gw_store_health_init(&s->health, s->host, s->redis.port);
     s->workers = gw_store_workers_new(&s->redis, &s->health);
-    if (s->host == NULL || s->prefix == NULL || (password && !s->password) || s->workers == NULL) {
+    s->lease_ns = config->redis.lease_ns;
+    s->leases = s->workers
+                    ? gw_store_leases_new(s->workers, &s->health, s->lease_ns, s->redis.timeout_ns)
+                    : NULL;
+    if (s->host == NULL || s->prefix == NULL || (password && !s->password) || s->leases == NULL) {
         gw_store_free(s);
         return NULL;
     }
@@ -49,6 +56,7 @@ void gw_store_free(struct gw_store *s)
 {
     if (s == NULL)
         return;
+    gw_store_leases_free(s->leases);
     gw_store_workers_free(s->workers);
     gw_store_health_destroy(&s->health);
     free(s->host);
@@ -59,26 +67,60 @@ void gw_store_free(struct gw_store *s)
 
 void gw_store_stop(struct gw_store *s)
 {
+    gw_store_leases_stop(s->leases);
     gw_store_workers_stop(s->workers);
 }
 
-struct gw_store_call *gw_store_prepare(struct gw_store *s, const char *route,
-                                       const char *const *names,
-                                       const struct limiter_params *const *limits,
-                                       const uint64_t *costs, size_t n,
-                                       const char *const *client_keys)
+/* A call for `ask`, due by limiter.redis.timeout from now; NULL when the store is not to be
+ * asked now, or memory is short. */
+static struct gw_store_call *call_for(struct gw_store *s, const struct gw_store_ask *ask)
 {
     int64_t deadline_ns = limiter_now_ns() + s->redis.timeout_ns;
     struct gw_store_call *call;
     uint64_t state;
 
-    if (n == 0 || n > LIMITER_MAX_PER_REQUEST || !gw_store_health_may_try(&s->health, &state))
+    if (ask->n == 0 || ask->n > LIMITER_MAX_PER_REQUEST ||
+        !gw_store_health_may_try(&s->health, &state))
         return NULL;
     call = gw_store_call_new(deadline_ns, state);
-    if (call == NULL)
-        return NULL;
-    gw_script_args_make(&call->args, s->prefix, route, names, limits, costs, n, client_keys);
+    if (call != NULL)
+        gw_script_args_make(&call->args, s->prefix, s->lease_ns, ask);
     return call;
+}
+
+struct gw_store_call *gw_store_prepare(struct gw_store *s, const struct gw_store_ask *ask)
+{
+    return call_for(s, ask);
+}
+
+void gw_store_give_back(struct gw_store *s, const struct gw_store_ask *ask)
+{
+    struct gw_store_call *call = call_for(s, ask);
+
+    if (call == NULL)
+        return;
+    call->retried = true; /* giving back twice would give what others paid for */
+    if (gw_store_workers_queue(s->workers, call) != 0)
+        gw_store_call_free(call);
+}
+
+struct gw_store_lease *gw_store_hold(struct gw_store *s, const struct gw_store_ask *ask)
+{
+    struct gw_script_args *renew = malloc(sizeof *renew);
+    struct gw_store_lease *lease = NULL;
+
+    if (renew != NULL) {
+        gw_script_args_make(renew, s->prefix, s->lease_ns, ask);
+        gw_script_args_set_op(renew, GW_STORE_RENEW);
+        lease = gw_store_lease_hold(s->leases, renew);
+        free(renew);
+    }
+    return lease;
+}
+
+void gw_store_release(struct gw_store *s, struct gw_store_lease *lease)
+{
+    gw_store_lease_end(s->leases, lease);
 }
 
 void gw_store_send(struct gw_store *s, struct gw_store_call *call, struct limiter_decision *out,
@@ -100,9 +142,14 @@ void gw_store_render_metrics(const struct gw_store *s, FILE *out)
             "# HELP sluice_store_degraded 1 while the shared store is failing and routes limit "
             "per on_store_error.\n"
             "# TYPE sluice_store_degraded gauge\n"
-            "sluice_store_degraded %d\n",
+            "sluice_store_degraded %d\n"
+            "# HELP sluice_store_leases Requests holding concurrency slots in the shared store, "
+            "their leases renewed by this replica.\n"
+            "# TYPE sluice_store_leases gauge\n"
+            "sluice_store_leases %llu\n",
             (unsigned long long)atomic_load(&s->health.errors),
-            (int)(atomic_load(&s->health.state) % 2));
+            (int)(atomic_load(&s->health.state) % 2),
+            (unsigned long long)gw_store_leases_held(s->leases));
 }
 
 #define TEXT_OF(n)          #n

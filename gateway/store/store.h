@@ -7,7 +7,10 @@
  * agree, and every key carries a TTL, so idle clients expire in Redis. token_bucket and gcra
  * are both kept as a theoretical arrival time in microseconds (the same contract);
  * fixed_window and sliding_window_counter as counters per window; sliding_window_log as a
- * sorted set.
+ * sorted set; concurrency as a sorted set of leases (KEY ":slots", each member one unit of a
+ * request, scored by when its lease lapses). The same script gives back what a decision
+ * charged (count:, and a concurrency request that ended) and renews leases (store_leases.h):
+ * one call each way.
  *
  * Keys are PREFIX ROUTE ":" LIMIT ":" VERSION ":" BLAKE2b-128(client key) in hex, with the
  * window's start added by fixed_window and sliding_window_counter and ":log" by
@@ -62,6 +65,27 @@
 
 struct gw_store;
 
+#define GW_STORE_LEASE_LEN 33 /* a lease's id: 32 hex digits */
+
+enum gw_store_op {
+    GW_STORE_DECIDE = 1,    /* answers one decision per limit */
+    GW_STORE_GIVE_BACK = 2, /* answers nothing */
+    GW_STORE_RENEW = 3,     /* concurrency limits only; answers nothing */
+};
+
+/* One call's question about one request's limits. */
+struct gw_store_ask {
+    enum gw_store_op op;
+    const char *route;
+    const char *const *names;                   /* each limit's name in the store */
+    const struct limiter_params *const *limits; /* each limit as the store runs it */
+    const uint64_t *costs;                      /* the units it takes of each; NULL: 1 each */
+    const int64_t *charged_ns; /* GIVE_BACK: each decision's charged_ns; else NULL */
+    const char *const *client_keys;
+    size_t n;          /* 1 to LIMITER_MAX_PER_REQUEST */
+    const char *lease; /* the request's lease id (concurrency slots); NULL without one */
+};
+
 enum gw_store_result {
     GW_STORE_OK,
     GW_STORE_FAILED, /* Redis failed, or is being left alone while it recovers */
@@ -72,20 +96,16 @@ enum gw_store_result {
 struct gw_store *gw_store_new(const struct config *config);
 void gw_store_free(struct gw_store *store);
 
-/* Decides one request on `route` against `n` limits (names and parameters, burst already
- * defaulted), limit i counting it under `client_keys[i]` at a cost of `costs[i]` units (1 to
- * its quota, as limiter_decide_all_cost()), one decision each: all are charged, or none. In
- * two steps, so that the caller need not wait here (the gateway's requests wait by their
- * adapter's means in either serving mode). First the call, its deadline set to now plus
- * limiter.redis.timeout: NULL when the store is not to be asked now (degraded and this is not
- * the probe, or memory short), and on_store_error decides at once. Nothing passed in is
- * kept. */
+/* Decides one request against `ask`'s limits (op GW_STORE_DECIDE: names and parameters,
+ * burst already defaulted; limit i counting it under client_keys[i] at a cost of costs[i]
+ * units, 1 to its quota, as limiter_decide_all_cost(); the request's lease when any is
+ * concurrency), one decision each: all are charged, or none. In two steps, so that the caller
+ * need not wait here (the gateway's requests wait by their adapter's means in either serving
+ * mode). First the call, its deadline set to now plus limiter.redis.timeout: NULL when the
+ * store is not to be asked now (degraded and this is not the probe, or memory short), and
+ * on_store_error decides at once. Nothing passed in is kept. */
 struct gw_store_call;
-struct gw_store_call *gw_store_prepare(struct gw_store *store, const char *route,
-                                       const char *const *limit_names,
-                                       const struct limiter_params *const *limits,
-                                       const uint64_t *costs, size_t n,
-                                       const char *const *client_keys);
+struct gw_store_call *gw_store_prepare(struct gw_store *store, const struct gw_store_ask *ask);
 
 /* Then it is sent, and is the store's. `done(arg, result)` runs exactly once, on one of the
  * store's threads by the call's deadline (plus the moment it takes to deliver), or on this
@@ -95,6 +115,20 @@ typedef void gw_store_done_fn(void *arg, enum gw_store_result result);
 void gw_store_send(struct gw_store *store, struct gw_store_call *call, struct limiter_decision *out,
                    gw_store_done_fn *done, void *arg);
 
+/* Gives back what a decision charged (`ask`, op GW_STORE_GIVE_BACK, with each limit's
+ * charged_ns as the decision said), as limiter_refund() would: sent without waiting, and
+ * never sent twice (a call whose connection broke is not tried again: Redis may have run it).
+ * A store that is not to be asked now (degraded) keeps the charge, which is never too
+ * generous. */
+void gw_store_give_back(struct gw_store *store, const struct gw_store_ask *ask);
+
+/* Holds the concurrency slots a decision just took for a request (`ask`: its concurrency
+ * limits alone, with its lease), renewing their lease until gw_store_release() gives them
+ * back (store_leases.h). NULL when memory is short: they lapse with their lease. */
+struct gw_store_lease;
+struct gw_store_lease *gw_store_hold(struct gw_store *store, const struct gw_store_ask *ask);
+void gw_store_release(struct gw_store *store, struct gw_store_lease *lease);
+
 /* The version of hiredis sluice was built with (static; hiredis says no other), for
  * sluice_build_info. */
 const char *gw_store_library_version(void);
@@ -103,7 +137,8 @@ const char *gw_store_library_version(void);
  * answers resume their connections before the daemons stop. Later calls fail at once. */
 void gw_store_stop(struct gw_store *store);
 
-/* The store's lines for /metrics: sluice_store_errors_total, sluice_store_degraded. */
+/* The store's lines for /metrics: sluice_store_errors_total, sluice_store_degraded,
+ * sluice_store_leases. */
 void gw_store_render_metrics(const struct gw_store *store, FILE *out);
 
 #endif

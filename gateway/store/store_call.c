@@ -28,8 +28,9 @@ void gw_store_call_free(struct gw_store_call *call)
 
 void gw_store_call_deliver(struct gw_store_call *call, enum gw_store_result result)
 {
-    if (result == GW_STORE_OK)
+    if (result == GW_STORE_OK && call->out != NULL)
         memcpy(call->out, call->answer, call->args.n_limits * sizeof *call->out);
-    call->done(call->done_arg, result);
+    if (call->done != NULL)
+        call->done(call->done_arg, result);
     gw_store_call_free(call);
 }

@@ -30,8 +30,8 @@ struct gw_store_call {
     bool retried;               /* queued again after its connection broke (once at most) */
     struct gw_script_args args;
     struct limiter_decision answer[LIMITER_MAX_PER_REQUEST];
-    struct limiter_decision *out; /* where the answer goes */
-    gw_store_done_fn *done;       /* whom to tell */
+    struct limiter_decision *out; /* where the answer goes; NULL: nowhere */
+    gw_store_done_fn *done;       /* whom to tell; NULL: no one (renewals, giving back) */
     void *done_arg;
 };
 

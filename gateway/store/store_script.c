@@ -7,28 +7,59 @@
 
 /* KEYS[i]: limit i's key, made in C from that limit's version and its own client key, so the
  * script needs no notion of clients; sliding_window_log keeps its sorted set at KEYS[i] ":log"
- * (store.h says why). ARGV[1]: the number of limits n; then per limit: algorithm (1
- * token_bucket, 2 gcra, 3 fixed_window, 4 sliding_window_log, 5 sliding_window_counter),
- * requests, per in microseconds, burst, and the request's cost in units (a cost of k is
- * decided as k requests at one instant, as the local limiters do: limiter.h). Returns per
- * limit: allowed (0/1), remaining, reset
- * and retry-after in milliseconds (rounded up). Writes happen only when every limit allows.
- * Times are microseconds from Redis's TIME; numbers are written with %.0f so that no
- * timestamp turns into an exponent. */
+ * and concurrency its leases at KEYS[i] ":slots" (store.h says why). ARGV[1]: what to do
+ * (1 decide, 2 give back, 3 renew leases); ARGV[2]: the number of limits n; ARGV[3]: the
+ * request's lease (its concurrency slots are members LEASE ":" 1..cost); ARGV[4]: how long a
+ * lease lasts, in microseconds. Then per limit: algorithm (1 token_bucket, 2 gcra,
+ * 3 fixed_window, 4 sliding_window_log, 5 sliding_window_counter, 6 concurrency), requests,
+ * per in microseconds, burst, the request's cost in units (a cost of k is decided as k
+ * requests at one instant, as the local limiters do: limiter.h), and, to give back, the
+ * instant the decision charged it.
+ *
+ * Deciding returns per limit: allowed (0/1), remaining, reset and retry-after in milliseconds
+ * (rounded up); then the instant it decided at, in microseconds. Writes happen only when every
+ * limit allows. Giving back (limiter_refund()'s rules, against Redis's clock) and renewing
+ * return nothing. Times are microseconds from Redis's TIME; numbers are written with %.0f so
+ * that no timestamp turns into an exponent. */
 const char gw_script_text[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
     "local function int(x) return string.format('%.0f', x) end\n"
     "local function ttl(us) return int(math.ceil(us / 1000) + 1) end\n"
+    "local op, lease, span = tonumber(ARGV[1]), ARGV[3], tonumber(ARGV[4])\n"
     "local out, writes, all = {}, {}, true\n"
-    "for i = 1, tonumber(ARGV[1]) do\n"
-    "  local a = 1 + (i - 1) * 5\n"
+    "for i = 1, tonumber(ARGV[2]) do\n"
+    "  local a = 4 + (i - 1) * 6\n"
     "  local algo, requests = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])\n"
     "  local per, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])\n"
-    "  local cost = tonumber(ARGV[a + 5])\n"
+    "  local cost, charged = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])\n"
     "  local key = KEYS[i]\n"
     "  local allowed, remaining, reset, retry = 0, 0, 0, 0\n"
-    "  if algo <= 2 then\n"
+    "  if op == 2 then\n"
+    "    if algo <= 2 then\n"
+    "      local back = cost * math.ceil(per / requests) - math.max(now - charged, 0)\n"
+    "      local tat = tonumber(redis.call('GET', key) or '0') - math.max(back, 0)\n"
+    "      if back <= 0 then\n"
+    "      elseif tat > now then redis.call('SET', key, int(tat), 'PX', ttl(tat - now))\n"
+    "      else redis.call('DEL', key) end\n"
+    "    elseif algo == 3 or algo == 5 then\n"
+    "      local wkey = key .. ':' .. int(charged - charged % per)\n"
+    "      local count = tonumber(redis.call('GET', wkey) or '0')\n"
+    "      if count > 0 then redis.call('DECRBY', wkey, math.min(cost, count)) end\n"
+    "    elseif algo == 4 then\n"
+    "      key = key .. ':log'\n"
+    "      local at = redis.call('ZRANGEBYSCORE', key, int(charged), int(charged), 'LIMIT', 0, "
+    "cost)\n"
+    "      if #at > 0 then redis.call('ZREM', key, unpack(at)) end\n"
+    "    else\n"
+    "      for j = 1, cost do redis.call('ZREM', key .. ':slots', lease .. ':' .. j) end\n"
+    "    end\n"
+    "  elseif op == 3 then\n"
+    "    for j = 1, cost do\n"
+    "      redis.call('ZADD', key .. ':slots', 'XX', int(now + span), lease .. ':' .. j)\n"
+    "    end\n"
+    "    redis.call('PEXPIRE', key .. ':slots', ttl(span))\n"
+    "  elseif algo <= 2 then\n"
     "    local interval = math.ceil(per / requests)\n"
     "    local tolerance = burst * interval\n"
     "    local tat = tonumber(redis.call('GET', key) or '0')\n"
@@ -69,7 +100,7 @@ const char gw_script_text[] =
     "      reset, retry = newest + per - now, oldest + per - now\n"
     "      remaining = math.max(requests - count, 0)\n"
     "    end\n"
-    "  else\n"
+    "  elseif algo == 5 then\n"
     "    local start = now - now % per\n"
     "    local ckey = key .. ':' .. int(start)\n"
     "    local curr = tonumber(redis.call('GET', ckey) or '0')\n"
@@ -99,6 +130,19 @@ const char gw_script_text[] =
     "    end\n"
     "    if curr > 0 then reset = start + 2 * per - now elseif prev > 0 then reset = start + per - "
     "now end\n"
+    "  else\n"
+    "    key = key .. ':slots'\n"
+    "    redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now))\n"
+    "    local count = redis.call('ZCARD', key)\n"
+    "    if count + cost <= requests then\n"
+    "      allowed, remaining = 1, requests - count - cost\n"
+    "      for j = 1, cost do\n"
+    "        writes[#writes + 1] = {'ZADD', key, int(now + span), lease .. ':' .. j}\n"
+    "      end\n"
+    "      writes[#writes + 1] = {'PEXPIRE', key, ttl(span)}\n"
+    "    else\n"
+    "      retry, remaining = 1000000, math.max(requests - count, 0)\n"
+    "    end\n"
     "  end\n"
     "  if allowed == 0 then all = false end\n"
     "  out[#out + 1] = allowed\n"
@@ -106,14 +150,15 @@ const char gw_script_text[] =
     "  out[#out + 1] = math.ceil(reset / 1000)\n"
     "  out[#out + 1] = math.ceil(retry / 1000)\n"
     "end\n"
+    "if op ~= 1 then return {} end\n"
     "if all then\n"
     "  for _, w in ipairs(writes) do redis.call(unpack(w)) end\n"
     "end\n"
+    "out[#out + 1] = now\n"
     "return out\n";
 
 /* The script's number for `algorithm` (the top of this file). 0 for an unknown one, which
- * no limit has: config resolved each one's algorithm as it checked it, and refuses
- * concurrency with the Redis store. */
+ * no limit has: config resolved each one's algorithm as it checked it. */
 static int algorithm_code(enum limiter_algorithm algorithm)
 {
     switch (algorithm) {
@@ -127,7 +172,8 @@ static int algorithm_code(enum limiter_algorithm algorithm)
         return 4;
     case LIMITER_SLIDING_WINDOW_COUNTER:
         return 5;
-    case LIMITER_CONCURRENCY: /* not kept in Redis: config refuses it there */
+    case LIMITER_CONCURRENCY:
+        return 6;
     case LIMITER_ALGORITHM_UNKNOWN:
         break;
     }
@@ -149,39 +195,57 @@ static void limit_version(const struct limiter_params *limit, char hex[9])
     sodium_bin2hex(hex, 9, digest, 4);
 }
 
-void gw_script_args_make(struct gw_script_args *a, const char *prefix, const char *route,
-                         const char *const *names, const struct limiter_params *const *limits,
-                         const uint64_t *costs, size_t n, const char *const *client_keys)
+/* Limit i's key: PREFIX ROUTE ":" LIMIT ":" VERSION ":" BLAKE2b-128(client key). */
+static void limit_key(char *out, size_t len, const char *prefix, const struct gw_store_ask *ask,
+                      size_t i)
 {
     char client_hex[33], version[9];
     unsigned char digest[16];
 
+    crypto_generichash(digest, sizeof digest, (const unsigned char *)ask->client_keys[i],
+                       strlen(ask->client_keys[i]), NULL, 0);
+    sodium_bin2hex(client_hex, sizeof client_hex, digest, sizeof digest);
+    limit_version(ask->limits[i], version);
+    snprintf(out, len, "%.64s%.64s:%.129s:%s:%s", prefix, ask->route, ask->names[i], version,
+             client_hex);
+}
+
+void gw_script_args_make(struct gw_script_args *a, const char *prefix, int64_t lease_ns,
+                         const struct gw_store_ask *ask)
+{
+    size_t n = ask->n;
+
     a->argc = 0;
+    a->op = ask->op;
     a->n_limits = n;
     a->argv[a->argc++] = "EVALSHA";
     a->argv[a->argc++] = NULL; /* the digest, filled by the sender */
     snprintf(a->numbers[0], sizeof a->numbers[0], "%zu", n);
     a->argv[a->argc++] = a->numbers[0];
     for (size_t i = 0; i < n; i++) {
-        crypto_generichash(digest, sizeof digest, (const unsigned char *)client_keys[i],
-                           strlen(client_keys[i]), NULL, 0);
-        sodium_bin2hex(client_hex, sizeof client_hex, digest, sizeof digest);
-        limit_version(limits[i], version);
-        snprintf(a->keys[i], sizeof a->keys[i], "%.64s%.64s:%.129s:%s:%s", prefix, route, names[i],
-                 version, client_hex);
+        limit_key(a->keys[i], sizeof a->keys[i], prefix, ask, i);
         a->argv[a->argc++] = a->keys[i];
     }
+    snprintf(a->numbers[1], sizeof a->numbers[1], "%d", (int)ask->op);
+    snprintf(a->lease, sizeof a->lease, "%s", ask->lease ? ask->lease : "");
+    snprintf(a->numbers[2], sizeof a->numbers[2], "%lld", (long long)(lease_ns / 1000));
+    a->argv[a->argc++] = a->numbers[1];
     a->argv[a->argc++] = a->numbers[0];
+    a->argv[a->argc++] = a->lease;
+    a->argv[a->argc++] = a->numbers[2];
     for (size_t i = 0; i < n; i++) {
-        char(*f)[24] = &a->numbers[1 + i * 5];
+        char(*f)[24] = &a->numbers[GW_SCRIPT_HEAD + i * GW_SCRIPT_FIELDS];
+        const struct limiter_params *limit = ask->limits[i];
 
-        a->requests[i] = limits[i]->requests;
-        snprintf(f[0], sizeof f[0], "%d", algorithm_code(limits[i]->algorithm_id));
-        snprintf(f[1], sizeof f[1], "%llu", (unsigned long long)limits[i]->requests);
-        snprintf(f[2], sizeof f[2], "%lld", (long long)(limits[i]->per_ns / 1000));
-        snprintf(f[3], sizeof f[3], "%llu", (unsigned long long)limits[i]->burst);
-        snprintf(f[4], sizeof f[4], "%llu", (unsigned long long)(costs ? costs[i] : 1));
-        for (int k = 0; k < 5; k++)
+        a->requests[i] = limit->requests;
+        snprintf(f[0], sizeof f[0], "%d", algorithm_code(limit->algorithm_id));
+        snprintf(f[1], sizeof f[1], "%llu", (unsigned long long)limit->requests);
+        snprintf(f[2], sizeof f[2], "%lld", (long long)(limit->per_ns / 1000));
+        snprintf(f[3], sizeof f[3], "%llu", (unsigned long long)limit->burst);
+        snprintf(f[4], sizeof f[4], "%llu", (unsigned long long)(ask->costs ? ask->costs[i] : 1));
+        snprintf(f[5], sizeof f[5], "%lld",
+                 (long long)(ask->charged_ns ? ask->charged_ns[i] / 1000 : 0));
+        for (int k = 0; k < GW_SCRIPT_FIELDS; k++)
             a->argv[a->argc++] = f[k];
     }
 }
@@ -190,12 +254,16 @@ int gw_script_answer(const redisReply *r, const struct gw_script_args *a,
                      struct limiter_decision *out)
 {
     size_t n = a->n_limits;
+    int64_t now_us;
 
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 * n)
+    if (a->op != GW_STORE_DECIDE)
+        return r->type == REDIS_REPLY_ARRAY && r->elements == 0 ? 0 : -1;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 * n + 1)
         return -1;
-    for (size_t i = 0; i < 4 * n; i++)
+    for (size_t i = 0; i < 4 * n + 1; i++)
         if (r->element[i]->type != REDIS_REPLY_INTEGER)
             return -1;
+    now_us = r->element[4 * n]->integer;
     for (size_t i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof out[i]);
         out[i].allowed = r->element[4 * i]->integer != 0;
@@ -203,6 +271,23 @@ int gw_script_answer(const redisReply *r, const struct gw_script_args *a,
         out[i].remaining = (uint64_t)r->element[4 * i + 1]->integer;
         out[i].reset_ms = r->element[4 * i + 2]->integer;
         out[i].retry_after_ms = r->element[4 * i + 3]->integer;
+        out[i].charged_ns = out[i].allowed ? now_us * 1000 : 0;
     }
     return 0;
+}
+
+void gw_script_args_copy(struct gw_script_args *to, const struct gw_script_args *from)
+{
+    const char *base = (const char *)from, *end = base + sizeof *from;
+
+    memcpy(to, from, sizeof *to);
+    for (int i = 0; i < to->argc; i++)
+        if (from->argv[i] >= base && from->argv[i] < end)
+            to->argv[i] = (const char *)to + (from->argv[i] - base);
+}
+
+void gw_script_args_set_op(struct gw_script_args *a, enum gw_store_op op)
+{
+    a->op = op;
+    snprintf(a->numbers[1], sizeof a->numbers[1], "%d", (int)op);
 }

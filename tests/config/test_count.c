@@ -86,23 +86,33 @@ static void test_count_problems(void)
     expect_problem("{except: [\"+401\"]}", "except: \"+401\" is not a status");
 }
 
-static void test_count_with_redis_refused(void)
+/* The shared store keeps count: too (it gives charges back); and limiter.redis.lease, the
+ * life of a concurrency slot there, is read within its bounds. */
+static void test_count_with_redis(void)
 {
     char *errors = NULL;
-    const char *yaml = "limiter: {store: redis}\n" ROUTE;
+    const char *yaml = "limiter: {store: redis, redis: {lease: 3s}}\n" ROUTE;
     char text[512];
     struct config *c;
 
     snprintf(text, sizeof text, yaml, "{statuses: [401]}");
     c = config_parse("t.yaml", text, strlen(text), &errors);
+    CU_ASSERT_PTR_NULL(errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_TRUE(c->routes[0].limits[0].count.set);
+    CU_ASSERT_EQUAL(c->redis.lease_ns, 3 * (int64_t)1000000000);
+    config_free(c);
+    snprintf(text, sizeof text, "limiter: {store: redis, redis: {lease: 500ms}}\n" ROUTE,
+             "{statuses: [401]}");
+    c = config_parse("t.yaml", text, strlen(text), &errors);
     CU_ASSERT_PTR_NULL(c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(errors);
-    CU_ASSERT_PTR_NOT_NULL(strstr(errors, "t.yaml:3:5: count: is kept with store: memory only"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(errors, "t.yaml:1:40: lease:"));
     free(errors);
 }
 
-/* concurrency takes no per (and no count:, its slot coming back whatever the answer); both it
- * and count: are refused with the Redis store. */
+/* concurrency takes no per (and no count:, its slot coming back whatever the answer); the
+ * Redis store keeps it. */
 static void test_concurrency_keys(void)
 {
     static const char head[] = "routes:\n  - name: api\n    match: {path_prefix: /}\n"
@@ -143,11 +153,10 @@ static void test_concurrency_keys(void)
              "requests: 5}\n",
              head);
     c = config_parse("t.yaml", yaml, strlen(yaml), &errors);
-    CU_ASSERT_PTR_NULL(c);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(errors);
-    CU_ASSERT_PTR_NOT_NULL(strstr(errors, "t.yaml:3:5: algorithm: concurrency is kept with "
-                                          "store: memory only for now"));
-    free(errors);
+    CU_ASSERT_PTR_NULL(errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->store, CONFIG_STORE_REDIS);
+    config_free(c);
 }
 
 void register_count_config_tests(void)
@@ -156,6 +165,6 @@ void register_count_config_tests(void)
 
     add_test(s, "count: statuses and except, by status and class", test_statuses_and_except);
     add_test(s, "count: each problem at its place", test_count_problems);
-    add_test(s, "count: refused where charges cannot be given back", test_count_with_redis_refused);
-    add_test(s, "concurrency: no per, no count:, not with Redis", test_concurrency_keys);
+    add_test(s, "count: kept with the Redis store, and its lease", test_count_with_redis);
+    add_test(s, "concurrency: no per, no count:; kept with Redis", test_concurrency_keys);
 }

@@ -74,6 +74,7 @@ static const struct known known[] = {
     {"LIMITER", "max_memory", CFG(max_memory), "limiter: {max_memory: %s}\n", NULL, NULL},
     {"LIMITER", "store", CFG(store), "limiter: {store: %s}\n", NULL, NULL},
     {"LIMITER", "timeout", CFG(redis.timeout_ns), "limiter: {redis: {timeout: %s}}\n", NULL, NULL},
+    {"LIMITER", "lease", CFG(redis.lease_ns), "limiter: {redis: {lease: %s}}\n", NULL, NULL},
     {"LIMITER", "on_store_error", CFG(on_store_error), "limiter: {on_store_error: %s}\n", NULL,
      NULL},
     {"ROUTES", "methods", ROUTE(methods), NULL, NULL, NULL},

@@ -2,6 +2,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1280,6 +1281,28 @@ void upstream_stats(unsigned long *requests, unsigned long *connections)
         sscanf(r.body, "requests %lu\nconnections %lu", requests, connections) != 2)
         *requests = *connections = 0;
     reply_free(&r);
+}
+
+unsigned long upstream_reached(unsigned long *mark)
+{
+    unsigned long requests, connections, n;
+
+    upstream_stats(&requests, &connections);
+    n = requests - *mark;
+    *mark = requests;
+    return n;
+}
+
+unsigned long upstream_peak(void)
+{
+    struct reply r;
+    unsigned long peak = 0;
+
+    http(upstream.port, "GET", "/peak", NULL, NULL, &r);
+    if (r.body == NULL || sscanf(r.body, "peak %lu", &peak) != 1)
+        peak = ULONG_MAX;
+    reply_free(&r);
+    return peak;
 }
 
 int start_ws_server(struct proc *p, const char *cert, const char *key)

@@ -174,6 +174,14 @@ const char *header(const struct reply *r, const char *name);
  * started. */
 void upstream_stats(unsigned long *requests, unsigned long *connections);
 
+/* The requests that reached the test upstream since `*mark`, which moves up to now (start it
+ * at 0 and call once to begin). */
+unsigned long upstream_reached(unsigned long *mark);
+
+/* The most /slow requests the test upstream had in flight at once since the last call (which
+ * starts afresh); ULONG_MAX when it could not be asked. */
+unsigned long upstream_peak(void);
+
 /* A CUnit assertion whose message names the case (`label`), so that a failure says which one
  * and what was seen (a printf format), at the caller's file and line. */
 #define check_case(ok, label, ...) check_case_at(__FILE__, __LINE__, (ok), (label), __VA_ARGS__)
@@ -280,6 +288,7 @@ void register_upstreams_tests(void);
 void register_shared_upstreams_tests(void);
 void register_count_tests(void);
 void register_concurrency_it_tests(void);
+void register_shared_limits_tests(void);
 void register_reload_tests(void);
 void register_observe_tests(void);
 void register_store_tests(void);

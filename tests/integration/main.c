@@ -134,6 +134,7 @@ int main(int argc, char **argv)
     register_shared_upstreams_tests();
     register_count_tests();
     register_concurrency_it_tests();
+    register_shared_limits_tests();
     register_streams_tests();
     register_tunnels_tests();
     register_proxy_protocol_tests();

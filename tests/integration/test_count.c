@@ -1,7 +1,7 @@
 /* A limit's count: (which answers its charge stands for) seen from outside: a login route
  * that counts only 401s lets exactly its quota of failed logins through however many race for
- * it, and charges successes nothing; a quota that does not count 5xx never runs out on them;
- * the shared store's routes refuse count: rather than ignore it. Against the test upstream,
+ * it, and charges successes nothing; a quota that does not count 5xx never runs out on them
+ * (the same in the shared store: test_shared_limits.c). Against the test upstream,
  * whose /status/NNN answers NNN and whose /stats counts what reached it. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,17 +41,6 @@ static void expect_replayed(struct proc *gw, const char *label, int lines)
     unlink(config);
 }
 
-/* Upstream requests since the last call. */
-static unsigned long reached(unsigned long *mark)
-{
-    unsigned long requests, connections, n;
-
-    upstream_stats(&requests, &connections);
-    n = requests - *mark;
-    *mark = requests;
-    return n;
-}
-
 /* Successes are charged nothing; then 100 failed logins at once: exactly 5 reach the
  * upstream and are answered 401, the rest 429; then a success is denied too, the 5 counted
  * answers holding the quota. For each algorithm. */
@@ -69,19 +58,23 @@ static void test_failed_logins_counted_exactly(void)
             CU_FAIL("sluice did not start");
             return;
         }
-        reached(&mark);
+        upstream_reached(&mark);
         for (int i = 0; i < 20; i++)
             ok_count += get_status(gw.port, "/status/200", NULL) == 200;
-        check_case(ok_count == 20 && reached(&mark) == 20, algorithms[a],
+        check_case(ok_count == 20 && upstream_reached(&mark) == 20, algorithms[a],
                    "%d of 20 successes passed; each should, none being counted", ok_count);
         ok = race_requests(&gw.port, 1, 100, "/status/401", NULL, &other);
         check_case(ok == 0 && other == 5, algorithms[a],
                    "100 failed logins at once: %d answered 401 (expected 5), %d 200", other, ok);
-        check_case(reached(&mark) == 5, algorithms[a], "the upstream saw other than 5 of them");
-        check_case(get_status(gw.port, "/status/200", NULL) == 429 && reached(&mark) == 0,
+        check_case(upstream_reached(&mark) == 5, algorithms[a],
+                   "the upstream saw other than 5 of them");
+        check_case(get_status(gw.port, "/status/200", NULL) == 429 && upstream_reached(&mark) == 0,
                    algorithms[a], "a success passed once 5 failures had counted");
         CU_ASSERT_EQUAL(metric(&gw, "sluice_requests_total{route=\"login\",decision=\"denied\"}"),
                         96);
+        /* Given back: the 20 successes, which 401 and 403 alone count. */
+        CU_ASSERT_EQUAL(metric(&gw, "sluice_limit_refunds_total{route=\"login\",limit=\"login\"}"),
+                        20);
         expect_replayed(&gw, algorithms[a], 121);
         CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
     }
@@ -120,28 +113,6 @@ static void test_errors_not_charged(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
-/* Refused where it cannot be kept, at its place, rather than ignored. */
-static void test_redis_store_refused(void)
-{
-    char path[128], command[256], out[1024];
-    FILE *f;
-    int code;
-
-    scratch_path(path, sizeof path, "count-redis.yaml");
-    f = fopen(path, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fputs("limiter: {store: redis}\nroutes:\n  - name: login\n    match: {path_prefix: /}\n"
-          "    upstream: \"http://127.0.0.1:9\"\n"
-          "    limit: {algorithm: gcra, requests: 5, per: 1m, count: {statuses: [401]}}\n",
-          f);
-    fclose(f);
-    snprintf(command, sizeof command, "--check -c %s", path);
-    code = run_sluice(command, out, sizeof out);
-    check_case(code == 1 &&
-                   strstr(out, ":3:5: count: is kept with store: memory only for now") != NULL,
-               "redis", "exit %d:\n%s", code, out);
-}
-
 void register_count_tests(void)
 {
     CU_pSuite s = add_suite_with("count", NULL, NULL);
@@ -149,5 +120,4 @@ void register_count_tests(void)
     add_test(s, "count: failed logins counted exactly, successes free",
              test_failed_logins_counted_exactly);
     add_test(s, "count: except 5xx charges no error", test_errors_not_charged);
-    add_test(s, "count: refused with the Redis store", test_redis_store_refused);
 }

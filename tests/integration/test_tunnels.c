@@ -182,6 +182,56 @@ static void test_concurrency_held_while_open(void)
                out);
 }
 
+static const char shared_cap_config[] =
+    "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
+    "limiter:\n  store: redis\n  redis: {address: \"127.0.0.1:%2$u\", timeout: 500ms, lease: 1s}\n"
+    "routes:\n"
+    "  - name: cap\n    match: {path_prefix: /cap/}\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n    strip_prefix: true\n"
+    "    limit: {algorithm: concurrency, requests: 1}\n";
+
+/* The same in the shared store, over two replicas: a tunnel open on one for 3 s, three times
+ * its slot's lease, keeps it (renewed), so the other refuses an upgrade meanwhile; once the
+ * tunnel closes, the other's upgrade passes. */
+static void test_shared_slot_held_while_open(void)
+{
+    struct redis redis = {0};
+    struct proc pair[2];
+    FILE *client;
+    const char *out;
+    bool passed = false;
+
+    CU_ASSERT_FATAL(start_redis(&redis) == 0);
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_FATAL(start_sluice(&pair[i], shared_cap_config, ws.port, redis.port) == 0);
+    client = start_client(pair[0].port, "/cap/x", "--hold 3");
+    CU_ASSERT_FATAL(client != NULL);
+    CU_ASSERT(client_says(client, "holding"));
+    out = run_client(pair[1].port, "/cap/x", "");
+    check_case(strcmp(out, "status 429\n") == 0, "tunnel open",
+               "the other replica's client "
+               "said: %s",
+               out);
+    sleep_ms(2000);
+    out = run_client(pair[1].port, "/cap/x", "");
+    check_case(strcmp(out, "status 429\n") == 0, "tunnel open 2 s",
+               "the other replica's client "
+               "said: %s",
+               out);
+    CU_ASSERT(client_says(client, "closed 1000"));
+    pclose(client);
+    for (int i = 0; i < 20 && !passed; i++) {
+        out = run_client(pair[1].port, "/cap/x", "");
+        passed = strstr(out, "closed 1000") != NULL;
+        if (!passed)
+            sleep_ms(50);
+    }
+    check_case(passed, "tunnel closed", "the other replica's client said: %s", out);
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL(stop_sluice(&pair[i], 5000), 0);
+    stop_redis(&redis);
+}
+
 static void test_refusal_passed_on(void)
 {
     static const char request[] = "GET /deny HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\n"
@@ -465,6 +515,8 @@ void register_tunnels_tests(void)
     add_test(s, "the limit applies at the upgrade", test_limit_applies_at_upgrade);
     add_test(s, "a concurrency slot is held while the tunnel is open",
              test_concurrency_held_while_open);
+    add_test(s, "a concurrency slot in Redis is held while the tunnel is open",
+             test_shared_slot_held_while_open);
     add_test(s, "an answer other than 101 is passed on", test_refusal_passed_on);
     add_test(s, "bytes before the 101: 400, closed", test_bytes_before_the_switch);
     add_test(s, "HTTP/1.0 has no upgrade", test_http10_is_no_upgrade);

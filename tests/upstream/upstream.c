@@ -6,6 +6,8 @@
  *
  *   /status/NNN        answers status NNN
  *   /slow?ms=N         waits N ms, then answers 200
+ *   /peak              "peak P\n": the most /slow requests that were in flight at once since
+ *                      the last /peak (which starts counting afresh from those in flight now)
  *   /bytes?n=N         N bytes of body, with Content-Length
  *   /chunked?n=N       N bytes of body, chunked
  *   /cut?n=N           promises 2N bytes, sends N, closes the connection
@@ -18,7 +20,7 @@
  *                      Connection: close, then reads and drops the body until the peer
  *                      closes (as a server that refuses an upload early does)
  *   /stats             "requests R\nconnections C\nsinks_done D\nsinks_aborted A\n" since
- *                      start (not counting /stats); an aborted sink is a connection that
+ *                      start (not counting /stats and /peak); an aborted sink is a connection that
  *                      ended before its body did
  *   anything else      echoes the request: method, target, every header, then the body
  *
@@ -46,6 +48,7 @@
 #define BODY_MAX (16 * 1024 * 1024)
 
 static atomic_ulong requests, connections, sinks_done, sinks_aborted;
+static atomic_ulong slow_in_flight, slow_peak; /* /slow requests waiting now, and the most */
 
 static int send_all(FILE *out, const char *data, size_t len)
 {
@@ -123,11 +126,22 @@ static int serve_request(FILE *fd, const char *method, const char *target, const
     if (strncmp(target, "/slow", 5) == 0) {
         struct timespec wait;
 
+        unsigned long now = atomic_fetch_add(&slow_in_flight, 1) + 1,
+                      peak = atomic_load(&slow_peak);
+
+        while (now > peak && !atomic_compare_exchange_weak(&slow_peak, &peak, now))
+            ;
         n = query_number(target, "ms", 1000);
         wait.tv_sec = (time_t)(n / 1000);
         wait.tv_nsec = (long)(n % 1000) * 1000000;
         nanosleep(&wait, NULL);
+        atomic_fetch_sub(&slow_in_flight, 1);
         return answer(fd, 200, "", "slow\n", 5);
+    }
+    if (strcmp(target, "/peak") == 0) {
+        snprintf(text, sizeof text, "peak %lu\n",
+                 atomic_exchange(&slow_peak, atomic_load(&slow_in_flight)));
+        return answer(fd, 200, "", text, strlen(text));
     }
     if (strncmp(target, "/bytes", 6) == 0 || strncmp(target, "/chunked", 8) == 0) {
         bool chunked = target[1] == 'c';
@@ -404,7 +418,7 @@ static void *serve_connection(void *arg)
         }
         if (body_len > BODY_MAX || fill(fd, buf, &len, head_len + body_len, HEAD_MAX + BODY_MAX))
             goto out;
-        if (strcmp(target, "/stats") != 0)
+        if (strcmp(target, "/stats") != 0 && strcmp(target, "/peak") != 0)
             atomic_fetch_add(&requests, 1);
 
         /* The echo shows header lines as "header Name: value". */
@@ -419,7 +433,8 @@ static void *serve_connection(void *arg)
                                          (int)(eol - line), line);
                 line = eol + 2;
             }
-            int rc = shown == NULL ? -1 : respond(fd, method, target, shown, buf + head_len, body_len);
+            int rc =
+                shown == NULL ? -1 : respond(fd, method, target, shown, buf + head_len, body_len);
 
             free(shown);
             if (rc != 0)

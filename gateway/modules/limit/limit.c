@@ -1,20 +1,24 @@
 /* A request's limits asked and reported; design in limit.h. */
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include "gateway/common/random.h"
 #include "gateway/limits/decide.h"
 #include "gateway/modules/limit/identify.h"
 #include "gateway/modules/limit/limit.h"
 #include "gateway/modules/limit/limit_options.h"
 #include "gateway/modules/limit/limit_sets.h"
+#include "gateway/modules/limit/shared.h"
 #include "gateway/modules/limit/slots.h"
 
 struct limit_ctx {
-    bool limited; /* the route's limits decided: the RateLimit fields go out */
-    bool waiting; /* for the shared store's answer */
-    bool refused; /* by its limits: denied, or would have been on a dry_run route */
-    bool settled; /* the answer's status was held to each limit's count: */
+    bool limited;  /* the route's limits decided: the RateLimit fields go out */
+    bool waiting;  /* for the shared store's answer */
+    bool refused;  /* by its limits: denied, or would have been on a dry_run route */
+    bool settled;  /* the answer's status was held to each limit's count: */
+    bool in_store; /* charged by the shared store (else, if at all, in this process) */
     enum gw_store_result store_result;
     const struct gw_limit_set *set; /* the limits it is held to: the route's, or a plan's */
     struct gw_limits_selection selection;
@@ -24,6 +28,7 @@ struct limit_ctx {
     const char *ids[LIMITER_MAX_PER_REQUEST]; /* each limit's key: `key` or below */
     char limit_keys[LIMITER_MAX_PER_REQUEST][GW_KEY_LEN]; /* limits that name their own key */
     char sources[GW_ACCESS_KEYS_MAX][GW_KEY_SOURCE_LEN];  /* the log's names of the keys */
+    char lease[GW_STORE_LEASE_LEN]; /* its concurrency slots' lease in the shared store, or "" */
 };
 
 /* The route's exempt and dry_run; none for a route of a config read without them. */
@@ -84,11 +89,12 @@ static enum gw_step conclude(struct gw_req *rq, struct limit_ctx *c)
     }
     for (size_t i = 0; verdict->outcome == GW_LIMITS_DENIED && i < c->set->n_limits; i++)
         if (!verdict->each[i].allowed)
-            gw_metrics_count_denial(c->set->denials[i]);
+            gw_metrics_count_denial(c->set->counts[i]);
     if (verdict->outcome == GW_LIMITS_ALLOWED) {
         /* Slots it took are held until it ends; without memory to say so, not taken. */
         if (gw_limit_set_has_slots(c->set) &&
-            gw_limit_slots_hold(rq, c->set, c->ids, c->selection.costs) != 0) {
+            gw_limit_slots_hold(rq, c->set, c->ids, c->selection.costs,
+                                c->in_store ? c->lease : NULL) != 0) {
             gw_req_refuse(rq, 503, "out of memory");
             return GW_ANSWERED;
         }
@@ -107,6 +113,7 @@ static enum gw_step conclude(struct gw_req *rq, struct limit_ctx *c)
 static enum gw_step decide_shared(struct gw_req *rq, struct limit_ctx *c,
                                   enum gw_store_result result)
 {
+    c->in_store = result == GW_STORE_OK;
     gw_limits_decide_shared(&c->verdict, result, rq->config->on_store_error, c->set->limiters,
                             c->ids, &c->selection, limiter_now_ns());
     return conclude(rq, c);
@@ -127,10 +134,17 @@ static void store_answered(void *arg, enum gw_store_result result)
 static enum gw_step ask_store(struct gw_req *rq, struct limit_ctx *c)
 {
     const struct gw_limit_set *set = c->set;
-    struct gw_store_call *call =
-        gw_store_prepare(rq->runtime->store, gw_req_route(rq)->name, set->limit_names,
-                         set->shared_param_ptrs, c->selection.costs, set->n_limits, c->ids);
+    struct gw_store_ask ask = gw_limit_store_ask(gw_req_route(rq), set, &c->selection, c->ids);
+    struct gw_store_call *call;
 
+    if (gw_limit_set_has_slots(set)) {
+        unsigned char id[16];
+
+        gw_random_bytes(id, sizeof id);
+        sodium_bin2hex(c->lease, sizeof c->lease, id, sizeof id);
+        ask.lease = c->lease;
+    }
+    call = gw_store_prepare(rq->runtime->store, &ask);
     if (call == NULL)
         return decide_shared(rq, c, GW_STORE_FAILED);
     c->waiting = true;
@@ -223,13 +237,21 @@ static void challenge(const struct config_route *route, struct gw_answer *a)
 /* Gives back, once, the charge of each limit whose count: does not hold the answer's
  * `status` (config.h): the request was charged when admitted, so concurrent requests never
  * pass more counted answers than the quota; this refund only lets later ones in. */
-static void settle(struct limit_ctx *c, unsigned status)
+static void settle(struct gw_req *rq, struct limit_ctx *c, unsigned status)
 {
     int64_t now;
 
     if (c->settled || !c->limited || c->verdict.outcome != GW_LIMITS_ALLOWED)
         return;
     c->settled = true;
+    for (size_t i = 0; i < c->set->n_limits; i++)
+        if (!config_count_holds(&c->set->config[i].count, status))
+            gw_metrics_count_refund(c->set->counts[i]);
+    if (c->in_store) {
+        gw_limit_store_give_back(rq->runtime->store, gw_req_route(rq), c->set, &c->selection,
+                                 c->ids, c->verdict.each, status);
+        return;
+    }
     now = limiter_now_ns();
     for (size_t i = 0; i < c->set->n_limits; i++)
         if (!config_count_holds(&c->set->config[i].count, status))
@@ -251,7 +273,7 @@ static void on_answer(struct gw_req *rq, void *ctx, struct gw_answer *a)
         denial_body(route, a);
     if (rq->refusal == 401 && a->status == 401)
         challenge(route, a);
-    settle(c, a->status);
+    settle(rq, c, a->status);
     if (!c->limited)
         return;
     params = &c->set->config[c->verdict.binding].params;

@@ -12,10 +12,13 @@
  *   answers    every answer of a limited request carries the RateLimit fields of the
  *              route's headers: mode (respond.h), for the limit that binds; a denial carries
  *              Retry-After and on_limit's body. The upstream's own RateLimit fields are
- *              dropped (owns_field), so the client gets one set.
+ *              dropped (owns_field), so the client gets one set. Each limit whose count:
+ *              does not hold the answer's status gives its charge back, where it was
+ *              charged: in this process, or in the shared store (shared.h). Concurrency
+ *              slots are held until the request ends (slots.h).
  *   log        the keys the request was counted under, the limit that denied it, when the
- *              limits decided; sluice_requests_total by decision and plan, and each refusing
- *              limit's denials.
+ *              limits decided; sluice_requests_total by decision and plan, each refusing
+ *              limit's denials and each giving limit's refunds.
  *
  * Its YAML keys: exempt and dry_run, its own (limit_options.h); and limit, plan, key, cost,
  * headers, on_limit, unknown_key, which `sluice simulate` reads too (config/limits.c,

@@ -169,8 +169,8 @@ static int build_limit(const struct set_source *src, struct gw_limit_set *set, c
     if (set->limits[j] == NULL)
         return -1;
     set->limiters[j] = set->limits[j]->limiter;
-    set->denials[j] = gw_metrics_limit(src->rt->metrics, src->metrics, set->store_names[j]);
-    if (set->denials[j] == NULL) {
+    set->counts[j] = gw_metrics_limit(src->rt->metrics, src->metrics, set->store_names[j]);
+    if (set->counts[j] == NULL) {
         snprintf(err, err_len, "out of memory");
         return -1;
     }

@@ -54,7 +54,7 @@ struct gw_limit_set {
     const struct limiter_params *shared_param_ptrs[LIMITER_MAX_PER_REQUEST];
     char *policy;             /* the RateLimit-Policy value: one item per limit */
     struct gw_labelled *plan; /* its requests' counters; NULL for the route's own limits */
-    struct gw_labelled *denials[LIMITER_MAX_PER_REQUEST]; /* each limit's denials */
+    struct gw_labelled *counts[LIMITER_MAX_PER_REQUEST]; /* each limit's denials and refunds */
 };
 
 /* One route's limit sets. */

@@ -6,6 +6,8 @@
 #include "gateway/modules/limit/slots.h"
 
 struct held {
+    struct gw_store *store;       /* where they are held: the shared store, or NULL: here */
+    struct gw_store_lease *lease; /* their lease there (NULL when memory was short) */
     size_t n;
     struct gw_limit *limits[LIMITER_MAX_PER_REQUEST]; /* a reference each */
     uint64_t costs[LIMITER_MAX_PER_REQUEST];
@@ -31,19 +33,51 @@ static void give_back(void *arg)
     struct held *h = arg;
     int64_t now = limiter_now_ns();
 
+    if (h->store != NULL && h->lease != NULL)
+        gw_store_release(h->store, h->lease);
     for (size_t i = 0; i < h->n; i++) {
-        limiter_refund(h->limits[i]->limiter, h->ids[i], h->costs[i], now, now);
+        if (h->store == NULL)
+            limiter_refund(h->limits[i]->limiter, h->ids[i], h->costs[i], now, now);
         atomic_fetch_sub(&h->limits[i]->in_flight, (int64_t)h->costs[i]);
         gw_limit_release(h->limits[i]);
     }
     free(h);
 }
 
+/* The slots `h` took in the shared store, under `lease`, held there with their lease
+ * renewed. */
+static void hold_in_store(struct gw_req *rq, struct held *h, const struct gw_limit_set *set,
+                          const char *lease)
+{
+    const char *names[LIMITER_MAX_PER_REQUEST], *ids[LIMITER_MAX_PER_REQUEST];
+    const struct limiter_params *limits[LIMITER_MAX_PER_REQUEST];
+    size_t n = 0;
+
+    for (size_t i = 0; i < set->n_limits; i++)
+        if (counts_in_flight(&set->config[i])) {
+            names[n] = set->limit_names[i];
+            limits[n] = set->shared_param_ptrs[i];
+            ids[n] = h->ids[n];
+            n++;
+        }
+    h->store = rq->runtime->store;
+    h->lease = gw_store_hold(h->store, &(struct gw_store_ask){.op = GW_STORE_RENEW,
+                                                              .route = gw_req_route(rq)->name,
+                                                              .names = names,
+                                                              .limits = limits,
+                                                              .costs = h->costs,
+                                                              .client_keys = ids,
+                                                              .n = n,
+                                                              .lease = lease});
+}
+
 int gw_limit_slots_hold(struct gw_req *rq, const struct gw_limit_set *set, const char *const *ids,
-                        const uint64_t *costs)
+                        const uint64_t *costs, const char *lease)
 {
     struct held *h = calloc(1, sizeof *h);
 
+    if (h == NULL && lease != NULL) /* nowhere to say what is held: they lapse with the lease */
+        return -1;
     if (h == NULL) { /* nowhere to say what is held: given back now */
         int64_t now = limiter_now_ns();
 
@@ -62,6 +96,8 @@ int gw_limit_slots_hold(struct gw_req *rq, const struct gw_limit_set *set, const
         atomic_fetch_add(&set->limits[i]->in_flight, (int64_t)costs[i]);
         h->n++;
     }
+    if (lease != NULL)
+        hold_in_store(rq, h, set, lease);
     if (gw_req_hold(rq, give_back, h) != 0) {
         give_back(h);
         return -1;

@@ -8,7 +8,9 @@
  * runtime. A reload that keeps a limit keeps its slots; one that changes it starts a new
  * limiter with none held, so until the old requests end both admit their own (at most twice
  * the cap, as any limit that changes starts afresh). sluice_limit_in_flight counts the units
- * held per limit.
+ * held per limit by this replica's requests, in either store. In the shared store a slot is a
+ * lease that this replica renews while the request lives and that lapses if it dies
+ * (store_leases.h), so replicas hold one cap together.
  */
 #ifndef SLUICE_GATEWAY_MODULES_LIMIT_SLOTS_H
 #define SLUICE_GATEWAY_MODULES_LIMIT_SLOTS_H
@@ -23,9 +25,11 @@
 bool gw_limit_set_has_slots(const struct gw_limit_set *set);
 
 /* Holds the slots `rq` was just charged by `set`'s concurrency limits, limit i under `ids[i]`
- * at `costs[i]` units, until the request ends. 0; or -1 when memory is short, and then they
- * were given back at once. */
+ * at `costs[i]` units, until the request ends: in this process, or, when `lease` names the
+ * lease the shared store charged them under, there (renewed meanwhile: store_leases.h). 0; or
+ * -1 when memory is short, and then they were given back at once (here) or lapse with their
+ * lease (in the store). */
 int gw_limit_slots_hold(struct gw_req *rq, const struct gw_limit_set *set, const char *const *ids,
-                        const uint64_t *costs);
+                        const uint64_t *costs, const char *lease);
 
 #endif
