@@ -35,6 +35,12 @@ struct limiter_ops {
     void (*refund)(const struct limiter *self, union client_state *state, int64_t charged_ns,
                    int64_t now_ns, uint64_t cost);
     void (*release)(union client_state *state); /* NULL when the state owns nothing */
+    /* The earliest instant from `now_ns` on at which a request costing `cost` would be
+     * allowed, exactly; NULL for an algorithm that cannot keep a request's place for later
+     * (limiter_reserve_all()): only the buckets can, since deciding at a later instant
+     * leaves a state every earlier decision still reads right. */
+    int64_t (*admits_at)(const struct limiter *self, const union client_state *state,
+                         int64_t now_ns, uint64_t cost);
 };
 
 struct limiter {

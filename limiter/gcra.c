@@ -65,11 +65,24 @@ static int64_t idle_at(const struct limiter *self, const union client_state *sta
     return state->gcra.tat_ns;
 }
 
+/* Allowed at T once max(TAT, T) + cost * T_interval - T <= tolerance: from T = TAT + cost *
+ * interval - tolerance on (at once, when that has passed). Deciding at a T past `now` moves
+ * TAT on from T, which every later decision reads as it should: a request before T finds TAT
+ * further ahead, so it waits its turn after this one. */
+static int64_t admits_at(const struct limiter *self, const union client_state *state,
+                         int64_t now_ns, uint64_t cost)
+{
+    const struct gcra *g = (const struct gcra *)self;
+
+    return max_i64(now_ns, state->gcra.tat_ns + (int64_t)cost * g->interval_ns - g->tolerance_ns);
+}
+
 static const struct limiter_ops gcra_ops = {
     .algorithm = LIMITER_GCRA,
     .decide = decide,
     .idle_at = idle_at,
     .refund = refund,
+    .admits_at = admits_at,
 };
 
 struct limiter *limiter_gcra_create(const struct limiter_params *params, char err[LIMITER_ERR_LEN])

@@ -181,15 +181,11 @@ int limiter_decide_all(struct limiter *const *limiters, size_t n, const char *co
     return limiter_decide_all_cost(limiters, n, client_ids, NULL, now_ns, out);
 }
 
-int limiter_decide_all_cost(struct limiter *const *limiters, size_t n,
-                            const char *const *client_ids, const uint64_t *costs, int64_t now_ns,
-                            struct limiter_decision *out)
+/* The arguments of limiter_decide_all_cost(): 0, or -1 with errno EINVAL. `out` is cleared
+ * first, each with its limit. */
+static int check_all(struct limiter *const *limiters, size_t n, const char *const *client_ids,
+                     const uint64_t *costs, int64_t now_ns, struct limiter_decision *out)
 {
-    struct client_slot *slots[LIMITER_MAX_PER_REQUEST];
-    size_t order[LIMITER_MAX_PER_REQUEST];
-    bool all_allow = true;
-    int rc = 0;
-
     if (out == NULL || limiters == NULL || n == 0 || n > LIMITER_MAX_PER_REQUEST) {
         errno = EINVAL;
         return -1;
@@ -213,16 +209,25 @@ int limiter_decide_all_cost(struct limiter *const *limiters, size_t n,
             return -1;
         }
     }
+    return 0;
+}
 
-    /* Slots are locked in one global order, by limiter address, whatever the caller's order:
-     * two callers holding the same limiters in different orders (a reload that reorders a
-     * route's limits keeps their limiters) must not each wait for the other. The order needs
-     * nothing from the client ids: the limiters are distinct and each gives exactly one slot,
-     * so ordering the limiters orders the slots, whichever client each slot belongs to. Within
-     * one limiter a caller holds at most that one slot, and takes it last (after the shard
-     * mutex, see table.h), so two callers with different ids for the same limiter never hold
-     * one lock each that the other wants. Were one limiter ever passed twice with two ids, its
-     * two slots would have no order between them; distinct() refuses that. */
+/* Locks each client's slot in every limiter, into `slots`.
+ *
+ * Slots are locked in one global order, by limiter address, whatever the caller's order: two
+ * callers holding the same limiters in different orders (a reload that reorders a route's
+ * limits keeps their limiters) must not each wait for the other. The order needs nothing from
+ * the client ids: the limiters are distinct and each gives exactly one slot, so ordering the
+ * limiters orders the slots, whichever client each slot belongs to. Within one limiter a
+ * caller holds at most that one slot, and takes it last (after the shard mutex, see table.h),
+ * so two callers with different ids for the same limiter never hold one lock each that the
+ * other wants. Were one limiter ever passed twice with two ids, its two slots would have no
+ * order between them; distinct() refuses that. */
+static void lock_all(struct limiter *const *limiters, size_t n, const char *const *client_ids,
+                     int64_t now_ns, struct client_slot **slots)
+{
+    size_t order[LIMITER_MAX_PER_REQUEST];
+
     for (size_t i = 0; i < n; i++)
         order[i] = i;
     for (size_t i = 1; i < n; i++)
@@ -239,23 +244,97 @@ int limiter_decide_all_cost(struct limiter *const *limiters, size_t n,
         client_key(limiters[i], client_ids[i], key);
         slots[i] = limiter_table_lock_client(limiters[i]->clients, key, now_ns);
     }
-    /* One limit needs no separate check: a denial charges nothing anyway. */
-    for (size_t i = 0; i < n && n > 1; i++) {
-        if (limiters[i]->ops->decide(limiters[i], &slots[i]->state, now_ns, costs ? costs[i] : 1,
-                                     false, &out[i]) != 0)
-            rc = -1;
+}
+
+/* Each limiter decides at `at_ns` (charging when `consume`); whether all allowed. -1 in
+ * `*rc` when one failed. */
+static bool decide_each(struct limiter *const *limiters, size_t n, struct client_slot **slots,
+                        const uint64_t *costs, int64_t at_ns, bool consume,
+                        struct limiter_decision *out, int *rc)
+{
+    bool all_allow = true;
+
+    for (size_t i = 0; i < n && *rc == 0; i++) {
+        if (limiters[i]->ops->decide(limiters[i], &slots[i]->state, at_ns, costs ? costs[i] : 1,
+                                     consume, &out[i]) != 0)
+            *rc = -1;
         all_allow &= out[i].allowed;
     }
-    for (size_t i = 0; i < n && all_allow && rc == 0; i++)
-        if (limiters[i]->ops->decide(limiters[i], &slots[i]->state, now_ns, costs ? costs[i] : 1,
-                                     true, &out[i]) != 0)
-            rc = -1;
+    return all_allow && *rc == 0;
+}
+
+/* When the request, denied at `now_ns`, may wait: the earliest instant every limiter allows
+ * it, if each can keep a place (admits_at) and it comes within each one's `max_wait_ns`;
+ * else -1. */
+static int64_t turn_of(struct limiter *const *limiters, size_t n, struct client_slot **slots,
+                       const uint64_t *costs, int64_t now_ns, const int64_t *max_wait_ns)
+{
+    int64_t turn = now_ns;
+
+    for (size_t i = 0; i < n; i++) {
+        int64_t at;
+
+        if (limiters[i]->ops->admits_at == NULL)
+            return -1;
+        at = limiters[i]->ops->admits_at(limiters[i], &slots[i]->state, now_ns,
+                                         costs ? costs[i] : 1);
+        if (at - now_ns > max_wait_ns[i])
+            return -1;
+        turn = at > turn ? at : turn;
+    }
+    return turn;
+}
+
+static int decide_all(struct limiter *const *limiters, size_t n, const char *const *client_ids,
+                      const uint64_t *costs, int64_t now_ns, const int64_t *max_wait_ns,
+                      int64_t *admit_ns, struct limiter_decision *out)
+{
+    struct client_slot *slots[LIMITER_MAX_PER_REQUEST];
+    int64_t at = now_ns;
+    int rc = 0;
+    bool allowed;
+
+    if (check_all(limiters, n, client_ids, costs, now_ns, out) != 0)
+        return -1;
+    lock_all(limiters, n, client_ids, now_ns, slots);
+    /* One limit needs no separate check: a denial charges nothing anyway. */
+    allowed = (n == 1 || decide_each(limiters, n, slots, costs, now_ns, false, out, &rc)) &&
+              decide_each(limiters, n, slots, costs, now_ns, true, out, &rc);
+    if (rc == 0 && !allowed && max_wait_ns != NULL) {
+        struct limiter_decision later[LIMITER_MAX_PER_REQUEST];
+        int64_t turn = turn_of(limiters, n, slots, costs, now_ns, max_wait_ns);
+
+        /* Checked at its turn before any is charged there; buckets always allow by then. */
+        if (turn > now_ns && decide_each(limiters, n, slots, costs, turn, false, later, &rc) &&
+            decide_each(limiters, n, slots, costs, turn, true, out, &rc))
+            at = turn;
+    }
     for (size_t i = 0; i < n; i++) {
         out[i].reset_ms =
             ms_ceil(limiters[i]->ops->idle_at(limiters[i], &slots[i]->state) - now_ns);
         limiter_table_unlock_client(slots[i], now_ns);
     }
+    if (admit_ns != NULL)
+        *admit_ns = at;
     return rc;
+}
+
+int limiter_decide_all_cost(struct limiter *const *limiters, size_t n,
+                            const char *const *client_ids, const uint64_t *costs, int64_t now_ns,
+                            struct limiter_decision *out)
+{
+    return decide_all(limiters, n, client_ids, costs, now_ns, NULL, NULL, out);
+}
+
+int limiter_reserve_all(struct limiter *const *limiters, size_t n, const char *const *client_ids,
+                        const uint64_t *costs, int64_t now_ns, const int64_t *max_wait_ns,
+                        int64_t *admit_ns, struct limiter_decision *out)
+{
+    if (max_wait_ns == NULL || admit_ns == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    return decide_all(limiters, n, client_ids, costs, now_ns, max_wait_ns, admit_ns, out);
 }
 
 int limiter_refund(struct limiter *limiter, const char *client_id, uint64_t cost,

@@ -145,6 +145,22 @@ int limiter_decide_all_cost(struct limiter *const *limiters, size_t n,
                             const char *const *client_ids, const uint64_t *costs, int64_t now_ns,
                             struct limiter_decision *out);
 
+/* limiter_decide_all_cost() for a request that may wait for its turn rather than be denied
+ * (delay:). When the limiters deny it at `now_ns`, but each would allow it within its
+ * `max_wait_ns[i]` (0: it may not wait) and each can keep its place for later (the buckets,
+ * token_bucket and gcra: a window would count it in a window other than the one it passes
+ * in), it is admitted at the earliest instant T all of them allow it, and charged at T at
+ * once: out[i] as allowed at T (charged_ns T), `*admit_ns` T. Requests decided after it find
+ * its place taken and queue behind it; a request that will not wait for its turn after all
+ * is given back with limiter_refund(charged_ns T), which frees its place. Otherwise as
+ * limiter_decide_all_cost(), `*admit_ns` `now_ns`.
+ *
+ * Example: gcra 10 per second, burst 10, max_wait 1 s; 30 at once: 10 pass at once, the next
+ * 10 are admitted 100 ms apart over the following second, the last 10 are denied. */
+int limiter_reserve_all(struct limiter *const *limiters, size_t n, const char *const *client_ids,
+                        const uint64_t *costs, int64_t now_ns, const int64_t *max_wait_ns,
+                        int64_t *admit_ns, struct limiter_decision *out);
+
 /* Gives back the `cost` units a decision charged `client_id` at `charged_ns` (the decision's
  * charged_ns), seen at `now_ns`: for a request whose answer shows it should not count.
  * The client's state becomes what it would be had the request never been charged; where a

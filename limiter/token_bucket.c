@@ -18,15 +18,17 @@ struct token_bucket {
     int64_t capacity;      /* credit of a full bucket */
 };
 
-/* The deficit left at `now_ns` once refill is counted. A clock that went backwards refills
- * nothing. */
+/* The deficit at `now_ns`: less the refill since `last_ns`, or, before `last_ns` (a place kept
+ * for a request at an instant still to come, or a clock that went back), more by the refill
+ * between, since the tokens the state holds at `last_ns` were not there yet: it may then pass
+ * the capacity. Never below zero. */
 static int64_t deficit_at(const struct token_bucket *tb, const union client_state *state,
                           int64_t now_ns)
 {
     int64_t elapsed = now_ns - state->bucket.last_ns;
 
     if (elapsed <= 0)
-        return state->bucket.deficit;
+        return state->bucket.deficit - elapsed * tb->credit_per_ns;
     if (elapsed >= div_ceil(state->bucket.deficit, tb->credit_per_ns))
         return 0;
     return state->bucket.deficit - elapsed * tb->credit_per_ns;
@@ -43,10 +45,11 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
     if (out->allowed) {
         deficit += charge;
         out->charged_ns = now_ns;
-        if (consume) {
+        if (consume && now_ns >= state->bucket.last_ns) {
             state->bucket.deficit = deficit;
-            /* Never move `last_ns` back: time already refilled must not refill twice. */
-            state->bucket.last_ns = max_i64(state->bucket.last_ns, now_ns);
+            state->bucket.last_ns = now_ns;
+        } else if (consume) { /* kept as of `last_ns`, which time must not refill twice */
+            state->bucket.deficit += charge;
         }
     } else {
         /* Allowed once the refill since `last_ns` covers what is missing for `cost` tokens. */
@@ -54,7 +57,8 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
         out->retry_after_ms =
             ms_ceil(state->bucket.last_ns + div_ceil(missing, tb->credit_per_ns) - now_ns);
     }
-    out->remaining = (uint64_t)((tb->capacity - deficit) / tb->token_credit);
+    out->remaining =
+        deficit < tb->capacity ? (uint64_t)((tb->capacity - deficit) / tb->token_credit) : 0;
     return 0;
 }
 
@@ -62,13 +66,15 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
  * for them: a bucket that was full again meanwhile (and then spent by others) owes the
  * charge nothing more. So the refill since the charge is taken off what comes back, and the
  * result never passes more than never charging would have; it is exact while the refund comes
- * before the charge could refill (a request shorter than its tokens' refill time). */
+ * before the charge could refill (a request shorter than its tokens' refill time), and for a
+ * charge at an instant still to come (a place kept for a waiting request, given back before
+ * its turn), all of it comes back, as gcra's does. */
 static void refund(const struct limiter *self, union client_state *state, int64_t charged_ns,
                    int64_t now_ns, uint64_t cost)
 {
     const struct token_bucket *tb = (const struct token_bucket *)self;
     int64_t at = max_i64(state->bucket.last_ns, now_ns);
-    int64_t back = (int64_t)cost * tb->token_credit, elapsed = at - charged_ns, deficit;
+    int64_t back = (int64_t)cost * tb->token_credit, elapsed = now_ns - charged_ns, deficit;
 
     if (elapsed > 0)
         back =
@@ -85,11 +91,28 @@ static int64_t idle_at(const struct limiter *self, const union client_state *sta
     return state->bucket.last_ns + div_ceil(state->bucket.deficit, tb->credit_per_ns);
 }
 
+/* Allowed once the deficit has come down to a full bucket less the charge. Deciding at a T
+ * past `now` sets `last_ns` to T; a decision before T finds the deficit larger by the refill
+ * still to come (deficit_at()), so it waits its turn after this one. */
+static int64_t admits_at(const struct limiter *self, const union client_state *state,
+                         int64_t now_ns, uint64_t cost)
+{
+    const struct token_bucket *tb = (const struct token_bucket *)self;
+    int64_t over = state->bucket.deficit + (int64_t)cost * tb->token_credit - tb->capacity;
+
+    /* Before `last_ns` the deficit grows back by the refill (deficit_at()): with `over` to
+     * spare at `last_ns` (negative), the charge fitted that much earlier already. */
+    if (over <= 0)
+        return max_i64(now_ns, state->bucket.last_ns + over / tb->credit_per_ns);
+    return max_i64(now_ns, state->bucket.last_ns + div_ceil(over, tb->credit_per_ns));
+}
+
 static const struct limiter_ops token_bucket_ops = {
     .algorithm = LIMITER_TOKEN_BUCKET,
     .decide = decide,
     .idle_at = idle_at,
     .refund = refund,
+    .admits_at = admits_at,
 };
 
 static int64_t gcd(int64_t a, int64_t b)

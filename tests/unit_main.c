@@ -29,6 +29,7 @@ int main(int argc, char **argv)
     register_sliding_window_log_tests();
     register_sliding_window_counter_tests();
     register_refund_tests();
+    register_reserve_tests();
     register_concurrency_tests();
     register_units_tests();
     register_methods_tests();

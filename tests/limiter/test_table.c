@@ -193,9 +193,9 @@ static void test_limits_in_either_order(void)
 
     for (int t = 0; t < THREADS; t++) {
         h[t] = (struct pair_hammer){{a, b}, 0};
-        CU_ASSERT_EQUAL_FATAL(pthread_create(&threads[t], NULL,
-                                             t % 2 ? hammer_reversed : hammer_two_limits, &h[t]),
-                              0);
+        CU_ASSERT_EQUAL_FATAL(
+            pthread_create(&threads[t], NULL, t % 2 ? hammer_reversed : hammer_two_limits, &h[t]),
+            0);
     }
     for (int t = 0; t < THREADS; t++) {
         pthread_join(threads[t], NULL);
