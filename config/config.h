@@ -263,6 +263,18 @@ bool config_count_holds(const struct config_count *count, unsigned status);
 
 /* One named limit of a route. `limit:` as a single mapping gives one limit named after the
  * route; as a list, each item names itself. */
+/* delay: {max, queue}: a request this limit (with the others of its set) would deny, but
+ * would allow within `max`, waits for its turn rather than being denied, its place kept at
+ * once (limiter_reserve_all()); at most `queue` wait at once for this limit, beyond which
+ * requests are denied as without it. Only the buckets keep places, and every limit of a set
+ * with a delay must be one (config refuses others). */
+#define CONFIG_DEFAULT_DELAY_QUEUE 100
+struct config_delay {
+    bool set;
+    int64_t max_ns; /* 1 ms to 60 s */
+    uint32_t queue; /* 1 to 100,000; default 100 */
+};
+
 struct config_limit {
     char *name;
     struct limiter_params params;  /* params.algorithm is owned by the config */
@@ -279,6 +291,7 @@ struct config_limit {
     size_t n_costs;
     uint64_t default_cost; /* every other method's; 1 unless cost: says default */
     struct config_count count;
+    struct config_delay delay;
 };
 
 /* A named set of limits: one of the top-level plans:, or a route's own version of one. */

@@ -216,6 +216,7 @@ static const struct field limit_fields[] = {
     {"key", CONFIG_CUSTOM, 0, 0, 0, parse_limit_key},
     {"cost", CONFIG_CUSTOM, 0, 0, 0, parse_cost},
     {"count", CONFIG_CUSTOM, 0, 0, 0, config_parse_count},
+    {"delay", CONFIG_CUSTOM, 0, 0, 0, config_parse_delay},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
@@ -389,6 +390,7 @@ void config_parse_limit_list(struct loader *ld, yaml_node_t *node, const char *n
     }
     if (n == 1 && parsed[0].name == NULL && name != NULL)
         parsed[0].name = strdup(name);
+    config_check_delays(ld, node, parsed, n);
 }
 
 void config_parse_limit(struct loader *ld, yaml_node_t *node, void *object)
@@ -530,7 +532,11 @@ void config_free_limits(struct config_limit *limits, size_t n)
 
 /* Top-level plans: hold limits too (routes.limit). */
 const struct key_table config_limit_keys[] = {
-    {"limiter", limiter_fields},          {"limiter.redis", redis_fields},
-    {"routes.limit", limit_fields},       {"routes.limit.count", config_count_fields},
-    {"routes.on_limit", on_limit_fields}, {NULL, NULL},
+    {"limiter", limiter_fields},
+    {"limiter.redis", redis_fields},
+    {"routes.limit", limit_fields},
+    {"routes.limit.count", config_count_fields},
+    {"routes.limit.delay", config_delay_fields},
+    {"routes.on_limit", on_limit_fields},
+    {NULL, NULL},
 };

@@ -83,6 +83,13 @@ void config_parse_route_key(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_limit(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_on_limit(struct loader *ld, yaml_node_t *node, void *object);
 
+/* delay.c: a limit's delay:, and the check that every limit of a set with one can keep a
+ * waiting request's place (the buckets), reported at `node` (the limit: mapping or list). */
+extern const struct field config_delay_fields[];
+void config_parse_delay(struct loader *ld, yaml_node_t *node, void *object);
+void config_check_delays(struct loader *ld, yaml_node_t *node, const struct config_limit *limits,
+                         size_t n);
+
 /* count.c: a limit's count:. */
 extern const struct field config_count_fields[];
 void config_parse_count(struct loader *ld, yaml_node_t *node, void *object);

@@ -306,8 +306,11 @@ static int decide_all(struct limiter *const *limiters, size_t n, const char *con
 
         /* Checked at its turn before any is charged there; buckets always allow by then. */
         if (turn > now_ns && decide_each(limiters, n, slots, costs, turn, false, later, &rc) &&
-            decide_each(limiters, n, slots, costs, turn, true, out, &rc))
+            decide_each(limiters, n, slots, costs, turn, true, out, &rc)) {
             at = turn;
+            for (size_t i = 0; i < n; i++)
+                out[i].wait_ns = turn - now_ns;
+        }
     }
     for (size_t i = 0; i < n; i++) {
         out[i].reset_ms =

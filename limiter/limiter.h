@@ -95,6 +95,8 @@ struct limiter_decision {
     int64_t charged_ns;     /* allowed: the instant the charge was counted at, for
                                limiter_refund() (now_ns, or later where a clock that went back
                                made the algorithm count it later) */
+    int64_t wait_ns;        /* allowed after waiting its turn (limiter_reserve_all()): how long
+                               from the decision until it may pass; else 0 */
 };
 
 struct limiter_stats {

@@ -219,6 +219,11 @@ void gw_req_hand_back(struct gw_req *rq)
     rq->io->resume(rq, true);
 }
 
+int gw_req_sleep(struct gw_req *rq, int64_t until_ns, enum gw_woken *why)
+{
+    return rq->io->sleep != NULL ? rq->io->sleep(rq, until_ns, why) : -1;
+}
+
 void gw_req_aside(struct gw_req *rq, void (*job)(struct gw_req *rq))
 {
     rq->io->aside(rq, job);

@@ -37,6 +37,13 @@ struct gw_upstream_loop;
 struct gw_tunnels;
 
 /* What the adapter does for a request that waits. */
+/* Why a request that waited for an instant goes on (gw_req_sleep()). */
+enum gw_woken {
+    GW_WOKEN_ON_TIME,     /* its instant came */
+    GW_WOKEN_CLIENT_LEFT, /* its client closed the connection first */
+    GW_WOKEN_REFUSED,     /* it could not wait: the server is stopping, or memory is short */
+};
+
 struct gw_req_io {
     /* The step that calls it is about to hand the request to another thread, and will
      * return WAIT: the adapter sets the connection aside first. */
@@ -50,6 +57,10 @@ struct gw_req_io {
     void (*aside)(struct gw_req *rq, void (*job)(struct gw_req *rq));
     /* Whether the client has sent nothing after this request yet (an upgrade's condition). */
     bool (*quiet)(const struct gw_req *rq);
+    /* Sets the request aside until `until_ns`, or until its client leaves first: then its
+     * step runs again, `*why` saying which (or at once, GW_WOKEN_REFUSED, when it cannot
+     * wait). 0; or -1 when this adapter cannot wait at all (nothing set aside). */
+    int (*sleep)(struct gw_req *rq, int64_t until_ns, enum gw_woken *why);
 };
 
 /* What the adapter gives a request when it makes it. */
@@ -204,6 +215,10 @@ void gw_req_will_wait(struct gw_req *rq);
  * (gw_req_hand_back(); nothing of the request is read after it). */
 void gw_req_resume(struct gw_req *rq);
 void gw_req_hand_back(struct gw_req *rq);
+
+/* Waits for `until_ns` (gw_req_io.sleep): 0, and the step returns WAIT; it runs again then,
+ * or sooner when the client leaves, `*why` saying which. -1 when it cannot wait. */
+int gw_req_sleep(struct gw_req *rq, int64_t until_ns, enum gw_woken *why);
 
 /* Runs `job` where it may block (gw_req_io.aside); the step returns WAIT meanwhile. */
 void gw_req_aside(struct gw_req *rq, void (*job)(struct gw_req *rq));

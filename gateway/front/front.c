@@ -17,6 +17,7 @@
 #include "gateway/front/park.h"
 #include "gateway/front/request.h"
 #include "gateway/front/server_private.h"
+#include "gateway/front/sleeper.h"
 #include "gateway/front/wire.h"
 #include "gateway/ops/metrics.h"
 #include "gateway/store/store.h"
@@ -46,7 +47,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
         return NULL; /* not read strictly: on_request drops the connection */
     w->idle_since_ns = 0;
     rq = gw_request_new(gw_front_runtime(f), uri, gw_wire_head(w->wire), &w->memo, w->requests,
-                        f->loop, f->server->offload, f->server->tunnels);
+                        f->loop, f->server->offload, f->server->sleeper, f->server->tunnels);
     return rq;
 }
 
@@ -59,7 +60,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     bool body_piece = *upload_data_size > 0;
     enum MHD_Result ret;
 
-    (void)url; /* libmicrohttpd's decoding of the target; the route module reads the target itself */
+    (void)
+        url; /* libmicrohttpd's decoding of the target; the route module reads the target itself */
     if (*req_cls == NULL)
         return MHD_NO; /* no memory for it: drop the connection */
     /* The head came whole in time. From here the body, if any, must keep coming: no pause
@@ -191,11 +193,12 @@ static int start_shared(struct gw_server *s, bool event, char err[GW_ERR_LEN])
     s->n_fronts = event ? s->fixed.workers : 1;
     s->fronts = calloc(s->n_fronts, sizeof *s->fronts);
     s->tunnels = gw_tunnels_new();
+    s->sleeper = gw_sleeper_new();
     if (event) {
         s->admission = gw_admission_new(s->fixed.max_connections, s->fixed.max_connections_per_ip);
         s->offload = gw_offload_new();
     }
-    if (s->fronts == NULL || s->tunnels == NULL ||
+    if (s->fronts == NULL || s->tunnels == NULL || s->sleeper == NULL ||
         (event && (s->admission == NULL || s->offload == NULL))) {
         s->n_fronts = 0;
         snprintf(err, GW_ERR_LEN, "out of memory");
@@ -310,6 +313,7 @@ void gw_fronts_stop(struct gw_server *s)
     /* The last answers of the store and of upgrades resume their connections, which the
      * daemons then close. */
     gw_store_stop(s->store);
+    gw_sleeper_stop(s->sleeper);
     gw_offload_free(s->offload);
     s->offload = NULL;
     for (size_t i = 0; i < s->n_fronts; i++) {
@@ -328,6 +332,8 @@ void gw_fronts_stop(struct gw_server *s)
     s->fronts = NULL;
     s->n_fronts = 0;
     gw_tunnels_free(s->tunnels);
+    gw_sleeper_free(s->sleeper);
+    s->sleeper = NULL;
     s->tunnels = NULL;
     gw_admission_free(s->admission);
     s->admission = NULL;

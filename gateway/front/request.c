@@ -12,6 +12,7 @@
 #include "gateway/front/loop.h"
 #include "gateway/front/offload.h"
 #include "gateway/front/request.h"
+#include "gateway/front/sleeper.h"
 #include "gateway/front/wire.h"
 
 #define RESPONSE_BLOCK (32 * 1024)
@@ -25,6 +26,8 @@ struct http_ctx {
     uint32_t index;                /* this request's place on its connection, from 0 */
     struct gw_loop *loop;          /* the event loop it runs on, or NULL */
     struct gw_offload *offload;    /* with a loop: where blocking work goes */
+    struct gw_sleeper *sleeper;    /* where it waits for an instant */
+    enum gw_woken *woken;          /* while it waits there: where to say why it goes on */
     struct MHD_Connection *client; /* for suspending and resuming it */
     bool started;
     bool suspended; /* event mode: set aside until a step may go on */
@@ -116,6 +119,30 @@ static void io_aside(struct gw_req *rq, void (*job)(struct gw_req *rq))
     gw_offload_queue(h->offload, &h->job);
 }
 
+/* On the sleeper's thread: its instant came, or its client left. */
+static void woke(void *arg, enum gw_woken why)
+{
+    struct gw_req *rq = arg;
+
+    *http_of(rq)->woken = why;
+    gw_req_hand_back(rq);
+}
+
+static int io_sleep(struct gw_req *rq, int64_t until_ns, enum gw_woken *why)
+{
+    struct http_ctx *h = http_of(rq);
+    const union MHD_ConnectionInfo *fd =
+        MHD_get_connection_info(h->client, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+    if (fd == NULL || h->sleeper == NULL)
+        return -1;
+    h->woken = why;
+    io_suspend(rq);
+    if (gw_sleeper_add(h->sleeper, fd->connect_fd, until_ns, woke, rq) != 0)
+        woke(rq, GW_WOKEN_REFUSED); /* goes on at once, as a step that waited does */
+    return 0;
+}
+
 static bool io_quiet(const struct gw_req *rq)
 {
     const struct http_ctx *h = http_of(rq);
@@ -128,6 +155,7 @@ static const struct gw_req_io io = {
     .resume = io_resume,
     .aside = io_aside,
     .quiet = io_quiet,
+    .sleep = io_sleep,
 };
 
 /* Runs `stage` until it does not wait, or, on a loop, until it does (the connection is set
@@ -225,7 +253,7 @@ static enum MHD_Result answer(struct gw_req *rq, struct MHD_Connection *c)
 struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
                                   const struct gw_head *head, struct gw_access_memo *memo,
                                   uint32_t index, struct gw_loop *loop, struct gw_offload *offload,
-                                  struct gw_tunnels *tunnels)
+                                  struct gw_sleeper *sleeper, struct gw_tunnels *tunnels)
 {
     struct gw_req_spec spec = {
         .runtime = runtime,
@@ -246,6 +274,7 @@ struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_ur
     h->index = index;
     h->loop = loop;
     h->offload = offload;
+    h->sleeper = sleeper;
     return (struct gw_request *)(void *)rq;
 }
 

@@ -45,11 +45,13 @@ struct gw_tunnels;
  * allows is joined to the upstream in `tunnels`. On an event loop (`loop`, loop.h) the request
  * never blocks: it waits for the upstream, and for the Redis store (asked on `offload`'s
  * threads), with its connection suspended. With NULL for both (thread_per_connection) the
- * connection's thread waits. NULL when memory is short. */
+ * connection's thread waits. A wait for an instant (a limit's delay:) is kept by `sleeper`
+ * (sleeper.h) in both modes. NULL when memory is short. */
+struct gw_sleeper;
 struct gw_request *gw_request_new(struct gw_runtime *runtime, const char *raw_uri,
                                   const struct gw_head *head, struct gw_access_memo *memo,
                                   uint32_t index, struct gw_loop *loop, struct gw_offload *offload,
-                                  struct gw_tunnels *tunnels);
+                                  struct gw_sleeper *sleeper, struct gw_tunnels *tunnels);
 
 /* One call of libmicrohttpd's access handler for this request. */
 enum MHD_Result gw_request_handle(struct gw_request *rq, struct MHD_Connection *c,

@@ -122,6 +122,7 @@ struct gw_server {
     struct gw_admission *admission; /* event mode's connection caps; NULL otherwise */
     struct gw_offload *offload;     /* event mode's threads for upgrades (the store has its own) */
     struct gw_tunnels *tunnels;     /* upgraded connections, in both modes */
+    struct gw_sleeper *sleeper;     /* requests waiting for their turn (delay:), both modes */
     pthread_t reaper;               /* thread_per_connection: client deadlines and idle upstreams */
     int reaper_stop[2];
     int64_t client_timeout_ns;

@@ -56,9 +56,14 @@ int gw_limits_select(const struct config_route *route, const struct gw_consumer 
     out->plan = plan;
     out->limits = plan == GW_LIMITS_OWN ? route->limits : route->plans[plan].limits;
     out->n_limits = plan == GW_LIMITS_OWN ? route->n_limits : route->plans[plan].n_limits;
+    out->waits = false;
     for (size_t i = 0; i < out->n_limits; i++) {
+        const struct config_delay *delay = &out->limits[i].delay;
+
         out->route_key[i] = out->limits[i].route_key;
         out->costs[i] = cost_of(&out->limits[i], method);
+        out->max_wait_ns[i] = delay->set ? delay->max_ns : 0;
+        out->waits |= delay->set;
     }
     return 0;
 }
@@ -131,8 +136,14 @@ enum gw_limits_outcome gw_limits_decide_local(struct gw_limits_decision *d,
 {
     size_t n = selection->n_limits;
 
+    int64_t admit_ns;
+    int rc = selection->waits
+                 ? limiter_reserve_all(limiters, n, ids, selection->costs, now_ns,
+                                       selection->max_wait_ns, &admit_ns, d->each)
+                 : limiter_decide_all_cost(limiters, n, ids, selection->costs, now_ns, d->each);
+
     d->decided_ns = now_ns;
-    if (limiter_decide_all_cost(limiters, n, ids, selection->costs, now_ns, d->each) != 0)
+    if (rc != 0)
         return conclude(d, n, GW_LIMITS_FAILED_CLOSED); /* no state for this client: refuse */
     return conclude_each(d, n);
 }

@@ -11,7 +11,8 @@
  * Each limit of the set counts the client under the route's key (on a consumer route: the
  * consumer's name) when it names the same key (config marks it at load:
  * config_limit.route_key), else under its own; and takes the request's
- * cost for its method (cost:, 1 by default).
+ * cost for its method (cost:, 1 by default), and may wait for its turn as long as the limit's
+ * delay: says.
  *
  * Deciding: in this process (gw_limits_decide_local()), every limit at once, all or none, at
  * `now`; or from the shared store's answer (gw_limits_decide_shared()), which the caller asked
@@ -53,6 +54,11 @@ struct gw_limits_selection {
     bool route_key[LIMITER_MAX_PER_REQUEST]; /* counts under the route's key, else its own
                                                 (config_limit.route_key) */
     uint64_t costs[LIMITER_MAX_PER_REQUEST]; /* the units the request takes of each limit */
+    /* delay: how long it may wait for its turn at each limit (0: not at all), and whether it
+     * may wait at all: some limit has a delay, unless the caller turns it off (a dry_run
+     * route, a full queue). */
+    int64_t max_wait_ns[LIMITER_MAX_PER_REQUEST];
+    bool waits;
 };
 
 enum gw_limits_outcome {
@@ -105,7 +111,9 @@ struct limiter_params gw_limits_local_params(const struct config *config,
                                              const struct config_limit *limit, bool shared);
 
 /* Asks `limiters` (one per limit of `selection`) at `now_ns` for the clients `ids` (likewise),
- * into `d`. Returns d->outcome: ALLOWED, DENIED, or FAILED_CLOSED when memory is short. */
+ * into `d`: when the selection waits, a request the limits would deny now but allow within
+ * its waits is ALLOWED after waiting its turn (limiter_reserve_all(): each[i].wait_ns).
+ * Returns d->outcome: ALLOWED, DENIED, or FAILED_CLOSED when memory is short. */
 enum gw_limits_outcome gw_limits_decide_local(struct gw_limits_decision *d,
                                               struct limiter *const *limiters,
                                               const char *const *ids,

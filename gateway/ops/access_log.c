@@ -172,6 +172,8 @@ void gw_access_log_write(int fd, enum config_access_client how, const struct gw_
     gw_text_put(&l, host, utf8_boundary(host, host_len));
     gw_text_str(&l, "\",\"decided_ns\":");
     gw_text_number(&l, (unsigned long long)(e->decided_ns > 0 ? e->decided_ns : 0), 1);
+    gw_text_str(&l, ",\"waited_ms\":");
+    put_ms(&l, e->waited_ns);
     put_keys(&l, e);
     gw_text_str(&l, ",\"tls\":\"");
     gw_text_str(&l, e->memo != NULL ? e->memo->tls : "");

@@ -97,6 +97,7 @@ struct gw_access_entry {
     const char *trace_id;        /* 32 hex digits; "" when the request has no trace */
     const char *host;            /* the Host field, or NULL */
     int64_t decided_ns;          /* when the limits decided; 0 when they did not */
+    int64_t waited_ns;           /* how long it waited for its turn (delay:); 0 when it did not */
     struct gw_access_key keys[GW_ACCESS_KEYS_MAX]; /* a source given twice is logged once */
     size_t n_keys;
     struct gw_access_memo *memo; /* the connection's, or NULL */

@@ -80,7 +80,9 @@ struct gw_store_ask {
     const char *const *names;                   /* each limit's name in the store */
     const struct limiter_params *const *limits; /* each limit as the store runs it */
     const uint64_t *costs;                      /* the units it takes of each; NULL: 1 each */
-    const int64_t *charged_ns; /* GIVE_BACK: each decision's charged_ns; else NULL */
+    const int64_t *charged_ns;  /* GIVE_BACK: each decision's charged_ns; else NULL */
+    const int64_t *max_wait_ns; /* DECIDE: how long it may wait for its turn at each (delay:);
+                                   NULL: not at all */
     const char *const *client_keys;
     size_t n;          /* 1 to LIMITER_MAX_PER_REQUEST */
     const char *lease; /* the request's lease id (concurrency slots); NULL without one */

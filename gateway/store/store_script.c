@@ -13,14 +13,18 @@
  * lease lasts, in microseconds. Then per limit: algorithm (1 token_bucket, 2 gcra,
  * 3 fixed_window, 4 sliding_window_log, 5 sliding_window_counter, 6 concurrency), requests,
  * per in microseconds, burst, the request's cost in units (a cost of k is decided as k
- * requests at one instant, as the local limiters do: limiter.h), and, to give back, the
- * instant the decision charged it.
+ * requests at one instant, as the local limiters do: limiter.h), to give back, the instant
+ * the decision charged it, and how long the request may wait for its turn (delay:, 0: not).
  *
  * Deciding returns per limit: allowed (0/1), remaining, reset and retry-after in milliseconds
- * (rounded up); then the instant it decided at, in microseconds. Writes happen only when every
- * limit allows. Giving back (limiter_refund()'s rules, against Redis's clock) and renewing
- * return nothing. Times are microseconds from Redis's TIME; numbers are written with %.0f so
- * that no timestamp turns into an exponent. */
+ * (rounded up); then the instant it was charged at and the instant it was decided at, in
+ * microseconds. Writes happen only when every limit allows. A request denied now, whose
+ * limits are all buckets and each allows it within its wait, is charged at its turn instead,
+ * as limiter_reserve_all() does: the earliest instant all allow it, a theoretical arrival
+ * time moved on from there; it is then allowed, its charge instant that turn. Giving back
+ * (limiter_refund()'s rules, against Redis's clock) and renewing return nothing. Times are
+ * microseconds from Redis's TIME; numbers are written with %.0f so that no timestamp turns into an
+ * exponent. */
 const char gw_script_text[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
@@ -29,7 +33,7 @@ const char gw_script_text[] =
     "local op, lease, span = tonumber(ARGV[1]), ARGV[3], tonumber(ARGV[4])\n"
     "local out, writes, all = {}, {}, true\n"
     "for i = 1, tonumber(ARGV[2]) do\n"
-    "  local a = 4 + (i - 1) * 6\n"
+    "  local a = 4 + (i - 1) * 7\n"
     "  local algo, requests = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])\n"
     "  local per, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])\n"
     "  local cost, charged = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])\n"
@@ -153,7 +157,38 @@ const char gw_script_text[] =
     "if op ~= 1 then return {} end\n"
     "if all then\n"
     "  for _, w in ipairs(writes) do redis.call(unpack(w)) end\n"
+    "  out[#out + 1] = now\n"
+    "  out[#out + 1] = now\n"
+    "  return out\n"
     "end\n"
+    "local turn, places = now, {}\n"
+    "for i = 1, tonumber(ARGV[2]) do\n"
+    "  local a = 4 + (i - 1) * 7\n"
+    "  local algo, requests = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])\n"
+    "  local per, burst = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])\n"
+    "  local cost, wait = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 7])\n"
+    "  if algo > 2 or wait <= 0 and not (out[4 * i - 3] == 1) then turn = -1 break end\n"
+    "  local interval = math.ceil(per / requests)\n"
+    "  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')\n"
+    "  local at = math.max(now, tat + cost * interval - burst * interval)\n"
+    "  if at - now > wait and at > now then turn = -1 break end\n"
+    "  turn = math.max(turn, at)\n"
+    "  places[i] = {interval, burst * interval, tat, cost}\n"
+    "end\n"
+    "if turn <= now then\n"
+    "  out[#out + 1] = now\n"
+    "  out[#out + 1] = now\n"
+    "  return out\n"
+    "end\n"
+    "for i, p in ipairs(places) do\n"
+    "  local tat = math.max(p[3], turn) + p[4] * p[1]\n"
+    "  redis.call('SET', KEYS[i], int(tat), 'PX', ttl(tat - now))\n"
+    "  out[4 * i - 3] = 1\n"
+    "  out[4 * i - 2] = math.floor((p[2] - (tat - turn)) / p[1])\n"
+    "  out[4 * i - 1] = math.ceil((tat - now) / 1000)\n"
+    "  out[4 * i] = 0\n"
+    "end\n"
+    "out[#out + 1] = turn\n"
     "out[#out + 1] = now\n"
     "return out\n";
 
@@ -245,6 +280,8 @@ void gw_script_args_make(struct gw_script_args *a, const char *prefix, int64_t l
         snprintf(f[4], sizeof f[4], "%llu", (unsigned long long)(ask->costs ? ask->costs[i] : 1));
         snprintf(f[5], sizeof f[5], "%lld",
                  (long long)(ask->charged_ns ? ask->charged_ns[i] / 1000 : 0));
+        snprintf(f[6], sizeof f[6], "%lld",
+                 (long long)(ask->max_wait_ns ? ask->max_wait_ns[i] / 1000 : 0));
         for (int k = 0; k < GW_SCRIPT_FIELDS; k++)
             a->argv[a->argc++] = f[k];
     }
@@ -254,16 +291,17 @@ int gw_script_answer(const redisReply *r, const struct gw_script_args *a,
                      struct limiter_decision *out)
 {
     size_t n = a->n_limits;
-    int64_t now_us;
+    int64_t charged_us, now_us;
 
     if (a->op != GW_STORE_DECIDE)
         return r->type == REDIS_REPLY_ARRAY && r->elements == 0 ? 0 : -1;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 * n + 1)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 * n + 2)
         return -1;
-    for (size_t i = 0; i < 4 * n + 1; i++)
+    for (size_t i = 0; i < 4 * n + 2; i++)
         if (r->element[i]->type != REDIS_REPLY_INTEGER)
             return -1;
-    now_us = r->element[4 * n]->integer;
+    charged_us = r->element[4 * n]->integer;
+    now_us = r->element[4 * n + 1]->integer;
     for (size_t i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof out[i]);
         out[i].allowed = r->element[4 * i]->integer != 0;
@@ -271,7 +309,8 @@ int gw_script_answer(const redisReply *r, const struct gw_script_args *a,
         out[i].remaining = (uint64_t)r->element[4 * i + 1]->integer;
         out[i].reset_ms = r->element[4 * i + 2]->integer;
         out[i].retry_after_ms = r->element[4 * i + 3]->integer;
-        out[i].charged_ns = out[i].allowed ? now_us * 1000 : 0;
+        out[i].charged_ns = out[i].allowed ? charged_us * 1000 : 0;
+        out[i].wait_ns = out[i].allowed ? (charged_us - now_us) * 1000 : 0;
     }
     return 0;
 }

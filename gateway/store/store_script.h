@@ -22,7 +22,7 @@
 #include "limiter/limiter.h"
 
 #define GW_SCRIPT_HEAD     3 /* numbers before the limits': n, the op, the lease's length */
-#define GW_SCRIPT_FIELDS   6 /* numbers per limit */
+#define GW_SCRIPT_FIELDS   7 /* numbers per limit */
 #define GW_SCRIPT_MAX_ARGS (7 + LIMITER_MAX_PER_REQUEST * (1 + GW_SCRIPT_FIELDS))
 
 /* EVALSHA's arguments for one request. argv[1], the script's digest, is left NULL for the

@@ -289,6 +289,7 @@ void register_shared_upstreams_tests(void);
 void register_count_tests(void);
 void register_concurrency_it_tests(void);
 void register_shared_limits_tests(void);
+void register_delay_tests(void);
 void register_reload_tests(void);
 void register_observe_tests(void);
 void register_store_tests(void);

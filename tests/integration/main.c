@@ -135,6 +135,7 @@ int main(int argc, char **argv)
     register_count_tests();
     register_concurrency_it_tests();
     register_shared_limits_tests();
+    register_delay_tests();
     register_streams_tests();
     register_tunnels_tests();
     register_proxy_protocol_tests();

@@ -12,6 +12,7 @@
 #include "gateway/modules/limit/limit_sets.h"
 #include "gateway/modules/limit/shared.h"
 #include "gateway/modules/limit/slots.h"
+#include "gateway/modules/limit/turns.h"
 
 struct limit_ctx {
     bool limited;  /* the route's limits decided: the RateLimit fields go out */
@@ -19,7 +20,12 @@ struct limit_ctx {
     bool refused;  /* by its limits: denied, or would have been on a dry_run route */
     bool settled;  /* the answer's status was held to each limit's count: */
     bool in_store; /* charged by the shared store (else, if at all, in this process) */
+    bool seated;   /* holds a seat in its limits' queues (turns.h) */
+    bool sleeping; /* waits for its turn */
     enum gw_store_result store_result;
+    enum gw_woken woken;            /* why it went on after waiting for its turn */
+    int64_t waited_from;            /* when it began to wait for its turn */
+    int64_t waited_ns;              /* how long it waited for its turn */
     const struct gw_limit_set *set; /* the limits it is held to: the route's, or a plan's */
     struct gw_limits_selection selection;
     struct gw_limits_decision verdict; /* verdict.decided_ns: 0 if not decided */
@@ -110,13 +116,70 @@ static enum gw_step conclude(struct gw_req *rq, struct limit_ctx *c)
     return GW_ANSWERED;
 }
 
+/* Gives back everything the decision charged, wherever it did: the request will not pass. */
+static void give_back_all(struct gw_req *rq, struct limit_ctx *c)
+{
+    int64_t now = limiter_now_ns();
+
+    if (c->in_store) {
+        gw_limit_store_give_back(rq->runtime->store, gw_req_route(rq), c->set, &c->selection,
+                                 c->ids, c->verdict.each, NULL);
+        return;
+    }
+    for (size_t i = 0; i < c->set->n_limits; i++)
+        limiter_refund(c->set->limiters[i], c->ids[i], c->selection.costs[i],
+                       c->verdict.each[i].charged_ns, now);
+}
+
+/* Its turn came, or its client left first (turns.h). */
+static enum gw_step turn_over(struct gw_req *rq, struct limit_ctx *c)
+{
+    c->sleeping = false;
+    c->seated = false;
+    gw_limit_turn_unseat(c->set);
+    c->waited_ns = limiter_now_ns() - c->waited_from;
+    if (c->woken == GW_WOKEN_ON_TIME)
+        return conclude(rq, c);
+    give_back_all(rq, c);
+    c->limited = false;
+    c->settled = true;
+    if (c->woken == GW_WOKEN_CLIENT_LEFT)
+        gw_req_refuse(rq, 499, "the client left while waiting for its turn");
+    else
+        gw_req_refuse(rq, 503, "the request could not wait for its turn");
+    return GW_ANSWERED;
+}
+
+/* The limits have answered: a request admitted at a later turn waits for it; the rest go on
+ * to their conclusion, giving back their seats. */
+static enum gw_step decided(struct gw_req *rq, struct limit_ctx *c)
+{
+    int64_t wait = c->verdict.outcome == GW_LIMITS_ALLOWED ? c->verdict.each[0].wait_ns : 0;
+
+    if (c->seated && wait > 0) {
+        /* From the decision here, or from the store's answer (its wait counts from Redis's
+         * decision, a round trip earlier: never too soon). */
+        c->waited_from = c->in_store ? limiter_now_ns() : c->verdict.decided_ns;
+        c->sleeping = true;
+        if (gw_req_sleep(rq, c->waited_from + wait, &c->woken) == 0)
+            return GW_WAIT;
+        c->woken = GW_WOKEN_REFUSED;
+        return turn_over(rq, c);
+    }
+    if (c->seated) {
+        c->seated = false;
+        gw_limit_turn_unseat(c->set);
+    }
+    return conclude(rq, c);
+}
+
 static enum gw_step decide_shared(struct gw_req *rq, struct limit_ctx *c,
                                   enum gw_store_result result)
 {
     c->in_store = result == GW_STORE_OK;
     gw_limits_decide_shared(&c->verdict, result, rq->config->on_store_error, c->set->limiters,
                             c->ids, &c->selection, limiter_now_ns());
-    return conclude(rq, c);
+    return decided(rq, c);
 }
 
 /* On one of the store's threads: its answer is in c->verdict.each. */
@@ -144,6 +207,8 @@ static enum gw_step ask_store(struct gw_req *rq, struct limit_ctx *c)
         sodium_bin2hex(c->lease, sizeof c->lease, id, sizeof id);
         ask.lease = c->lease;
     }
+    if (c->selection.waits)
+        ask.max_wait_ns = c->selection.max_wait_ns;
     call = gw_store_prepare(rq->runtime->store, &ask);
     if (call == NULL)
         return decide_shared(rq, c, GW_STORE_FAILED);
@@ -164,6 +229,8 @@ static enum gw_step limit_step(struct gw_req *rq, void *ctx)
         c->waiting = false;
         return decide_shared(rq, c, c->store_result);
     }
+    if (c->sleeping)
+        return turn_over(rq, c);
     c->set = &r->own;
     if (!rq->has_peer)
         return GW_NEXT; /* not an IP connection: nothing to count it by */
@@ -180,10 +247,15 @@ static enum gw_step limit_step(struct gw_req *rq, void *ctx)
         return GW_NEXT;
     }
     c->limited = true;
+    /* A request may wait for its turn with a seat in each delay's queue, never on a route
+     * that only tries its limits. */
+    c->selection.waits = c->selection.waits && !options_of(rq)->dry_run;
+    c->seated = c->selection.waits && gw_limit_turn_seat(c->set);
+    c->selection.waits = c->seated;
     if (r->shared)
         return ask_store(rq, c);
     gw_limits_decide_local(&c->verdict, c->set->limiters, c->ids, &c->selection, limiter_now_ns());
-    return conclude(rq, c);
+    return decided(rq, c);
 }
 
 /* Whether the upstream's field `name` is one this module sets: the client gets the
@@ -249,7 +321,7 @@ static void settle(struct gw_req *rq, struct limit_ctx *c, unsigned status)
             gw_metrics_count_refund(c->set->counts[i]);
     if (c->in_store) {
         gw_limit_store_give_back(rq->runtime->store, gw_req_route(rq), c->set, &c->selection,
-                                 c->ids, c->verdict.each, status);
+                                 c->ids, c->verdict.each, &status);
         return;
     }
     now = limiter_now_ns();
@@ -324,6 +396,7 @@ static void on_log(const struct gw_req *rq, void *ctx, struct gw_access_entry *e
                              rq->decision, entry->duration_ns);
     entry->client_key = c->key[0] ? c->key : NULL;
     entry->decided_ns = c->verdict.decided_ns;
+    entry->waited_ns = c->waited_ns;
     if (c->set == NULL)
         return;
     if (c->refused)

@@ -288,19 +288,40 @@ static uint64_t evictions_of(const struct gw_limit_route *r)
     return evictions;
 }
 
-/* sluice_limit_in_flight for each concurrency limit of route `i`. */
-static void render_in_flight(const struct gw_runtime *rt, size_t i, const struct gw_limit_route *r,
-                             FILE *out)
+/* `family` for each limit of route `i` that `holds`: its gauge read by `value`. */
+static void render_gauge(const struct gw_runtime *rt, size_t i, const struct gw_limit_route *r,
+                         const char *family, bool (*holds)(const struct config_limit *),
+                         int64_t (*value)(struct gw_limit *), FILE *out)
 {
     for (size_t k = 0; k < n_sets(r); k++) {
         const struct gw_limit_set *set = set_at(r, k);
 
         for (size_t j = 0; j < set->n_limits; j++)
-            if (set->config[j].params.algorithm_id == LIMITER_CONCURRENCY)
-                fprintf(out, "sluice_limit_in_flight{route=\"%s\",limit=\"%s\"} %lld\n",
+            if (holds(&set->config[j]))
+                fprintf(out, "%s{route=\"%s\",limit=\"%s\"} %lld\n", family,
                         rt->config->routes[i].name, set->store_names[j],
-                        (long long)atomic_load(&set->limits[j]->in_flight));
+                        (long long)value(set->limits[j]));
     }
+}
+
+static bool is_concurrency(const struct config_limit *limit)
+{
+    return limit->params.algorithm_id == LIMITER_CONCURRENCY;
+}
+
+static int64_t in_flight_of(struct gw_limit *limit)
+{
+    return atomic_load(&limit->in_flight);
+}
+
+static bool has_delay(const struct config_limit *limit)
+{
+    return limit->delay.set;
+}
+
+static int64_t waiting_of(struct gw_limit *limit)
+{
+    return atomic_load(&limit->waiting);
 }
 
 void gw_limit_routes_render(const struct gw_runtime *rt, state_fn *state_of, FILE *out)
@@ -309,7 +330,13 @@ void gw_limit_routes_render(const struct gw_runtime *rt, state_fn *state_of, FIL
           "flight.\n# TYPE sluice_limit_in_flight gauge\n",
           out);
     for (size_t i = 0; i < rt->config->n_routes; i++)
-        render_in_flight(rt, i, state_of(rt, i), out);
+        render_gauge(rt, i, state_of(rt, i), "sluice_limit_in_flight", is_concurrency, in_flight_of,
+                     out);
+    fputs("# HELP sluice_limit_waiting Requests waiting for their turn at a limit with a delay.\n"
+          "# TYPE sluice_limit_waiting gauge\n",
+          out);
+    for (size_t i = 0; i < rt->config->n_routes; i++)
+        render_gauge(rt, i, state_of(rt, i), "sluice_limit_waiting", has_delay, waiting_of, out);
     fputs("# HELP sluice_limiter_clients Client states held by a route's limits.\n"
           "# TYPE sluice_limiter_clients gauge\n",
           out);

@@ -31,6 +31,7 @@ struct gw_limit {
     char *key_name; /* NULL for ip */
     struct gw_route_metrics *metrics;
     _Atomic int64_t in_flight; /* concurrency: units held by requests not yet ended (slots.h) */
+    _Atomic int64_t waiting;   /* delay: requests waiting for their turn (turns.h) */
 };
 
 /* A reference more, for what outlives the runtimes that hold the limit (slots.h); dropped

@@ -18,7 +18,7 @@ struct gw_store_ask gw_limit_store_ask(const struct config_route *route,
 void gw_limit_store_give_back(struct gw_store *store, const struct config_route *route,
                               const struct gw_limit_set *set,
                               const struct gw_limits_selection *selection, const char *const *ids,
-                              const struct limiter_decision *decisions, unsigned status)
+                              const struct limiter_decision *decisions, const unsigned *status)
 {
     const char *names[LIMITER_MAX_PER_REQUEST], *keys[LIMITER_MAX_PER_REQUEST];
     const struct limiter_params *limits[LIMITER_MAX_PER_REQUEST];
@@ -27,7 +27,7 @@ void gw_limit_store_give_back(struct gw_store *store, const struct config_route 
     size_t n = 0;
 
     for (size_t i = 0; i < set->n_limits; i++) {
-        if (config_count_holds(&set->config[i].count, status))
+        if (status != NULL && config_count_holds(&set->config[i].count, *status))
             continue;
         names[n] = set->limit_names[i];
         limits[n] = set->shared_param_ptrs[i];

@@ -20,10 +20,11 @@ struct gw_store_ask gw_limit_store_ask(const struct config_route *route,
                                        const char *const *ids);
 
 /* Gives back, in `store`, each charge of the request's `decisions` whose limit's count: does
- * not hold the answer's `status`; nothing when all of them hold it. */
+ * not hold the answer's `*status` (NULL: every charge, for a request that will not pass);
+ * nothing when all of them hold it. */
 void gw_limit_store_give_back(struct gw_store *store, const struct config_route *route,
                               const struct gw_limit_set *set,
                               const struct gw_limits_selection *selection, const char *const *ids,
-                              const struct limiter_decision *decisions, unsigned status);
+                              const struct limiter_decision *decisions, const unsigned *status);
 
 #endif
