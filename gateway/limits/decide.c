@@ -156,8 +156,10 @@ gw_limits_decide_shared(struct gw_limits_decision *d, enum gw_store_result resul
 {
     size_t n = selection->n_limits;
 
-    if (result == GW_STORE_OK)
+    if (result == GW_STORE_OK) {
+        d->decided_ns = now_ns; /* when its answer came: a replay of merged logs orders by it */
         return conclude_each(d, n);
+    }
     if (on_error == CONFIG_ON_STORE_ERROR_ALLOW) {
         d->outcome = GW_LIMITS_FAILED_OPEN;
         return d->outcome;

@@ -74,7 +74,8 @@ enum gw_limits_outcome {
 struct gw_limits_decision {
     struct limiter_decision each[LIMITER_MAX_PER_REQUEST]; /* one per limit of the selection */
     size_t binding;     /* the one to report (each[binding]); not set when FAILED_OPEN */
-    int64_t decided_ns; /* `now` when decided in this process; left as it was otherwise */
+    int64_t decided_ns; /* `now` when decided in this process, or when the store's answer came;
+                           left as it was when the store failed and nothing was decided */
     enum gw_limits_outcome outcome;
 };
 

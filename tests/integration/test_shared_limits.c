@@ -253,6 +253,83 @@ static void test_failed_logins_across_replicas(void)
     }
 }
 
+static const char delay_config[] =
+    "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
+    "limiter:\n  store: redis\n  redis: {address: \"127.0.0.1:%2$u\", timeout: 500ms}\n"
+    "routes:\n"
+    "  - name: ten\n    match: {path_prefix: /}\n    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    limit: {algorithm: gcra, requests: 10, per: 1s, delay: {max: 1s, queue: 100}}\n";
+
+/* The instant (ms: decided + waited) each access log line of `gw` with status 200 was
+ * admitted at, into `at`, up to `cap`; how many of them waited into `*waited`. How many. */
+static int admissions(const struct proc *gw, double *at, int cap, int *waited)
+{
+    char *log = read_file(gw->access_path), *line = log;
+    int n = 0;
+
+    while (line != NULL && *line != '\0' && n < cap) {
+        char *end = strchr(line, '\n');
+        const char *decided, *wait;
+
+        if (end != NULL)
+            *end = '\0';
+        decided = strstr(line, "\"decided_ns\":");
+        wait = strstr(line, "\"waited_ms\":");
+        if (strstr(line, "\"status\":200,") != NULL && decided != NULL && wait != NULL) {
+            double w = strtod(wait + 12, NULL);
+
+            *waited += w > 0;
+            at[n++] = (double)strtoll(decided + 13, NULL, 10) / 1e6 + w;
+        }
+        line = end != NULL ? end + 1 : NULL;
+    }
+    free(log);
+    return n;
+}
+
+static int ascending(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* 10 a second in Redis, waiting up to 1 s, two replicas: 30 at once over both get 20 answers
+ * and 10 denials; the places are Redis's, so the requests that waited on either replica were
+ * admitted 100 ms apart, the k-th no sooner than k intervals after the first admission. */
+static void test_delay_across_replicas(void)
+{
+    double at[64], first;
+    unsigned ports[2];
+    int ok, other, n = 0, late = 0, waited = 0;
+
+    CU_ASSERT_FATAL(start_pair(delay_config) == 0);
+    ports[0] = gws[0].port, ports[1] = gws[1].port;
+    ok = race_requests(ports, 2, 30, "/status/200", NULL, &other);
+    check_case(ok == 20 && other == 0, "delay in Redis", "%d answered 200 (expected 20)", ok);
+    for (int tries = 0, lines = 0; lines < 30 && tries < 100; tries++, sleep_ms(20)) {
+        char *a = read_file(gws[0].access_path), *b = read_file(gws[1].access_path);
+
+        lines = (a ? occurrences(a, "\n") : 0) + (b ? occurrences(b, "\n") : 0);
+        free(a);
+        free(b);
+    }
+    for (int i = 0; i < 2; i++)
+        n += admissions(&gws[i], at + n, 64 - n, &waited);
+    CU_ASSERT_EQUAL_FATAL(n, 20);
+    CU_ASSERT_EQUAL(waited, 10);
+    qsort(at, (size_t)n, sizeof at[0], ascending);
+    first = at[0];
+    for (int k = 10; k < n; k++)
+        if (at[k] < first + (k - 9) * 100.0 - 5.0 || at[k] > first + (k - 9) * 100.0 + 200.0)
+            late++;
+    check_case(late == 0, "delay in Redis",
+               "%d of the 10 that waited were admitted off their "
+               "turn (first %.1f, last %.1f ms after the first)",
+               late, at[10] - first, at[19] - first);
+    stop_pair();
+}
+
 void register_shared_limits_tests(void)
 {
     CU_pSuite s = add_suite_with("shared_limits", init, clean);
@@ -265,4 +342,6 @@ void register_shared_limits_tests(void)
              test_dead_replica_lapses);
     add_test(s, "count: in Redis: failed logins counted exactly across replicas",
              test_failed_logins_across_replicas);
+    add_test(s, "delay: in Redis: places kept at Redis's turns across replicas",
+             test_delay_across_replicas);
 }

@@ -158,8 +158,8 @@ static enum gw_step decided(struct gw_req *rq, struct limit_ctx *c)
 
     if (c->seated && wait > 0) {
         /* From the decision here, or from the store's answer (its wait counts from Redis's
-         * decision, a round trip earlier: never too soon). */
-        c->waited_from = c->in_store ? limiter_now_ns() : c->verdict.decided_ns;
+         * decision, a moment earlier: never too soon). */
+        c->waited_from = c->verdict.decided_ns;
         c->sleeping = true;
         if (gw_req_sleep(rq, c->waited_from + wait, &c->woken) == 0)
             return GW_WAIT;
