@@ -10,6 +10,7 @@
 
 struct gw_store_lease {
     struct gw_store_lease *prev, *next;
+    int64_t due_ns;             /* when it is renewed next */
     struct gw_script_args args; /* GW_STORE_RENEW of the request's slots */
 };
 
@@ -30,6 +31,7 @@ struct gw_store_leases *gw_store_leases_new(struct gw_store_workers *workers,
                                             int64_t timeout_ns)
 {
     struct gw_store_leases *l = calloc(1, sizeof *l);
+    pthread_condattr_t monotonic;
 
     if (l == NULL)
         return NULL;
@@ -37,48 +39,85 @@ struct gw_store_leases *gw_store_leases_new(struct gw_store_workers *workers,
     l->health = health;
     l->lease_ns = lease_ns;
     l->timeout_ns = timeout_ns;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC); /* a wall clock may step */
     pthread_mutex_init(&l->lock, NULL);
-    pthread_cond_init(&l->wake, NULL);
+    pthread_cond_init(&l->wake, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     return l;
 }
 
-/* Queues `args` (copied) with the usual deadline and no one to tell: what it did shows in
- * Redis alone. A store that is degraded is asked only as its probe (store_health.h). */
-static void tell(struct gw_store_leases *l, const struct gw_script_args *args)
+/* A call of `args` (copied) with the usual deadline, or NULL when the store is not to be
+ * asked now (degraded: asked only as its probe, store_health.h) or memory is short. */
+static struct gw_store_call *call_of(struct gw_store_leases *l, const struct gw_script_args *args)
 {
     uint64_t state;
     struct gw_store_call *call;
 
     if (!gw_store_health_may_try(l->health, &state))
-        return;
+        return NULL;
     call = gw_store_call_new(limiter_now_ns() + l->timeout_ns, state);
-    if (call == NULL)
-        return;
-    gw_script_args_copy(&call->args, args);
-    if (gw_store_workers_queue(l->workers, call) != 0)
-        gw_store_call_free(call);
+    if (call != NULL)
+        gw_script_args_copy(&call->args, args);
+    return call;
 }
 
-/* Every third of a lease, each lease held is renewed. Calls are queued under the lock, which
- * only queues them: the store's threads send them. */
+/* Queues each of `calls` with no one to tell: what they did shows in Redis alone. */
+static void send_all(struct gw_store_leases *l, struct gw_store_call *calls)
+{
+    while (calls != NULL) {
+        struct gw_store_call *next = calls->next;
+
+        calls->next = NULL;
+        if (gw_store_workers_queue(l->workers, calls) != 0)
+            gw_store_call_free(calls);
+        calls = next;
+    }
+}
+
+/* The instant a wait of `ns` from now ends, on the condition's clock. */
+static struct timespec after(int64_t ns)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += ns / 1000000000;
+    t.tv_nsec += ns % 1000000000;
+    if (t.tv_nsec >= 1000000000) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000;
+    }
+    return t;
+}
+
+/* Every sixth of a lease, each lease due (a third of a lease after it was taken or last
+ * renewed) is renewed: each on its own schedule, so requests that began together are not
+ * all renewed in one burst forever. The calls are made under the lock and queued after it. */
 static void *renew_loop(void *arg)
 {
     struct gw_store_leases *l = arg;
-    struct timespec until;
 
     pthread_mutex_lock(&l->lock);
     while (!l->stopping) {
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += (l->lease_ns / 3) / 1000000000;
-        until.tv_nsec += (l->lease_ns / 3) % 1000000000;
-        if (until.tv_nsec >= 1000000000) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000;
-        }
+        struct timespec until = after(l->lease_ns / 6);
+        struct gw_store_call *calls = NULL;
+        int64_t now;
+
         while (!l->stopping && pthread_cond_timedwait(&l->wake, &l->lock, &until) == 0)
             ;
-        for (struct gw_store_lease *lease = l->head; !l->stopping && lease; lease = lease->next)
-            tell(l, &lease->args);
+        now = limiter_now_ns();
+        for (struct gw_store_lease *lease = l->head; !l->stopping && lease; lease = lease->next) {
+            struct gw_store_call *call;
+
+            if (lease->due_ns > now || (call = call_of(l, &lease->args)) == NULL)
+                continue;
+            lease->due_ns = now + l->lease_ns / 3;
+            call->next = calls;
+            calls = call;
+        }
+        pthread_mutex_unlock(&l->lock);
+        send_all(l, calls);
+        pthread_mutex_lock(&l->lock);
     }
     pthread_mutex_unlock(&l->lock);
     return NULL;
@@ -92,6 +131,7 @@ struct gw_store_lease *gw_store_lease_hold(struct gw_store_leases *l,
     if (lease == NULL)
         return NULL;
     gw_script_args_copy(&lease->args, renew);
+    lease->due_ns = limiter_now_ns() + l->lease_ns / 3;
     pthread_mutex_lock(&l->lock);
     if (!l->started && !l->stopping)
         l->started = pthread_create(&l->thread, NULL, renew_loop, l) == 0;
@@ -117,7 +157,7 @@ void gw_store_lease_end(struct gw_store_leases *l, struct gw_store_lease *lease)
     atomic_fetch_sub(&l->held, 1);
     pthread_mutex_unlock(&l->lock);
     gw_script_args_set_op(&lease->args, GW_STORE_GIVE_BACK);
-    tell(l, &lease->args);
+    send_all(l, call_of(l, &lease->args));
     free(lease);
 }
 
@@ -128,6 +168,7 @@ uint64_t gw_store_leases_held(const struct gw_store_leases *l)
 
 void gw_store_leases_stop(struct gw_store_leases *l)
 {
+    struct gw_store_call *calls = NULL;
     bool started;
 
     pthread_mutex_lock(&l->lock);
@@ -138,6 +179,21 @@ void gw_store_leases_stop(struct gw_store_leases *l)
     pthread_mutex_unlock(&l->lock);
     if (started)
         pthread_join(l->thread, NULL);
+    /* Requests still holding slots end with the daemons, after the store's threads: their
+     * slots are given back now, while the threads can still send it, rather than left to
+     * lapse. Their ends later send nothing more (the store is stopped by then). */
+    pthread_mutex_lock(&l->lock);
+    for (struct gw_store_lease *lease = l->head; lease != NULL; lease = lease->next) {
+        struct gw_store_call *call;
+
+        gw_script_args_set_op(&lease->args, GW_STORE_GIVE_BACK);
+        if ((call = call_of(l, &lease->args)) != NULL) {
+            call->next = calls;
+            calls = call;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+    send_all(l, calls);
 }
 
 void gw_store_leases_free(struct gw_store_leases *l)

@@ -4,13 +4,16 @@
  * A slot in Redis is a member of a sorted set scored by when its lease runs out (the script,
  * store_script.c): a replica that dies, or loses Redis, with slots held does not hold them for
  * ever, they lapse within limiter.redis.lease. A live request keeps its slots: one thread
- * renews every lease held here every third of that time (one call per request, each renewing
- * the request's slots at Redis's clock), so a lease is renewed twice before it could lapse,
- * and a renewal lost to one slow call is made up by the next. When the request ends, its slots
- * are given back in one call and renewals stop; a renewal crossing that call renews nothing
- * (it only updates members still there). A store that is degraded (store_health.h) is not
+ * renews each lease held here a third of that time after it was taken or last renewed (it
+ * looks every sixth; one call per request, renewing the request's slots at Redis's clock), so
+ * a lease is renewed at most half a lease after the last time, and a renewal lost to one slow
+ * call is made up by the next before the lease runs out. Requests that began together are renewed
+ * together, others not: the calls follow the requests, not one burst for all. When the request
+ * ends, its slots are given back in one call and renewals stop; a renewal crossing that call renews
+ * nothing (it only updates members still there). A store that is degraded (store_health.h) is not
  * asked to renew: a request admitted before Redis failed may then outlive its lease, which
- * lets another replica admit one more until Redis is back.
+ * lets another replica admit one more until Redis is back. When the store stops, every lease
+ * still held is given back while its threads can send it.
  */
 #ifndef SLUICE_GATEWAY_STORE_LEASES_H
 #define SLUICE_GATEWAY_STORE_LEASES_H

@@ -23,8 +23,12 @@
  * as limiter_reserve_all() does: the earliest instant all allow it, a theoretical arrival
  * time moved on from there; it is then allowed, its charge instant that turn. Giving back
  * (limiter_refund()'s rules, against Redis's clock) and renewing return nothing. Times are
- * microseconds from Redis's TIME; numbers are written with %.0f so that no timestamp turns into an
- * exponent. */
+ * microseconds from Redis's TIME; numbers are written with %.0f so that no timestamp turns
+ * into an exponent.
+ *
+ * A concurrency set lives as long as its last lease (replicas may run leases of different
+ * lengths), and a decision first drops its own request's members: one sent again after its
+ * connection broke must not count the slots it took the first time. */
 const char gw_script_text[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
@@ -59,10 +63,12 @@ const char gw_script_text[] =
     "      for j = 1, cost do redis.call('ZREM', key .. ':slots', lease .. ':' .. j) end\n"
     "    end\n"
     "  elseif op == 3 then\n"
+    "    key = key .. ':slots'\n"
     "    for j = 1, cost do\n"
-    "      redis.call('ZADD', key .. ':slots', 'XX', int(now + span), lease .. ':' .. j)\n"
+    "      redis.call('ZADD', key, 'XX', int(now + span), lease .. ':' .. j)\n"
     "    end\n"
-    "    redis.call('PEXPIRE', key .. ':slots', ttl(span))\n"
+    "    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]\n"
+    "    if last then redis.call('PEXPIRE', key, ttl(tonumber(last) - now)) end\n"
     "  elseif algo <= 2 then\n"
     "    local interval = math.ceil(per / requests)\n"
     "    local tolerance = burst * interval\n"
@@ -137,13 +143,16 @@ const char gw_script_text[] =
     "  else\n"
     "    key = key .. ':slots'\n"
     "    redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now))\n"
+    "    for j = 1, cost do redis.call('ZREM', key, lease .. ':' .. j) end\n"
     "    local count = redis.call('ZCARD', key)\n"
     "    if count + cost <= requests then\n"
+    "      local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]\n"
     "      allowed, remaining = 1, requests - count - cost\n"
     "      for j = 1, cost do\n"
     "        writes[#writes + 1] = {'ZADD', key, int(now + span), lease .. ':' .. j}\n"
     "      end\n"
-    "      writes[#writes + 1] = {'PEXPIRE', key, ttl(span)}\n"
+    "      writes[#writes + 1] = {'PEXPIRE', key, ttl(math.max(tonumber(last or 0), now + span) "
+    "- now)}\n"
     "    else\n"
     "      retry, remaining = 1000000, math.max(requests - count, 0)\n"
     "    end\n"

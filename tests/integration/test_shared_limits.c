@@ -41,12 +41,19 @@ static const char slots_config[] =
 
 static struct proc gws[2];
 
-static int start_pair(const char *config)
+/* Two replicas on `config`, its third argument `lease` (a slot's lease, for slots_config). */
+static int start_pair_with(const char *config, const char *lease)
 {
     for (int i = 0; i < 2; i++)
-        if (start_sluice(&gws[i], config, upstream.port, redis.port) != 0)
+        if (start_sluice(&gws[i], config, upstream.port, redis.port, lease) != 0)
             return -1;
     return 0;
+}
+
+/* With leases of 30 s: a slot that comes back sooner was given back, not left to lapse. */
+static int start_pair(const char *config)
+{
+    return start_pair_with(config, "30s");
 }
 
 static void stop_pair(void)
@@ -100,7 +107,7 @@ static void test_fifty_race_for_five(void)
     check_case(ok == 5 && other == 0, "50 at once", "%d answered 200 (expected 5), %d neither", ok,
                other);
     check_case(upstream_peak() == 5, "50 at once", "the upstream's peak in flight was not 5");
-    check_case(slots_down_to("five", 0, 2000), "50 at once", "%ld slots left in Redis",
+    check_case(slots_down_to("five", 0, 500), "50 at once", "%ld slots left in Redis",
                slots_in_redis("five"));
     CU_ASSERT_EQUAL(metric(&gws[0], "sluice_store_leases"), 0);
     ok = race_requests(ports, 2, 50, "/slow?ms=800", NULL, &other);
@@ -140,16 +147,15 @@ static void *send_held(void *arg)
     return NULL;
 }
 
-/* A request on one replica holds the one slot for 3 s, three times the lease: renewed, it
- * stays held, so the other replica refuses all along; then it comes back. A client that
- * leaves and an upstream that fails give theirs back at once. */
-static void test_held_across_replicas(void)
+/* Leases of 1 s: a request on one replica holds the one slot for 3 s, three leases; renewed,
+ * it stays held, so the other replica refuses all along; then it comes back. */
+static void test_renewed_while_held(void)
 {
     struct held_request h = {0, "/one/slow?ms=3000", 0, 0};
     pthread_t holder;
-    int refused = 0, failed = 0;
+    int refused = 0;
 
-    CU_ASSERT_FATAL(start_pair(slots_config) == 0);
+    CU_ASSERT_FATAL(start_pair_with(slots_config, "1s") == 0);
     h.port = gws[0].port;
     CU_ASSERT_FATAL(pthread_create(&holder, NULL, send_held, &h) == 0);
     sleep_ms(300);
@@ -159,13 +165,33 @@ static void test_held_across_replicas(void)
     check_case(h.status == 200 && refused == 5, "renewed",
                "the holder got %d; the other replica refused %d of 5 over 2.5 s", h.status,
                refused);
-    check_case(slots_down_to("one", 0, 1000), "renewed", "its slot was not given back");
+    stop_pair();
+}
+
+/* Leases of 30 s, so that a slot back within a second was given back: by a request's end
+ * (its answer), by its client's leaving (at the latest when its answer, 1.5 s on, cannot be
+ * sent), by its upstream's failure. */
+static void test_given_back_at_the_end(void)
+{
+    struct held_request h = {0, "/one/slow?ms=500", 0, 0};
+    pthread_t holder;
+    double start;
+    int failed = 0;
+
+    CU_ASSERT_FATAL(start_pair(slots_config) == 0);
+    h.port = gws[0].port;
+    CU_ASSERT_FATAL(pthread_create(&holder, NULL, send_held, &h) == 0);
+    pthread_join(holder, NULL);
+    check_case(h.status == 200 && slots_down_to("one", 0, 300), "answered",
+               "the holder got %d; its slot was not given back", h.status);
     CU_ASSERT_EQUAL(get_status(gws[1].port, "/one/x", NULL), 200);
 
     h = (struct held_request){gws[1].port, "/one/slow?ms=1500", 400, 0};
+    start = seconds_now();
     CU_ASSERT_FATAL(pthread_create(&holder, NULL, send_held, &h) == 0);
     pthread_join(holder, NULL);
-    check_case(slots_down_to("one", 0, 1500), "client left", "its slot was kept");
+    check_case(slots_down_to("one", 0, 2500) && seconds_now() - start < 3.0, "client left",
+               "its slot was kept %.1f s", seconds_now() - start);
     CU_ASSERT_EQUAL(get_status(gws[0].port, "/one/x", NULL), 200);
 
     for (int i = 0; i < 4; i++)
@@ -182,7 +208,7 @@ static void test_dead_replica_lapses(void)
     pthread_t holder;
     double killed, back = 0;
 
-    CU_ASSERT_FATAL(start_pair(slots_config) == 0);
+    CU_ASSERT_FATAL(start_pair_with(slots_config, "1s") == 0);
     h.port = gws[0].port;
     CU_ASSERT_FATAL(pthread_create(&holder, NULL, send_held, &h) == 0);
     for (int i = 0; i < 100 && slots_in_redis("one") != 1; i++)
@@ -336,8 +362,9 @@ void register_shared_limits_tests(void)
 
     add_test(s, "concurrency in Redis: 50 racing over two replicas for 5 slots",
              test_fifty_race_for_five);
-    add_test(s, "concurrency in Redis: held while renewed, given back at the end",
-             test_held_across_replicas);
+    add_test(s, "concurrency in Redis: held while renewed", test_renewed_while_held);
+    add_test(s, "concurrency in Redis: given back by answer, leaving client, failure",
+             test_given_back_at_the_end);
     add_test(s, "concurrency in Redis: a dead replica's slot lapses with its lease",
              test_dead_replica_lapses);
     add_test(s, "count: in Redis: failed logins counted exactly across replicas",

@@ -184,15 +184,17 @@ static void test_concurrency_held_while_open(void)
 
 static const char shared_cap_config[] =
     "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
-    "limiter:\n  store: redis\n  redis: {address: \"127.0.0.1:%2$u\", timeout: 500ms, lease: 1s}\n"
+    "limiter:\n  store: redis\n  redis: {address: \"127.0.0.1:%2$u\", timeout: 500ms, lease: "
+    "%3$s}\n"
     "routes:\n"
     "  - name: cap\n    match: {path_prefix: /cap/}\n"
     "    upstream: \"http://127.0.0.1:%1$u\"\n    strip_prefix: true\n"
     "    limit: {algorithm: concurrency, requests: 1}\n";
 
 /* The same in the shared store, over two replicas: a tunnel open on one for 3 s, three times
- * its slot's lease, keeps it (renewed), so the other refuses an upgrade meanwhile; once the
- * tunnel closes, the other's upgrade passes. */
+ * its slot's lease (1 s), keeps it (renewed), so the other refuses an upgrade meanwhile; once
+ * the tunnel closes, the other's upgrade passes at once. Then with leases of 30 s, a tunnel's
+ * close gives its slot back rather than leaving it to lapse. */
 static void test_shared_slot_held_while_open(void)
 {
     struct redis redis = {0};
@@ -203,7 +205,7 @@ static void test_shared_slot_held_while_open(void)
 
     CU_ASSERT_FATAL(start_redis(&redis) == 0);
     for (int i = 0; i < 2; i++)
-        CU_ASSERT_FATAL(start_sluice(&pair[i], shared_cap_config, ws.port, redis.port) == 0);
+        CU_ASSERT_FATAL(start_sluice(&pair[i], shared_cap_config, ws.port, redis.port, "1s") == 0);
     client = start_client(pair[0].port, "/cap/x", "--hold 3");
     CU_ASSERT_FATAL(client != NULL);
     CU_ASSERT(client_says(client, "holding"));
@@ -220,13 +222,22 @@ static void test_shared_slot_held_while_open(void)
                out);
     CU_ASSERT(client_says(client, "closed 1000"));
     pclose(client);
-    for (int i = 0; i < 20 && !passed; i++) {
+    for (int i = 0; i < 5 && !passed; i++) {
         out = run_client(pair[1].port, "/cap/x", "");
         passed = strstr(out, "closed 1000") != NULL;
         if (!passed)
             sleep_ms(50);
     }
     check_case(passed, "tunnel closed", "the other replica's client said: %s", out);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(stop_sluice(&pair[i], 5000), 0);
+        CU_ASSERT_FATAL(start_sluice(&pair[i], shared_cap_config, ws.port, redis.port, "30s") == 0);
+    }
+    out = run_client(pair[0].port, "/cap/x", "");
+    check_case(strstr(out, "closed 1000") != NULL, "30 s leases", "the first client said: %s", out);
+    out = run_client(pair[1].port, "/cap/x", "");
+    check_case(strstr(out, "closed 1000") != NULL, "30 s leases",
+               "a closed tunnel's slot was not given back; the next client said: %s", out);
     for (int i = 0; i < 2; i++)
         CU_ASSERT_EQUAL(stop_sluice(&pair[i], 5000), 0);
     stop_redis(&redis);

@@ -177,6 +177,8 @@ static enum gw_step decide_shared(struct gw_req *rq, struct limit_ctx *c,
                                   enum gw_store_result result)
 {
     c->in_store = result == GW_STORE_OK;
+    if (!c->in_store && c->lease[0] != '\0') /* Redis may have taken them all the same */
+        gw_limit_slots_give_back_in_store(rq, c->set, c->ids, c->selection.costs, c->lease);
     gw_limits_decide_shared(&c->verdict, result, rq->config->on_store_error, c->set->limiters,
                             c->ids, &c->selection, limiter_now_ns());
     return decided(rq, c);

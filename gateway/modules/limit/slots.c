@@ -44,31 +44,70 @@ static void give_back(void *arg)
     free(h);
 }
 
-/* The slots `h` took in the shared store, under `lease`, held there with their lease
- * renewed. */
-static void hold_in_store(struct gw_req *rq, struct held *h, const struct gw_limit_set *set,
-                          const char *lease)
+/* The concurrency limits of `set` as the shared store asks them, for `op`, limit i counting
+ * under `ids[i]` at `costs[i]` (both indexed by `set`'s limits, or by the concurrency limits
+ * alone with `compact`), under `lease`: the arrays are filled and the ask returned. */
+static struct gw_store_ask store_ask(const struct gw_req *rq, const struct gw_limit_set *set,
+                                     enum gw_store_op op, const char *const *ids,
+                                     const uint64_t *costs, bool compact, const char *lease,
+                                     const char **names, const struct limiter_params **limits,
+                                     const char **keys, uint64_t *units)
 {
-    const char *names[LIMITER_MAX_PER_REQUEST], *ids[LIMITER_MAX_PER_REQUEST];
-    const struct limiter_params *limits[LIMITER_MAX_PER_REQUEST];
     size_t n = 0;
 
     for (size_t i = 0; i < set->n_limits; i++)
         if (counts_in_flight(&set->config[i])) {
             names[n] = set->limit_names[i];
             limits[n] = set->shared_param_ptrs[i];
-            ids[n] = h->ids[n];
+            keys[n] = ids[compact ? n : i];
+            units[n] = costs[compact ? n : i];
             n++;
         }
+    return (struct gw_store_ask){.op = op,
+                                 .route = gw_req_route(rq)->name,
+                                 .names = names,
+                                 .limits = limits,
+                                 .costs = units,
+                                 .client_keys = keys,
+                                 .n = n,
+                                 .lease = lease};
+}
+
+void gw_limit_slots_give_back_in_store(struct gw_req *rq, const struct gw_limit_set *set,
+                                       const char *const *ids, const uint64_t *costs,
+                                       const char *lease)
+{
+    const char *names[LIMITER_MAX_PER_REQUEST], *keys[LIMITER_MAX_PER_REQUEST];
+    const struct limiter_params *limits[LIMITER_MAX_PER_REQUEST];
+    uint64_t units[LIMITER_MAX_PER_REQUEST];
+    struct gw_store_ask ask = store_ask(rq, set, GW_STORE_GIVE_BACK, ids, costs, false, lease,
+                                        names, limits, keys, units);
+
+    if (ask.n > 0)
+        gw_store_give_back(rq->runtime->store, &ask);
+}
+
+/* The slots `h` took in the shared store, under `lease`, held there with their lease
+ * renewed; given back at once when there is no memory to renew them. */
+static void hold_in_store(struct gw_req *rq, struct held *h, const struct gw_limit_set *set,
+                          const char *lease)
+{
+    const char *names[LIMITER_MAX_PER_REQUEST], *keys[LIMITER_MAX_PER_REQUEST];
+    const char *ids[LIMITER_MAX_PER_REQUEST];
+    const struct limiter_params *limits[LIMITER_MAX_PER_REQUEST];
+    uint64_t units[LIMITER_MAX_PER_REQUEST];
+    struct gw_store_ask ask;
+
+    for (size_t i = 0; i < h->n; i++)
+        ids[i] = h->ids[i];
+    ask =
+        store_ask(rq, set, GW_STORE_RENEW, ids, h->costs, true, lease, names, limits, keys, units);
     h->store = rq->runtime->store;
-    h->lease = gw_store_hold(h->store, &(struct gw_store_ask){.op = GW_STORE_RENEW,
-                                                              .route = gw_req_route(rq)->name,
-                                                              .names = names,
-                                                              .limits = limits,
-                                                              .costs = h->costs,
-                                                              .client_keys = ids,
-                                                              .n = n,
-                                                              .lease = lease});
+    h->lease = gw_store_hold(h->store, &ask);
+    if (h->lease == NULL) {
+        ask.op = GW_STORE_GIVE_BACK;
+        gw_store_give_back(h->store, &ask);
+    }
 }
 
 int gw_limit_slots_hold(struct gw_req *rq, const struct gw_limit_set *set, const char *const *ids,
@@ -76,8 +115,10 @@ int gw_limit_slots_hold(struct gw_req *rq, const struct gw_limit_set *set, const
 {
     struct held *h = calloc(1, sizeof *h);
 
-    if (h == NULL && lease != NULL) /* nowhere to say what is held: they lapse with the lease */
+    if (h == NULL && lease != NULL) { /* nowhere to say what is held: given back now */
+        gw_limit_slots_give_back_in_store(rq, set, ids, costs, lease);
         return -1;
+    }
     if (h == NULL) { /* nowhere to say what is held: given back now */
         int64_t now = limiter_now_ns();
 

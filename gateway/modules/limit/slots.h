@@ -27,9 +27,16 @@ bool gw_limit_set_has_slots(const struct gw_limit_set *set);
 /* Holds the slots `rq` was just charged by `set`'s concurrency limits, limit i under `ids[i]`
  * at `costs[i]` units, until the request ends: in this process, or, when `lease` names the
  * lease the shared store charged them under, there (renewed meanwhile: store_leases.h). 0; or
- * -1 when memory is short, and then they were given back at once (here) or lapse with their
- * lease (in the store). */
+ * -1 when memory is short, and then they were given back at once. */
 int gw_limit_slots_hold(struct gw_req *rq, const struct gw_limit_set *set, const char *const *ids,
                         const uint64_t *costs, const char *lease);
+
+/* Gives back, in the shared store, the slots a decision may have taken under `lease` for `set`'s
+ * concurrency limits (limit i under `ids[i]`, `costs[i]` units): for a decision whose answer
+ * was lost (a timeout, a broken connection), which Redis may have made all the same. Giving
+ * back slots that were never taken takes nothing. */
+void gw_limit_slots_give_back_in_store(struct gw_req *rq, const struct gw_limit_set *set,
+                                       const char *const *ids, const uint64_t *costs,
+                                       const char *lease);
 
 #endif
