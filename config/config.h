@@ -22,7 +22,8 @@
  *             health_check {path, interval, timeout, healthy, unhealthy, expect_status}}),
  *             retries {attempts, on, budget}, strip_prefix, host, set_headers, remove_headers,
  *             timeout, connect_timeout, key, ipv6_prefix, limit {algorithm, requests, per,
- *             burst, key, cost} (or a list of such limits, each with a name), store,
+ *             burst, key, cost, count, delay {max, queue}} (or a list of such limits, each
+ *             with a name), store,
  *             tls_verify, proxy, plan, plans, unknown_key, headers, on_limit {status,
  *             body_file, content_type}
  *   upstreams: NAME: an upstream as a route's upstream: (a URL, or {servers, ...})

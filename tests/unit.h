@@ -22,6 +22,7 @@ void register_blocks_tests(void);
 void register_upstreams_tests(void);
 void register_man_defaults_tests(void);
 void register_count_config_tests(void);
+void register_delay_config_tests(void);
 void register_routes_tests(void);
 void register_keys_tests(void);
 void register_headers_tests(void);

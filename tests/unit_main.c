@@ -38,6 +38,7 @@ int main(int argc, char **argv)
     register_upstreams_tests();
     register_man_defaults_tests();
     register_count_config_tests();
+    register_delay_config_tests();
     register_routes_tests();
     register_keys_tests();
     register_headers_tests();

@@ -1,5 +1,5 @@
 /* config/count.c: a limit's count:, statuses or except, by status or class; each problem at
- * its place; refused with the Redis store, as algorithm: concurrency is (and its own keys). */
+ * its place; kept with the Redis store, as algorithm: concurrency is (and its own keys). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -22,6 +22,7 @@ enum where {
     IN_CONFIG,      /* `size` bytes at `offset` in struct config */
     IN_ROUTE,       /* ... in the first route */
     IN_LIMIT_BLOCK, /* ... in the first route's limit module block */
+    IN_LIMIT,       /* ... in the first route's first limit */
     STRING,         /* a char * at `offset` in struct config */
     CORES,          /* server.workers: one per core */
 };
@@ -41,6 +42,7 @@ struct known {
 #define STR(member)    STRING, offsetof(struct config, member), sizeof(char *)
 #define SERVER(key)    "server: {" key ": %s}\n", NULL, NULL
 #define ROUTE_KEY(key) NULL, "    " key ": %s\n", NULL
+#define DELAYED(delay) "    limit: {algorithm: gcra, requests: 1, per: 1s, delay: " delay "}\n"
 
 static const struct known known[] = {
     {"SERVER", "mode", CFG(server.mode), SERVER("mode")},
@@ -92,6 +94,9 @@ static const struct known known[] = {
     {"ROUTES", "ipv6_prefix", ROUTE(ipv6_prefix_len), ROUTE_KEY("ipv6_prefix")},
     {"ROUTES", "dry_run", IN_LIMIT_BLOCK, offsetof(struct limit_options, dry_run), sizeof(bool),
      ROUTE_KEY("dry_run")},
+    {"ROUTES", "queue", IN_LIMIT, offsetof(struct config_limit, delay.queue), sizeof(uint32_t),
+     NULL, "    upstream: \"http://127.0.0.1:9\"\n" DELAYED("{max: 1s, queue: %s}"),
+     "    upstream: \"http://127.0.0.1:9\"\n" DELAYED("{max: 1s}")},
     {"PLANS", "sample", CFG(tracing.sample), "tracing: {sample: %s}\n", NULL, NULL},
 };
 
@@ -256,6 +261,8 @@ static const void *value_of(const struct config *c, const struct known *k)
         return (const char *)&c->routes[0] + k->offset;
     case IN_LIMIT_BLOCK:
         return (const char *)config_route_block(&c->routes[0], &gw_limit_route_options) + k->offset;
+    case IN_LIMIT:
+        return (const char *)&c->routes[0].limits[0] + k->offset;
     default:
         return NULL;
     }

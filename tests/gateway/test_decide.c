@@ -195,7 +195,7 @@ static void test_shared_answer(void)
                                             ids, &sel, NOW),
                     GW_LIMITS_DENIED);
     CU_ASSERT_EQUAL(d.binding, 1);
-    CU_ASSERT_EQUAL(d.decided_ns, 0); /* the store decided, not this process */
+    CU_ASSERT_EQUAL(d.decided_ns, NOW); /* when the store's answer came */
     d.each[0].allowed = d.each[1].allowed = true;
     CU_ASSERT_EQUAL(gw_limits_decide_shared(&d, GW_STORE_OK, CONFIG_ON_STORE_ERROR_LOCAL, limiters,
                                             ids, &sel, NOW),

@@ -12,7 +12,7 @@ static void test_fields(void)
                                .requests = 100,
                                .per_ns = 60 * (int64_t)1000000000,
                                .algorithm_id = LIMITER_GCRA};
-    struct limiter_decision d = {false, 100, 0, 16001, 1500, 0};
+    struct limiter_decision d = {false, 100, 0, 16001, 1500, 0, 0};
     char field[GW_FIELD_LEN];
 
     gw_format_policy(field, "api", &p);
@@ -52,8 +52,8 @@ static void test_fields_per_algorithm(void)
                                    .per_ns = cases[i].per_s * (int64_t)1000000000,
                                    .algorithm_id = limiter_algorithm_from_name(cases[i].algorithm)};
         /* A reset further off than the window: a sliding window counter's estimate. */
-        struct limiter_decision far = {false, cases[i].requests, 0, 2 * cases[i].per_s * 1000,
-                                       1000, 0};
+        struct limiter_decision far = {
+            false, cases[i].requests, 0, 2 * cases[i].per_s * 1000, 1000, 0, 0};
         int64_t window;
 
         gw_format_policy(field, "l", &p);
