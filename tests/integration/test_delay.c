@@ -66,6 +66,24 @@ static int read_lines(const struct proc *gw, const char *route, struct line *out
     return n;
 }
 
+/* `sluice simulate` replays the log against its own config: a request that waited for its
+ * turn is replayed as waiting (its place taken at its decision), so every decision comes out
+ * as recorded: 10 denied of 30. */
+static void expect_replayed(const struct proc *gw, const char *label)
+{
+    char command[512], out[8192];
+    const char *proposed;
+    int code;
+
+    snprintf(command, sizeof command, "simulate --format json -c %s %s", gw->config_path,
+             gw->access_path);
+    code = run_sluice(command, out, sizeof out);
+    proposed = strstr(out, "\"proposed\":");
+    check_case(code == 0 && proposed != NULL && strstr(proposed, "\"denied\":10,") != NULL &&
+                   strstr(proposed, "\"recorded_denied\":10") != NULL,
+               label, "the replay did not decide as recorded (exit %d):\n%.600s", code, out);
+}
+
 static int by_admission(const void *a, const void *b)
 {
     const struct line *x = a, *y = b;
@@ -113,6 +131,7 @@ static void test_thirty_at_once(void)
                        waited, admitted_ms, waited * 100);
         }
         check_case(waited == 10, algorithms[a], "%d waited (expected 10)", waited);
+        expect_replayed(&gw, algorithms[a]);
         CU_ASSERT_EQUAL(metric(&gw, "sluice_limit_waiting{route=\"ten\",limit=\"ten\"}"), 0);
         CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
     }
