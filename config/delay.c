@@ -69,3 +69,29 @@ void config_check_delays(struct loader *ld, yaml_node_t *node, const struct conf
                          limits[i].params.algorithm, delayed->name ? delayed->name : "");
     }
 }
+
+/* A place kept at a bucket for an instant to come holds back every request of the bucket's key
+ * before it (the bucket is charged at that instant). Within one key that is right: the
+ * client's later requests wait behind it anyway, at the limit with the delay. Across keys it
+ * would hold up other clients: a per-key limit's wait of a minute, kept at a per-address or
+ * route-wide limit beside it, would refuse everyone else at that limit for the minute. */
+void config_check_delay_keys(struct loader *ld, yaml_node_t *node, const struct config_route *route,
+                             const struct config_limit *limits, size_t n)
+{
+    const struct config_limit *delayed = NULL;
+
+    for (size_t i = 0; i < n && delayed == NULL; i++)
+        if (limits[i].delay.set)
+            delayed = &limits[i];
+    for (size_t i = 0; delayed != NULL && i < n; i++)
+        if (!config_same_key(limits[i].key_kind, limits[i].key_name, delayed->key_kind,
+                             delayed->key_name)) {
+            config_error(ld, node,
+                         "limit: %s counts under another key than %s, which has delay:; beside a "
+                         "delay every limit of route %s counts under one key (a place kept for a "
+                         "waiting request would hold up other clients at the other)",
+                         limits[i].name ? limits[i].name : "", delayed->name ? delayed->name : "",
+                         route->name ? route->name : "");
+            return;
+        }
+}

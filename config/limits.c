@@ -486,6 +486,7 @@ void config_inherit_route_key(struct loader *ld, yaml_node_t *node,
         limit->route_key =
             config_same_key(limit->key_kind, limit->key_name, route->key_kind, route->key_name);
     }
+    config_check_delay_keys(ld, node, route, limits, n_limits);
 }
 
 /* A deep copy of `n` limits into `*out`; -1 when memory is short. */

@@ -89,6 +89,12 @@ extern const struct field config_delay_fields[];
 void config_parse_delay(struct loader *ld, yaml_node_t *node, void *object);
 void config_check_delays(struct loader *ld, yaml_node_t *node, const struct config_limit *limits,
                          size_t n);
+/* And, once each limit of `route`'s set knows its key, that they all count under one key: a
+ * request waiting for its turn holds its place in every limit of its set, which must hold up
+ * no other client's requests. */
+void config_check_delay_keys(struct loader *ld, yaml_node_t *node,
+                             const struct config_route *route, const struct config_limit *limits,
+                             size_t n);
 
 /* count.c: a limit's count:. */
 extern const struct field config_count_fields[];

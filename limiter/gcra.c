@@ -45,15 +45,21 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
 }
 
 /* The charge moved TAT `cost` intervals on; what of that still counts now is at most those
- * intervals less the time since the charge (once a request found TAT in its past, the charge
- * was forgotten). Moving TAT back by that much never passes more than never charging would;
- * it is exact for a refund that comes within an interval of the charge. A TAT that lands in
- * the past is a full bucket, as for a fresh client. */
+ * intervals less the time from the charge to the state's horizon: now, or the last charge
+ * when a place kept for a waiting request lies ahead (once a request found TAT in its past,
+ * the charge was forgotten; once another charge followed it, its place is that one's). Moving
+ * TAT back by that much never passes more than never charging would; it is exact for a refund
+ * that comes within an interval of the charge, and for the last place kept, given back before
+ * its turn (for a cost of 1). A TAT that lands in the past is a full bucket, as for a fresh
+ * client. */
 static void refund(const struct limiter *self, union client_state *state, int64_t charged_ns,
                    int64_t now_ns, uint64_t cost)
 {
     const struct gcra *g = (const struct gcra *)self;
-    int64_t back = (int64_t)cost * g->interval_ns - max_i64(now_ns - charged_ns, 0);
+    /* Now, or the last place kept ahead of now: a request allowed at t leaves TAT at most a
+     * tolerance past t, and one kept a place at T leaves it exactly a tolerance past T. */
+    int64_t horizon = max_i64(now_ns, state->gcra.tat_ns - g->tolerance_ns);
+    int64_t back = (int64_t)cost * g->interval_ns - max_i64(horizon - charged_ns, 0);
 
     if (back > 0)
         state->gcra.tat_ns = max_i64(state->gcra.tat_ns - back, 0);

@@ -27,8 +27,10 @@ static int64_t deficit_at(const struct token_bucket *tb, const union client_stat
 {
     int64_t elapsed = now_ns - state->bucket.last_ns;
 
-    if (elapsed <= 0)
-        return state->bucket.deficit - elapsed * tb->credit_per_ns;
+    if (elapsed <= 0) /* no further than twice the capacity: all that is ever asked */
+        return -elapsed >= div_ceil(2 * tb->capacity, tb->credit_per_ns)
+                   ? state->bucket.deficit + 2 * tb->capacity
+                   : state->bucket.deficit - elapsed * tb->credit_per_ns;
     if (elapsed >= div_ceil(state->bucket.deficit, tb->credit_per_ns))
         return 0;
     return state->bucket.deficit - elapsed * tb->credit_per_ns;
@@ -64,17 +66,18 @@ static int decide(const struct limiter *self, union client_state *state, int64_t
 
 /* The tokens go back in, less what the refill since `charged_ns` may already have made up
  * for them: a bucket that was full again meanwhile (and then spent by others) owes the
- * charge nothing more. So the refill since the charge is taken off what comes back, and the
- * result never passes more than never charging would have; it is exact while the refund comes
- * before the charge could refill (a request shorter than its tokens' refill time), and for a
- * charge at an instant still to come (a place kept for a waiting request, given back before
- * its turn), all of it comes back, as gcra's does. */
+ * charge nothing more. So the refill from the charge to the state's own instant (the last
+ * charge, which a place kept for a waiting request puts ahead of now) is taken off what comes
+ * back, and the result never passes more than never charging would have. It is exact while
+ * the refund comes before the charge could refill (a request shorter than its tokens' refill
+ * time), and for the last place kept, given back before its turn; an earlier place given back
+ * leaves a gap no one takes. */
 static void refund(const struct limiter *self, union client_state *state, int64_t charged_ns,
                    int64_t now_ns, uint64_t cost)
 {
     const struct token_bucket *tb = (const struct token_bucket *)self;
     int64_t at = max_i64(state->bucket.last_ns, now_ns);
-    int64_t back = (int64_t)cost * tb->token_credit, elapsed = now_ns - charged_ns, deficit;
+    int64_t back = (int64_t)cost * tb->token_credit, elapsed = at - charged_ns, deficit;
 
     if (elapsed > 0)
         back =

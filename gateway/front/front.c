@@ -304,6 +304,9 @@ void gw_fronts_stop(struct gw_server *s)
      * running daemon. */
     gw_acceptor_free(s->acceptor);
     s->acceptor = NULL;
+    /* Requests waiting for their turn go on at once (refused, their places given back) while
+     * their loops and the store still run to finish them. */
+    gw_sleeper_stop(s->sleeper);
     gw_tunnels_stop(s->tunnels);
     for (size_t i = 0; i < s->n_fronts; i++) {
         gw_loop_stop(s->fronts[i].loop);
@@ -313,7 +316,6 @@ void gw_fronts_stop(struct gw_server *s)
     /* The last answers of the store and of upgrades resume their connections, which the
      * daemons then close. */
     gw_store_stop(s->store);
-    gw_sleeper_stop(s->sleeper);
     gw_offload_free(s->offload);
     s->offload = NULL;
     for (size_t i = 0; i < s->n_fronts; i++) {

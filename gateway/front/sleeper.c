@@ -124,11 +124,12 @@ static void *run(void *arg)
     pthread_mutex_lock(&s->lock);
     while (!s->stopping || s->n > 0) {
         int64_t now = limiter_now_ns();
+        bool stopping = s->stopping;
         size_t n_due = take_due(s, now, woken, EVENTS_PER_WAIT), n_left = 0;
-        int timeout = n_due > 0 || s->stopping ? 0 : wait_ms(s, now), n;
+        int timeout = n_due > 0 || stopping ? 0 : wait_ms(s, now), n;
 
         pthread_mutex_unlock(&s->lock);
-        wake_all(woken, n_due, s->stopping ? GW_WOKEN_REFUSED : GW_WOKEN_ON_TIME);
+        wake_all(woken, n_due, stopping ? GW_WOKEN_REFUSED : GW_WOKEN_ON_TIME);
         n = epoll_wait(s->epoll_fd, events, EVENTS_PER_WAIT, timeout);
         pthread_mutex_lock(&s->lock);
         for (int i = 0; i < n; i++) {

@@ -78,6 +78,35 @@ static void test_delay_problems(void)
                    "it passes after waiting (limit a has delay:)");
 }
 
+/* Beside a delay, every limit counts under one key: a place kept at a limit of another key
+ * would hold up that key's other clients. */
+static void test_delay_keys(void)
+{
+    const char *yaml =
+        HEAD "    key: \"header:X-API-Key\"\n"
+             "    limit:\n"
+             "      - {name: a, algorithm: gcra, requests: 5, per: 1s, delay: {max: 1s}}\n"
+             "      - {name: b, algorithm: gcra, requests: 50, per: 1s, key: ip}\n";
+    char *errors = NULL;
+    struct config *c = config_parse("t.yaml", yaml, strlen(yaml), &errors);
+
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(errors);
+    CU_ASSERT_PTR_NOT_NULL(strstr(errors, "limit: b counts under another key than a, which has "
+                                          "delay:"));
+    free(errors);
+    yaml = HEAD "    key: ip\n"
+                "    limit:\n"
+                "      - {name: a, algorithm: gcra, requests: 5, per: 1s, delay: {max: 1s}}\n"
+                "      - {name: b, algorithm: token_bucket, requests: 50, per: 1s, key: ip}\n";
+    errors = NULL;
+    c = config_parse("t.yaml", yaml, strlen(yaml), &errors);
+    CU_ASSERT_PTR_NULL(errors);
+    CU_ASSERT_PTR_NOT_NULL(c);
+    config_free(c);
+    free(errors);
+}
+
 /* A plan's limits are held to the same rule. */
 static void test_delay_in_plans(void)
 {
@@ -101,4 +130,5 @@ void register_delay_config_tests(void)
     add_test(s, "delay: max and queue, with its default", test_delay_read);
     add_test(s, "delay: each problem at its place", test_delay_problems);
     add_test(s, "delay: plans held to the same rule", test_delay_in_plans);
+    add_test(s, "delay: every limit beside it counts under its key", test_delay_keys);
 }

@@ -66,22 +66,45 @@ static int read_lines(const struct proc *gw, const char *route, struct line *out
     return n;
 }
 
-/* `sluice simulate` replays the log against its own config: a request that waited for its
- * turn is replayed as waiting (its place taken at its decision), so every decision comes out
- * as recorded: 10 denied of 30. */
+static int by_decision(const void *a, const void *b)
+{
+    const char *x = strstr(*(char *const *)a, "\"decided_ns\":");
+    const char *y = strstr(*(char *const *)b, "\"decided_ns\":");
+    long long dx = x ? strtoll(x + 13, NULL, 10) : 0, dy = y ? strtoll(y + 13, NULL, 10) : 0;
+
+    return dx < dy ? -1 : dx > dy;
+}
+
+/* `sluice simulate` replays the log, sorted by decision (a request that waited is logged when
+ * it ends: README), against its own config: a request that waited for its turn is replayed as
+ * waiting, its place kept at its decision, so every decision comes out as recorded: 10 denied
+ * of 30. */
 static void expect_replayed(const struct proc *gw, const char *label)
 {
-    char command[512], out[8192];
+    char command[512], out[8192], path[128], *log = read_file(gw->access_path), *lines[64];
     const char *proposed;
+    size_t n = 0;
+    FILE *f;
     int code;
 
-    snprintf(command, sizeof command, "simulate --format json -c %s %s", gw->config_path,
-             gw->access_path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(log);
+    for (char *line = strtok(log, "\n"); line != NULL && n < 64; line = strtok(NULL, "\n"))
+        lines[n++] = line;
+    qsort(lines, n, sizeof lines[0], by_decision);
+    scratch_path(path, sizeof path, "delay-sorted.log");
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s\n", lines[i]);
+    fclose(f);
+    free(log);
+    snprintf(command, sizeof command, "simulate --format json -c %s %s", gw->config_path, path);
     code = run_sluice(command, out, sizeof out);
     proposed = strstr(out, "\"proposed\":");
     check_case(code == 0 && proposed != NULL && strstr(proposed, "\"denied\":10,") != NULL &&
                    strstr(proposed, "\"recorded_denied\":10") != NULL,
                label, "the replay did not decide as recorded (exit %d):\n%.600s", code, out);
+    unlink(path);
 }
 
 static int by_admission(const void *a, const void *b)

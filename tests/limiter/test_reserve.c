@@ -46,24 +46,43 @@ static void test_thirty_at_once(void)
     }
 }
 
-/* A place given back (its client left while waiting) is the next request's, and no more. */
+/* The last place kept, given back (its client left while waiting), is the next request's; an
+ * earlier one given back leaves a gap no one takes (giving it to a newcomer would put two
+ * requests where the limit has room for one). Nothing waits past max. */
 static void test_place_given_back(void)
 {
     for (size_t b = 0; b < 2; b++) {
         struct limiter *l = new_limiter(buckets[b], 10, SEC(1), 0, 0);
-        int64_t at;
+        int64_t at, last;
 
         CU_ASSERT_EQUAL(count_allowed(l, "a", T0, 10), 10);
         at = reserve(l, "a", T0, SEC(1));
         CU_ASSERT_EQUAL(at, T0 + MS(100));
-        CU_ASSERT_EQUAL(reserve(l, "a", T0, SEC(1)), T0 + MS(200));
-        CU_ASSERT_EQUAL(limiter_refund(l, "a", 1, at, T0 + MS(50)), 0);
+        last = reserve(l, "a", T0, SEC(1));
+        CU_ASSERT_EQUAL(last, T0 + MS(200));
+        CU_ASSERT_EQUAL(limiter_refund(l, "a", 1, last, T0 + MS(50)), 0);
         CU_ASSERT_EQUAL(reserve(l, "a", T0 + MS(50), SEC(1)), T0 + MS(200));
-        CU_ASSERT_EQUAL(reserve(l, "a", T0 + MS(50), SEC(1)), T0 + MS(300));
-        /* Nothing waits past max: the 9th place from here is 1.1 s away. */
+        CU_ASSERT_EQUAL(limiter_refund(l, "a", 1, at, T0 + MS(60)), 0);
+        CU_ASSERT_EQUAL(reserve(l, "a", T0 + MS(60), SEC(1)), T0 + MS(300));
         for (int i = 0; i < 7; i++)
-            CU_ASSERT_TRUE(reserve(l, "a", T0 + MS(50), SEC(1)) > 0);
-        CU_ASSERT_EQUAL(reserve(l, "a", T0 + MS(50), SEC(1)), -1);
+            CU_ASSERT_TRUE(reserve(l, "a", T0 + MS(60), SEC(1)) > 0);
+        CU_ASSERT_EQUAL(reserve(l, "a", T0 + MS(60), SEC(1)), -1);
+        limiter_free(l);
+    }
+}
+
+/* A charge given back (count:) while places are kept ahead gives nothing the places were
+ * counted on: with a burst of 1 at 1 a second, X at 0, A's place at 1 s, X given back at
+ * 0.2 s: the next place is still 2 s, so A and it stay a second apart. */
+static void test_refund_behind_places(void)
+{
+    for (size_t b = 0; b < 2; b++) {
+        struct limiter *l = new_limiter(buckets[b], 1, SEC(1), 1, 0);
+
+        CU_ASSERT_TRUE(decide_at(l, "a", T0).allowed);
+        CU_ASSERT_EQUAL(reserve(l, "a", T0, SEC(5)), T0 + SEC(1));
+        CU_ASSERT_EQUAL(limiter_refund(l, "a", 1, T0, T0 + MS(200)), 0);
+        CU_ASSERT_EQUAL(reserve(l, "a", T0 + MS(200), SEC(5)), T0 + SEC(2));
         limiter_free(l);
     }
 }
@@ -136,7 +155,8 @@ void register_reserve_tests(void)
     CU_pSuite s = add_suite("limiter_reserve");
 
     add_test(s, "30 at once: 10 now, 10 spaced, 10 denied", test_thirty_at_once);
-    add_test(s, "a place given back is the next one's", test_place_given_back);
+    add_test(s, "the last place given back is the next one's", test_place_given_back);
+    add_test(s, "a charge given back behind kept places gives no place", test_refund_behind_places);
     add_test(s, "admitted instants keep the bucket's arithmetic",
              test_admitted_instants_keep_the_arithmetic);
     add_test(s, "several limits wait together; windows do not", test_several_limits_and_windows);

@@ -406,6 +406,18 @@ static void on_log(const struct gw_req *rq, void *ctx, struct gw_access_entry *e
     entry->n_keys = access_keys(rq, c, entry->keys, c->sources);
 }
 
+/* A request that ends while it still holds a seat (it never went on after waiting: the
+ * server stopped first) gives it back, and the place it kept. */
+static void limit_free(struct gw_req *rq, void *ctx)
+{
+    struct limit_ctx *c = ctx;
+
+    if (c->sleeping)
+        give_back_all(rq, c);
+    if (c->seated)
+        gw_limit_turn_unseat(c->set);
+}
+
 static const struct gw_limit_route *state_of(const struct gw_runtime *rt, size_t route)
 {
     return gw_runtime_state(rt, route, &gw_limit_module);
@@ -441,6 +453,7 @@ struct gw_module gw_limit_module = {
     .on_answer = on_answer,
     .owns_field = owns_field,
     .on_log = on_log,
+    .on_free = limit_free,
     .route_open = route_open,
     .route_close = route_close,
     .gauges = gauges,
