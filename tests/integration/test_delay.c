@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,6 +321,68 @@ static void test_thousand_waiting(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
+static const char reload_config[] =
+    "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
+    "routes:\n"
+    "  - name: one\n    match: {path_prefix: /one/}\n    strip_prefix: true\n"
+    "    upstream: \"http://127.0.0.1:%1$u\"\n"
+    "    limit: {algorithm: gcra, requests: 1, per: 1s, delay: {max: 5s, queue: %2$s}}\n";
+
+struct waiter {
+    unsigned port;
+    long status;
+};
+
+static void *wait_one(void *arg)
+{
+    struct waiter *w = arg;
+
+    w->status = get_within(w->port, "/one/status/200", 8000);
+    return NULL;
+}
+
+/* A reload that keeps the limit (only its queue grows) keeps its places and its queue: two
+ * requests waiting across it pass at their turns, still counted as waiting after it, and a
+ * request after it queues behind them (its turn 3 s on), where a limit started afresh would
+ * let it pass at once. */
+static void test_reload_keeps_places(void)
+{
+    struct waiter w[2];
+    pthread_t t[2];
+    struct proc gw;
+    struct line lines[8];
+    int n;
+
+    CU_ASSERT_FATAL(start_sluice(&gw, reload_config, upstream.port, "10") == 0);
+    CU_ASSERT_EQUAL(get_status(gw.port, "/one/status/200", NULL), 200);
+    for (int i = 0; i < 2; i++) {
+        w[i] = (struct waiter){gw.port, 0};
+        CU_ASSERT_FATAL(pthread_create(&t[i], NULL, wait_one, &w[i]) == 0);
+    }
+    for (int i = 0; i < 100 && metric_now(&gw, "sluice_limit_waiting{route=\"one\","
+                                               "limit=\"one\"}") < 2;
+         i++)
+        sleep_ms(10);
+    rewrite_config(&gw, true, reload_config, upstream.port, "20");
+    kill(gw.pid, SIGHUP);
+    CU_ASSERT_TRUE(wait_for_log(&gw, "reloaded", 1, 3000));
+    CU_ASSERT_EQUAL(metric_now(&gw, "sluice_limit_waiting{route=\"one\",limit=\"one\"}"), 2);
+    CU_ASSERT_EQUAL(get_within(gw.port, "/one/status/200", 8000), 200);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        CU_ASSERT_EQUAL(w[i].status, 200);
+    }
+    CU_ASSERT(wait_for_access_lines(&gw, 4) >= 4);
+    n = read_lines(&gw, "one", lines, 8);
+    CU_ASSERT_EQUAL_FATAL(n, 4);
+    qsort(lines, (size_t)n, sizeof lines[0], by_admission);
+    check_case(lines[3].waited_ms > 2000, "reload",
+               "the request after the reload waited %.0f ms "
+               "(its turn was 3 s after the first)",
+               lines[3].waited_ms);
+    CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+}
+
 void register_delay_tests(void)
 {
     CU_pSuite s = add_suite_with("delay", NULL, NULL);
@@ -328,5 +391,7 @@ void register_delay_tests(void)
     add_test(s, "at most queue wait at once", test_queue_bound);
     add_test(s, "a client that leaves frees its place", test_client_leaves);
     add_test(s, "dry_run never makes a request wait", test_dry_run_does_not_wait);
+    add_test(s, "a reload that keeps the limit keeps its places and queue",
+             test_reload_keeps_places);
     add_test(s, "1,000 waiting, no thread each in event mode", test_thousand_waiting);
 }

@@ -194,9 +194,14 @@ static void test_given_back_at_the_end(void)
                "its slot was kept %.1f s", seconds_now() - start);
     CU_ASSERT_EQUAL(get_status(gws[0].port, "/one/x", NULL), 200);
 
-    for (int i = 0; i < 4; i++)
+    /* The slot goes back to Redis just after the answer is handed over, so the next request
+     * on the other replica may find it still taken for a moment: it waits for Redis first. */
+    for (int i = 0; i < 4; i++) {
         failed += get_status(gws[i % 2].port, "/down/x", NULL) == 502;
-    check_case(failed == 4, "upstream failure", "%d of 4 answered 502; a slot was kept", failed);
+        failed -= !slots_down_to("down", 0, 300);
+    }
+    check_case(failed == 4, "upstream failure", "%d of 4 answered 502 and gave back the slot",
+               failed);
     stop_pair();
 }
 
