@@ -363,6 +363,26 @@ int limiter_refund(struct limiter *limiter, const char *client_id, uint64_t cost
     return 0;
 }
 
+int limiter_peek(struct limiter *limiter, const char *client_id, uint64_t cost, int64_t now_ns,
+                 struct limiter_decision *out)
+{
+    union client_state fresh;
+    struct client_slot *slot;
+    uint64_t key[2];
+    int rc;
+
+    if (check_all(&limiter, 1, &client_id, &cost, now_ns, out) != 0)
+        return -1;
+    client_key(limiter, client_id, key);
+    slot = limiter_table_find_client(limiter->clients, key);
+    memset(&fresh, 0, sizeof fresh);
+    rc = limiter->ops->decide(limiter, slot ? &slot->state : &fresh, now_ns, cost, false, out);
+    out->reset_ms = ms_ceil(limiter->ops->idle_at(limiter, slot ? &slot->state : &fresh) - now_ns);
+    if (slot != NULL)
+        limiter_table_unlock_client(slot, now_ns);
+    return rc;
+}
+
 int limiter_decide(struct limiter *limiter, const char *client_id, int64_t now_ns,
                    struct limiter_decision *out)
 {

@@ -184,6 +184,13 @@ int limiter_reserve_all(struct limiter *const *limiters, size_t n, const char *c
 int limiter_refund(struct limiter *limiter, const char *client_id, uint64_t cost,
                    int64_t charged_ns, int64_t now_ns);
 
+/* What limiter_decide_all_cost() would answer for one request of `client_id` costing `cost`
+ * units at `now_ns`, without charging anything or making room for a client the table does not
+ * hold (which answers as a fresh client): for a look at a client's quota. `out->allowed` says
+ * whether such a request would pass. Returns as limiter_decide(). */
+int limiter_peek(struct limiter *limiter, const char *client_id, uint64_t cost, int64_t now_ns,
+                 struct limiter_decision *out);
+
 /* The most one request may cost: the burst of a bucket (token_bucket, gcra), else
  * `requests`. */
 uint64_t limiter_quota(const struct limiter *limiter);

@@ -14,6 +14,7 @@ void register_sliding_window_log_tests(void);
 void register_sliding_window_counter_tests(void);
 void register_refund_tests(void);
 void register_reserve_tests(void);
+void register_peek_tests(void);
 void register_concurrency_tests(void);
 void register_units_tests(void);
 void register_methods_tests(void);

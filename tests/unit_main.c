@@ -30,6 +30,7 @@ int main(int argc, char **argv)
     register_sliding_window_counter_tests();
     register_refund_tests();
     register_reserve_tests();
+    register_peek_tests();
     register_concurrency_tests();
     register_units_tests();
     register_methods_tests();
