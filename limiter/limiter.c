@@ -380,6 +380,8 @@ int limiter_peek(struct limiter *limiter, const char *client_id, uint64_t cost, 
     out->reset_ms = ms_ceil(limiter->ops->idle_at(limiter, slot ? &slot->state : &fresh) - now_ns);
     if (slot != NULL)
         limiter_table_unlock_client(slot, now_ns);
+    else if (limiter->ops->release != NULL) /* a log may have grown for the look */
+        limiter->ops->release(&fresh);
     return rc;
 }
 
