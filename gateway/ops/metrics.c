@@ -245,6 +245,17 @@ static uint64_t labelled_sum(struct gw_labelled *l, int i)
 #define SUM(r, member, i)                                                                          \
     sum((r), offsetof(struct gw_route_shard, member) + (size_t)(i) * sizeof(uint64_t))
 
+/* One of a limit's counts (`which`) as the counter `family`, for every limit of every route. */
+static void render_limit_counts(struct gw_route_metrics *routes, const char *family,
+                                const char *help, int which, FILE *out)
+{
+    fprintf(out, "# HELP %s %s\n# TYPE %s counter\n", family, help, family);
+    for (struct gw_route_metrics *r = routes; r != NULL; r = r->next)
+        for (struct gw_labelled *l = r->limits; l != NULL; l = l->next)
+            fprintf(out, "%s{route=\"%s\",limit=\"%s\"} %llu\n", family, r->route, l->label,
+                    (unsigned long long)labelled_sum(l, which));
+}
+
 /* The per-route families, each as one group as the text format wants. Route list locked. */
 static void render_routes(struct gw_route_metrics *routes, FILE *out)
 {
@@ -265,22 +276,12 @@ static void render_routes(struct gw_route_metrics *routes, FILE *out)
                         "sluice_requests_total{route=\"%s\",plan=\"%s\",decision=\"%s\"} %llu\n",
                         r->route, p->label, gw_decision_name(d),
                         (unsigned long long)labelled_sum(p, d));
-    fputs("# HELP sluice_limit_denials_total Requests each limit denied (or would have, in "
-          "dry_run).\n"
-          "# TYPE sluice_limit_denials_total counter\n",
-          out);
-    for (r = routes; r != NULL; r = r->next)
-        for (struct gw_labelled *l = r->limits; l != NULL; l = l->next)
-            fprintf(out, "sluice_limit_denials_total{route=\"%s\",limit=\"%s\"} %llu\n", r->route,
-                    l->label, (unsigned long long)labelled_sum(l, LIMIT_DENIALS));
-    fputs("# HELP sluice_limit_refunds_total Charges each limit gave back because the answer "
-          "did not count (count:).\n"
-          "# TYPE sluice_limit_refunds_total counter\n",
-          out);
-    for (r = routes; r != NULL; r = r->next)
-        for (struct gw_labelled *l = r->limits; l != NULL; l = l->next)
-            fprintf(out, "sluice_limit_refunds_total{route=\"%s\",limit=\"%s\"} %llu\n", r->route,
-                    l->label, (unsigned long long)labelled_sum(l, LIMIT_REFUNDS));
+    render_limit_counts(routes, "sluice_limit_denials_total",
+                        "Requests each limit denied (or would have, in dry_run).", LIMIT_DENIALS,
+                        out);
+    render_limit_counts(routes, "sluice_limit_refunds_total",
+                        "Charges each limit gave back because the answer did not count (count:).",
+                        LIMIT_REFUNDS, out);
     fputs("# HELP sluice_upstream_responses_total Upstream answers by status code.\n"
           "# TYPE sluice_upstream_responses_total counter\n",
           out);

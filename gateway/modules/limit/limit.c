@@ -116,19 +116,21 @@ static enum gw_step conclude(struct gw_req *rq, struct limit_ctx *c)
     return GW_ANSWERED;
 }
 
-/* Gives back everything the decision charged, wherever it did: the request will not pass. */
-static void give_back_all(struct gw_req *rq, struct limit_ctx *c)
+/* Gives back, wherever the decision charged it, each charge whose limit's count: does not
+ * hold `*status` (NULL: every charge, for a request that will not pass). */
+static void give_back(struct gw_req *rq, struct limit_ctx *c, const unsigned *status)
 {
     int64_t now = limiter_now_ns();
 
     if (c->in_store) {
         gw_limit_store_give_back(rq->runtime->store, gw_req_route(rq), c->set, &c->selection,
-                                 c->ids, c->verdict.each, NULL);
+                                 c->ids, c->verdict.each, status);
         return;
     }
     for (size_t i = 0; i < c->set->n_limits; i++)
-        limiter_refund(c->set->limiters[i], c->ids[i], c->selection.costs[i],
-                       c->verdict.each[i].charged_ns, now);
+        if (status == NULL || !config_count_holds(&c->set->config[i].count, *status))
+            limiter_refund(c->set->limiters[i], c->ids[i], c->selection.costs[i],
+                           c->verdict.each[i].charged_ns, now);
 }
 
 /* Its turn came, or its client left first (turns.h). */
@@ -140,7 +142,7 @@ static enum gw_step turn_over(struct gw_req *rq, struct limit_ctx *c)
     c->waited_ns = limiter_now_ns() - c->waited_from;
     if (c->woken == GW_WOKEN_ON_TIME)
         return conclude(rq, c);
-    give_back_all(rq, c);
+    give_back(rq, c, NULL);
     c->limited = false;
     c->settled = true;
     if (c->woken == GW_WOKEN_CLIENT_LEFT)
@@ -313,24 +315,13 @@ static void challenge(const struct config_route *route, struct gw_answer *a)
  * pass more counted answers than the quota; this refund only lets later ones in. */
 static void settle(struct gw_req *rq, struct limit_ctx *c, unsigned status)
 {
-    int64_t now;
-
     if (c->settled || !c->limited || c->verdict.outcome != GW_LIMITS_ALLOWED)
         return;
     c->settled = true;
     for (size_t i = 0; i < c->set->n_limits; i++)
         if (!config_count_holds(&c->set->config[i].count, status))
             gw_metrics_count_refund(c->set->counts[i]);
-    if (c->in_store) {
-        gw_limit_store_give_back(rq->runtime->store, gw_req_route(rq), c->set, &c->selection,
-                                 c->ids, c->verdict.each, &status);
-        return;
-    }
-    now = limiter_now_ns();
-    for (size_t i = 0; i < c->set->n_limits; i++)
-        if (!config_count_holds(&c->set->config[i].count, status))
-            limiter_refund(c->set->limiters[i], c->ids[i], c->selection.costs[i],
-                           c->verdict.each[i].charged_ns, now);
+    give_back(rq, c, &status);
 }
 
 static void on_answer(struct gw_req *rq, void *ctx, struct gw_answer *a)
@@ -413,7 +404,7 @@ static void limit_free(struct gw_req *rq, void *ctx)
     struct limit_ctx *c = ctx;
 
     if (c->sleeping)
-        give_back_all(rq, c);
+        give_back(rq, c, NULL);
     if (c->seated)
         gw_limit_turn_unseat(c->set);
 }
