@@ -481,11 +481,24 @@ struct config_tls {
     char *priorities; /* the whole GnuTLS priority string (config/tls.h); NULL when off */
 };
 
+/* The admin listener's credential: a bearer token, from server.admin_token (where ${VAR} reads
+ * it from the environment) or server.admin_token_file (its first line), read at start and on
+ * every reload; 16 to 4096 characters of RFC 6750's b64token. The quota endpoints need it,
+ * and are off without it (admin_quota: on with a token unless written false); /metrics needs it
+ * too when metrics_need_token is set. admin_quota written true with no token is refused on an
+ * admin_listen that is not a loopback address. */
+struct config_admin {
+    char *token; /* NULL: none */
+    bool quota;  /* GET/DELETE /quota and POST /quota/grant answer */
+    bool metrics_need_token;
+};
+
 struct config {
     char *path;
     struct {
         struct config_endpoint listen;
         struct config_endpoint admin_listen; /* host NULL when not set */
+        struct config_admin admin;
         struct config_cidrs trusted_proxies;
         enum config_headers headers; /* the rate-limit fields of routes that name none */
         uint32_t max_connections;

@@ -293,6 +293,9 @@ void config_free(struct config *config)
     free(config->server.tls.priorities);
     free(config->server.listen.host);
     free(config->server.admin_listen.host);
+    if (config->server.admin.token != NULL)
+        explicit_bzero(config->server.admin.token, strlen(config->server.admin.token));
+    free(config->server.admin.token);
     free(config->server.trusted_proxies.items);
     free(config->server.proxy_protocol_from.items);
     config_blocks_free(config->server_blocks);

@@ -6,6 +6,7 @@
  * custom parsers they name, and the checks that guard its invariants:
  *
  *   server.c     server:, with its access_log: and tls:
+ *   admin.c      server:'s keys of the admin listener's credential (admin_token...)
  *   log.c        log: and tracing:
  *   routes.c     routes: and a route's match:, names, store:, headers:; the checks across
  *                routes (a name twice, a route an earlier one shadows)
@@ -41,6 +42,13 @@
 /* server.c */
 extern const struct key_table config_server_keys[];
 void config_parse_server(struct loader *ld, yaml_node_t *node, void *object);
+
+/* admin.c: server.admin_token, admin_token_file and admin_quota (server_fields' custom
+ * parsers), and the check across them and admin_listen, once server: is read. */
+void config_parse_admin_token(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_admin_token_file(struct loader *ld, yaml_node_t *node, void *object);
+void config_parse_admin_quota(struct loader *ld, yaml_node_t *node, void *object);
+void config_check_admin(struct loader *ld, yaml_node_t *server, struct config *config);
 
 /* log.c */
 extern const struct key_table config_log_keys[];
@@ -92,9 +100,8 @@ void config_check_delays(struct loader *ld, yaml_node_t *node, const struct conf
 /* And, once each limit of `route`'s set knows its key, that they all count under one key: a
  * request waiting for its turn holds its place in every limit of its set, which must hold up
  * no other client's requests. */
-void config_check_delay_keys(struct loader *ld, yaml_node_t *node,
-                             const struct config_route *route, const struct config_limit *limits,
-                             size_t n);
+void config_check_delay_keys(struct loader *ld, yaml_node_t *node, const struct config_route *route,
+                             const struct config_limit *limits, size_t n);
 
 /* count.c: a limit's count:. */
 extern const struct field config_count_fields[];

@@ -109,6 +109,11 @@ static void parse_tls(struct loader *ld, yaml_node_t *node, void *object);
 static const struct field server_fields[] = {
     {"listen", CONFIG_ENDPOINT, offsetof(struct config, server.listen), 0, 0, NULL},
     {"admin_listen", CONFIG_ENDPOINT, offsetof(struct config, server.admin_listen), 0, 0, NULL},
+    {"admin_token", CONFIG_CUSTOM, 0, 0, 0, config_parse_admin_token},
+    {"admin_token_file", CONFIG_CUSTOM, 0, 0, 0, config_parse_admin_token_file},
+    {"admin_quota", CONFIG_CUSTOM, 0, 0, 0, config_parse_admin_quota},
+    {"metrics_need_token", CONFIG_BOOL, offsetof(struct config, server.admin.metrics_need_token), 0,
+     0, NULL},
     {"trusted_proxies", CONFIG_CIDRS, offsetof(struct config, server.trusted_proxies), 0, 0, NULL},
     {"max_connections", CONFIG_U32, offsetof(struct config, server.max_connections), 1, 1000000,
      NULL},
@@ -340,6 +345,7 @@ void config_parse_server(struct loader *ld, yaml_node_t *node, void *object)
 
     config_walk_mapping_blocks(ld, node, server_fields, object, "server", CONFIG_IN_SERVER,
                                config->server_blocks);
+    config_check_admin(ld, node, config);
     if (config->server.park_idle_after_ns > 0 &&
         config->server.park_idle_after_ns < (int64_t)SECOND)
         config_error(ld, config_find_value(ld, node, "park_idle_after"),

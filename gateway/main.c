@@ -15,6 +15,7 @@
 #include "gateway/front/server.h"
 #include "gateway/modules.h"
 #include "gateway/ops/process_metrics.h"
+#include "gateway/ops/quota_cli.h"
 #include "gateway/ops/simulate.h"
 #include "gateway/ops/watch.h"
 #include "gateway/store/store.h"
@@ -46,6 +47,11 @@ static const char usage[] =
     "       sluice simulate -c FILE [--compare CURRENT] [--format text|json]\n"
     "                       [--max-denied PERCENT%] [--decisions] ACCESS_LOG...\n"
     "                                      replay access logs against FILE's limits\n"
+    "       sluice quota show|reset|grant -c FILE --route R (--key K | --consumer C)\n"
+    "                    [--ip A] [--limit-key SOURCE=VALUE]... [--limit L] [--n N]\n"
+    "                    [--method M] [--format table|json]\n"
+    "                                      look at or change a client's quota on the\n"
+    "                                      running gateway, through FILE's admin listener\n"
     "\n"
     "Options:\n"
     "  -c, --config FILE  the configuration file (YAML; see sluice.yaml(5))\n"
@@ -60,6 +66,12 @@ static const char usage[] =
     "      --format       text (default) or json\n"
     "      --max-denied   exit 1 when more than PERCENT of the replayed requests are denied\n"
     "      --decisions    one line per replayed request instead of the report\n"
+    "quota (README, \"When a client is at 429\"):\n"
+    "      --ip, --limit-key  the keys of limits that count under a key of their own\n"
+    "      --limit        one limit (reset: else all; grant needs it)\n"
+    "      --n            the units grant gives back\n"
+    "      --method       the method whose cost a request would pay (default GET)\n"
+    "      --format       table (default) or json\n"
     "\n"
     "Signals: SIGHUP reloads FILE (so does saving it, unless server.watch_config is false);\n"
     "SIGTERM or SIGINT stop accepting connections, let requests in flight finish (up to\n"
@@ -70,7 +82,10 @@ static const char usage[] =
     "  1  FILE is invalid or unreadable, or sluice cannot listen or start; --healthcheck:\n"
     "     not healthy; simulate: more denied than --max-denied\n"
     "  2  wrong usage (an unknown option, no -c FILE, an extra argument); simulate: a\n"
-    "     config that does not load, a log not read to its end\n";
+    "     config that does not load, a log not read to its end\n"
+    "  quota: 0 done; 1 FILE unusable or without admin_listen and token; 2 wrong usage;\n"
+    "     3 the gateway refused the call (400, 404, 409); 4 the token was refused (401);\n"
+    "     5 the gateway unreachable or failing (5xx)\n";
 
 /* Warns when the host of `origin` (scheme://host:port) is a name that does not resolve now:
  * requests to it would fail with upstream_error "dns". A warning only: the name may resolve
@@ -400,7 +415,6 @@ static int healthcheck_config(const char *path)
 {
     char *errors = NULL, url[300];
     struct config *config = config_load(path, &errors);
-    const char *host;
     int rc = 1;
 
     if (config == NULL) {
@@ -408,20 +422,13 @@ static int healthcheck_config(const char *path)
         free(errors);
         return 1;
     }
-    host = config->server.admin_listen.host;
-    if (host == NULL) {
+    if (gw_admin_url(config, "/healthz", url, sizeof url) != 0) {
         fprintf(stderr,
                 "sluice: healthcheck: %s sets no server.admin_listen, so there is no /healthz "
                 "to ask; set it, or give the URL to ask\n",
                 path);
         goto out;
     }
-    if (strcmp(host, "0.0.0.0") == 0)
-        host = "127.0.0.1";
-    else if (strcmp(host, "::") == 0)
-        host = "::1";
-    snprintf(url, sizeof url, "http://%s%s%s:%u/healthz", strchr(host, ':') ? "[" : "", host,
-             strchr(host, ':') ? "]" : "", config->server.admin_listen.port);
     rc = healthcheck(url);
 out:
     config_free(config);
@@ -457,6 +464,8 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && strcmp(argv[1], "simulate") == 0)
         return gw_simulate_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "quota") == 0)
+        return gw_quota_main(argc - 1, argv + 1);
 
     while ((opt = getopt_long(argc, argv, "c:h", options, NULL)) != -1) {
         switch (opt) {

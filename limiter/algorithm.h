@@ -34,6 +34,11 @@ struct limiter_ops {
      * charges make that unknowable, one no more generous. */
     void (*refund)(const struct limiter *self, union client_state *state, int64_t charged_ns,
                    int64_t now_ns, uint64_t cost);
+    /* Gives `units` back at `now_ns`, whatever charged them (limiter_grant()); never further
+     * than a fresh client's state. NULL: as refund() of `units` charged at `now_ns`, which is
+     * that wherever the charge's instant does not matter. */
+    void (*grant)(const struct limiter *self, union client_state *state, int64_t now_ns,
+                  uint64_t units);
     void (*release)(union client_state *state); /* NULL when the state owns nothing */
     /* The earliest instant from `now_ns` on at which a request costing `cost` would be
      * allowed, exactly; NULL for an algorithm that cannot keep a request's place for later

@@ -340,25 +340,85 @@ int limiter_reserve_all(struct limiter *const *limiters, size_t n, const char *c
     return decide_all(limiters, n, client_ids, costs, now_ns, max_wait_ns, admit_ns, out);
 }
 
+/* Whether a call about one client names a limiter, a client and an instant it may take. */
+static bool client_args_ok(const struct limiter *limiter, const char *client_id, int64_t now_ns)
+{
+    return limiter != NULL && client_id != NULL && client_id[0] != '\0' && now_ns >= 0 &&
+           now_ns <= LIMITER_MAX_NOW_NS;
+}
+
+/* The slot of `client_id`, locked, for a look at or a change to a client the table holds
+ * (a peek, a refund, a grant, a reset); NULL when it holds none: such a client is fresh, or
+ * was evicted, and looking it up must not make room for it at another client's expense. */
+static struct client_slot *held_slot(struct limiter *limiter, const char *client_id)
+{
+    uint64_t key[2];
+
+    client_key(limiter, client_id, key);
+    return limiter_table_find_client(limiter->clients, key);
+}
+
 int limiter_refund(struct limiter *limiter, const char *client_id, uint64_t cost,
                    int64_t charged_ns, int64_t now_ns)
 {
     struct client_slot *slot;
-    uint64_t key[2];
 
-    if (limiter == NULL || client_id == NULL || client_id[0] == '\0' || cost == 0 ||
-        cost > limiter_quota(limiter) || charged_ns < 0 || charged_ns > LIMITER_MAX_NOW_NS ||
-        now_ns < 0 || now_ns > LIMITER_MAX_NOW_NS) {
+    if (!client_args_ok(limiter, client_id, now_ns) || cost == 0 || cost > limiter_quota(limiter) ||
+        charged_ns < 0 || charged_ns > LIMITER_MAX_NOW_NS) {
         errno = EINVAL;
         return -1;
     }
-    client_key(limiter, client_id, key);
-    /* A client the table no longer holds has nothing to give back; looking it up must not
-     * make room for it at another client's expense. */
-    slot = limiter_table_find_client(limiter->clients, key);
+    slot = held_slot(limiter, client_id);
     if (slot == NULL)
         return 0;
     limiter->ops->refund(limiter, &slot->state, charged_ns, now_ns, cost);
+    limiter_table_unlock_client(slot, now_ns);
+    return 0;
+}
+
+/* A concurrency limiter's units come back only as its requests end (limiter_refund()): a
+ * reset or a grant by hand would let more run at once than the limit says. */
+static bool takes_grants(const struct limiter *limiter)
+{
+    return limiter->ops->algorithm != LIMITER_CONCURRENCY;
+}
+
+int limiter_reset(struct limiter *limiter, const char *client_id, int64_t now_ns)
+{
+    struct client_slot *slot;
+
+    if (!client_args_ok(limiter, client_id, now_ns) || !takes_grants(limiter)) {
+        errno = EINVAL;
+        return -1;
+    }
+    slot = held_slot(limiter, client_id);
+    if (slot == NULL)
+        return 0;
+    if (limiter->ops->release != NULL)
+        limiter->ops->release(&slot->state);
+    memset(&slot->state, 0, sizeof slot->state); /* a fresh client's, for every algorithm */
+    limiter_table_unlock_client(slot, now_ns);
+    return 0;
+}
+
+int limiter_grant(struct limiter *limiter, const char *client_id, uint64_t units, int64_t now_ns)
+{
+    struct client_slot *slot;
+
+    if (!client_args_ok(limiter, client_id, now_ns) || !takes_grants(limiter) || units == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    slot = held_slot(limiter, client_id);
+    if (slot == NULL)
+        return 0;
+    /* No state holds more than the quota to give back, and the ops count no further. */
+    if (units > limiter_quota(limiter))
+        units = limiter_quota(limiter);
+    if (limiter->ops->grant != NULL)
+        limiter->ops->grant(limiter, &slot->state, now_ns, units);
+    else
+        limiter->ops->refund(limiter, &slot->state, now_ns, now_ns, units);
     limiter_table_unlock_client(slot, now_ns);
     return 0;
 }
@@ -368,13 +428,11 @@ int limiter_peek(struct limiter *limiter, const char *client_id, uint64_t cost, 
 {
     union client_state fresh;
     struct client_slot *slot;
-    uint64_t key[2];
     int rc;
 
     if (check_all(&limiter, 1, &client_id, &cost, now_ns, out) != 0)
         return -1;
-    client_key(limiter, client_id, key);
-    slot = limiter_table_find_client(limiter->clients, key);
+    slot = held_slot(limiter, client_id);
     memset(&fresh, 0, sizeof fresh);
     rc = limiter->ops->decide(limiter, slot ? &slot->state : &fresh, now_ns, cost, false, out);
     out->reset_ms = ms_ceil(limiter->ops->idle_at(limiter, slot ? &slot->state : &fresh) - now_ns);

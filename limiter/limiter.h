@@ -191,6 +191,33 @@ int limiter_refund(struct limiter *limiter, const char *client_id, uint64_t cost
 int limiter_peek(struct limiter *limiter, const char *client_id, uint64_t cost, int64_t now_ns,
                  struct limiter_decision *out);
 
+/* Starts `client_id` afresh at `now_ns`: its state becomes a fresh client's (what it owned
+ * freed), as if it had never sent anything, for an operator who lifts a client's limit by
+ * hand. A client the table does not hold is fresh already: nothing is done, and no room is
+ * made for it. Returns 0, or -1 with errno EINVAL for bad arguments (as limiter_decide()) or a
+ * concurrency limiter, whose units come back only as the requests holding them end
+ * (limiter_refund()), never by hand. */
+int limiter_reset(struct limiter *limiter, const char *client_id, int64_t now_ns);
+
+/* Gives `units` back to `client_id` at `now_ns`, whatever charged them: it may send `units`
+ * more now than it could before, but never more than a fresh client could. Unlike
+ * limiter_refund() no charge is named, so the units come off what the client holds now:
+ *   token_bucket            `units` tokens go back in, no further than full;
+ *   gcra                    the theoretical arrival time moves back `units` intervals, no
+ *                           earlier than a full bucket;
+ *   fixed_window            the current window's count goes down by `units`, not below 0;
+ *   sliding_window_counter  the current window's count goes down by `units`, not below 0;
+ *                           whatever is left of `units` lowers the previous window's count by
+ *                           as much as that count weighs now: by ceil(rest * per / (per -
+ *                           elapsed)), elapsed the time into the current window, not below 0;
+ *   sliding_window_log      the `units` newest times leave the log.
+ * A place a bucket keeps ahead for a waiting request (limiter_reserve_all()) is not given away:
+ * as for limiter_refund() of a charge made at `now_ns`, what comes back is less the time from
+ * `now_ns` to the last such place. `units` is 1 or more; more than limiter_quota() is taken as
+ * limiter_quota(), which is all any client can have spent. A client the table does not hold is
+ * fresh already: nothing is done and no room is made for it. Returns as limiter_reset(). */
+int limiter_grant(struct limiter *limiter, const char *client_id, uint64_t units, int64_t now_ns);
+
 /* The most one request may cost: the burst of a bucket (token_bucket, gcra), else
  * `requests`. */
 uint64_t limiter_quota(const struct limiter *limiter);

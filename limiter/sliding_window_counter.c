@@ -119,6 +119,25 @@ static void refund(const struct limiter *self, union client_state *state, int64_
         *count -= cost < *count ? (uint32_t)cost : *count;
 }
 
+/* `units` off the current window's count first; what is left of them off the previous
+ * window's by as much as that count weighs now: each of its requests counts (per - elapsed) /
+ * per of one, so `rest` units are ceil(rest * per / (per - elapsed)) of them (elapsed < per).
+ * The estimate goes down by `units` (by less than one more, rounding up), or to no count at
+ * all. */
+static void grant(const struct limiter *self, union client_state *state, int64_t now_ns,
+                  uint64_t units)
+{
+    int64_t per = self->params.per_ns;
+    struct counts c = counts_at(self, state, now_ns);
+    uint32_t from_curr = units < c.curr ? (uint32_t)units : c.curr;
+    u128 rest = units - from_curr, weight = (u128)(per - c.elapsed_ns);
+    u128 from_prev = (rest * (u128)per + weight - 1) / weight;
+
+    state->counter.window_start_ns = c.window_start_ns;
+    state->counter.curr_count = c.curr - from_curr;
+    state->counter.prev_count = from_prev < c.prev ? c.prev - (uint32_t)from_prev : 0;
+}
+
 static int64_t idle_at(const struct limiter *self, const union client_state *state)
 {
     int64_t start = state->counter.window_start_ns;
@@ -135,6 +154,7 @@ static const struct limiter_ops sliding_window_counter_ops = {
     .decide = decide,
     .idle_at = idle_at,
     .refund = refund,
+    .grant = grant,
 };
 
 struct limiter *limiter_sliding_window_counter_create(const struct limiter_params *params,

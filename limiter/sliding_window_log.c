@@ -116,6 +116,15 @@ static void refund(const struct limiter *self, union client_state *state, int64_
     state->log.count -= taken;
 }
 
+/* The `units` newest times leave the log (all of it, when it holds fewer): the requests
+ * that would leave the window last go first, so the client gets the most back now. */
+static void grant(const struct limiter *self, union client_state *state, int64_t now_ns,
+                  uint64_t units)
+{
+    expire(self, state, now_ns);
+    state->log.count -= units < state->log.count ? (uint32_t)units : state->log.count;
+}
+
 static int64_t idle_at(const struct limiter *self, const union client_state *state)
 {
     return state->log.count > 0 ? newest(state) + self->params.per_ns : 0;
@@ -131,6 +140,7 @@ static const struct limiter_ops sliding_window_log_ops = {
     .decide = decide,
     .idle_at = idle_at,
     .refund = refund,
+    .grant = grant,
     .release = release,
 };
 

@@ -6,7 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mkdir -p build/demo
-cp config/sluice.yaml build/demo/sluice.yaml
+# The admin token of the quota endpoints (README, "When a client is at 429"): a fresh one for
+# each run, in a file beside the copy, which names it.
+(umask 077 && head -c 24 /dev/urandom | base64 | tr '+/' '-_' > build/demo/admin-token)
+sed 's|^  # admin_token_file: .*|  admin_token_file: admin-token|' config/sluice.yaml \
+  > build/demo/sluice.yaml
 
 build/test_upstream 127.0.0.1:9000 >/dev/null &
 upstream=$!
@@ -24,6 +28,8 @@ The first is proxied; in the second, key "demo" spends its burst of 5 and the si
 Edit build/demo/sluice.yaml (a copy of config/sluice.yaml) and save: the limits change at
 once. Metrics:
   curl -s http://127.0.0.1:9901/metrics | grep sluice_requests_total
+A client's quota, read and reset through the admin port (its token is in build/demo/admin-token):
+  build/sluice quota show -c build/demo/sluice.yaml --route api --key demo
 Ctrl-C stops both.
 
 TEXT

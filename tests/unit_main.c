@@ -31,6 +31,7 @@ int main(int argc, char **argv)
     register_refund_tests();
     register_reserve_tests();
     register_peek_tests();
+    register_grant_tests();
     register_concurrency_tests();
     register_units_tests();
     register_methods_tests();
@@ -40,6 +41,7 @@ int main(int argc, char **argv)
     register_man_defaults_tests();
     register_count_config_tests();
     register_delay_config_tests();
+    register_config_admin_tests();
     register_routes_tests();
     register_keys_tests();
     register_headers_tests();

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/common/respond.h"
 #include "gateway/core/runtime.h"
 #include "gateway/front/listener.h"
 #include "gateway/front/server_private.h"
@@ -18,18 +19,7 @@
 static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned status, const char *type,
                                     char *body)
 {
-    struct MHD_Response *response =
-        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    enum MHD_Result ret;
-
-    if (response == NULL) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(response, "Content-Type", type);
-    ret = MHD_queue_response(c, status, response);
-    MHD_destroy_response(response);
-    return ret;
+    return gw_admin_respond(c, status, type, body, NULL);
 }
 
 static char *render_metrics(struct gw_server *s)
@@ -43,6 +33,19 @@ static char *render_metrics(struct gw_server *s)
         gw_metrics_render(s->metrics, out, gw_runtime_gauges, rt);
         gw_store_render_metrics(s->store, out);
         gw_process_metrics_render(out);
+        fprintf(out,
+                "# HELP sluice_quota_changes_total Clients' quotas reset or granted on the admin "
+                "listener.\n"
+                "# TYPE sluice_quota_changes_total counter\n"
+                "sluice_quota_changes_total{action=\"reset\"} %llu\n"
+                "sluice_quota_changes_total{action=\"grant\"} %llu\n"
+                "# HELP sluice_admin_unauthorized_total Calls to the admin listener refused for "
+                "want of the admin token.\n"
+                "# TYPE sluice_admin_unauthorized_total counter\n"
+                "sluice_admin_unauthorized_total %llu\n",
+                (unsigned long long)atomic_load(&s->admin_counts.resets),
+                (unsigned long long)atomic_load(&s->admin_counts.grants),
+                (unsigned long long)atomic_load(&s->admin_counts.refused));
         fclose(out);
     }
     gw_runtime_release(rt);
@@ -68,26 +71,69 @@ static enum MHD_Result ready(struct gw_server *s, struct MHD_Connection *c)
     return respond_text(c, MHD_HTTP_OK, "text/plain", strdup("ready\n"));
 }
 
-static enum MHD_Result on_admin(void *cls, struct MHD_Connection *c, const char *url,
-                                const char *method, const char *version, const char *upload_data,
-                                size_t *upload_data_size, void **req_cls)
+/* GET /metrics, /healthz, /readyz; the quota endpoints (admin_quota.c); /metrics and the
+ * quota endpoints behind the admin token as server.admin_token and its kin say. */
+static enum MHD_Result route_call(struct gw_server *s, struct MHD_Connection *c, const char *url,
+                                  const char *method, struct gw_runtime *rt)
 {
-    struct gw_server *s = cls;
+    const struct config_admin *admin = &rt->config->server.admin;
+    bool read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    enum gw_admin_auth auth;
     char *body;
 
-    (void)version, (void)upload_data, (void)req_cls;
-    if (*upload_data_size > 0 || (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0))
+    if (admin->quota && (strcmp(url, "/quota") == 0 || strcmp(url, "/quota/grant") == 0)) {
+        auth = gw_admin_check(s, c, admin);
+        return auth == GW_ADMIN_AUTHORIZED ? gw_admin_quota(s, c, url, method, rt)
+                                           : gw_admin_refuse(c, auth);
+    }
+    if (strcmp(url, "/metrics") != 0 && strcmp(url, "/healthz") != 0 && strcmp(url, "/readyz") != 0)
+        return respond_text(c, MHD_HTTP_NOT_FOUND, "text/plain",
+                            strdup("not found: try /metrics, /healthz or /readyz\n"));
+    if (!read)
         return respond_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", strdup("GET only\n"));
     if (strcmp(url, "/metrics") == 0) {
+        if (admin->metrics_need_token &&
+            (auth = gw_admin_check(s, c, admin)) != GW_ADMIN_AUTHORIZED)
+            return gw_admin_refuse(c, auth);
         body = render_metrics(s);
         return body ? respond_text(c, MHD_HTTP_OK, "text/plain; version=0.0.4", body) : MHD_NO;
     }
     if (strcmp(url, "/healthz") == 0)
         return respond_text(c, MHD_HTTP_OK, "text/plain", strdup("ok\n"));
-    if (strcmp(url, "/readyz") == 0)
-        return ready(s, c);
-    return respond_text(c, MHD_HTTP_NOT_FOUND, "text/plain",
-                        strdup("not found: try /metrics, /healthz or /readyz\n"));
+    return ready(s, c);
+}
+
+/* libmicrohttpd calls once for the head, once per piece of body, and once at its end; a call
+ * is answered at its end. The admin endpoints take no body: one is refused (413), read and
+ * dropped so the connection stays in step. */
+static enum MHD_Result on_admin(void *cls, struct MHD_Connection *c, const char *url,
+                                const char *method, const char *version, const char *upload_data,
+                                size_t *upload_data_size, void **req_cls)
+{
+    static int head_seen, body_seen;
+    struct gw_server *s = cls;
+    struct gw_runtime *rt;
+    enum MHD_Result ret;
+
+    (void)version, (void)upload_data;
+    if (*req_cls == NULL) {
+        *req_cls = &head_seen;
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        *upload_data_size = 0;
+        *req_cls = &body_seen;
+        return MHD_YES;
+    }
+    if (*req_cls == &body_seen)
+        return gw_admin_respond(c, MHD_HTTP_CONTENT_TOO_LARGE, "application/problem+json",
+                                gw_problem_json(MHD_HTTP_CONTENT_TOO_LARGE,
+                                                "the admin endpoints take no body", NULL, NULL),
+                                NULL);
+    rt = gw_server_runtime(s);
+    ret = route_call(s, c, url, method, rt);
+    gw_runtime_release(rt);
+    return ret;
 }
 
 int gw_admin_start(struct gw_server *s, char err[GW_ERR_LEN])

@@ -13,6 +13,7 @@
  *   mhd_log.c       libmicrohttpd's daemons started with sluice's logger, and its messages
  *                   told apart, counted and logged
  *   admin.c         the admin daemon: /metrics, /healthz, /readyz
+ *   admin_quota.c   the admin token checked, and the quota endpoints (/quota, /quota/grant)
  *   housekeeping.c  each mode's periodic work: thread_per_connection's reaper thread, and an
  *                   event loop's tick
  *   handoff.c       the connections the PROXY protocol acceptor (listener.h) hands to the
@@ -135,7 +136,10 @@ struct gw_server {
     struct fixed_settings fixed;
     struct MHD_Daemon *admin;
     struct gw_acceptor *acceptor; /* with server.proxy_protocol on; NULL otherwise */
-    unsigned next_front;          /* the acceptor's round robin over event loops */
+    struct {
+        _Atomic uint64_t resets, grants, refused; /* quota changes; calls without the token */
+    } admin_counts;
+    unsigned next_front; /* the acceptor's round robin over event loops */
     atomic_bool draining;
     uint16_t port, admin_port;
     char address[GW_ADDRESS_LEN], admin_address[GW_ADDRESS_LEN];
@@ -208,6 +212,25 @@ void gw_mhd_count_refusal(struct gw_server *s);
 
 /* The admin daemon on server.admin_listen (which must be set). 0, or -1 with `err` filled. */
 int gw_admin_start(struct gw_server *s, char err[GW_ERR_LEN]);
+
+/* --- admin_quota.c ------------------------------------------------------------------------ */
+
+/* Queues `body` (taken, NULL: memory short) as the answer with `status` and Content-Type
+ * `type`, and WWW-Authenticate `authenticate` unless NULL. */
+enum MHD_Result gw_admin_respond(struct MHD_Connection *c, unsigned status, const char *type,
+                                 char *body, const char *authenticate);
+
+/* Whether the call carries the admin token of `admin` (counted when not). */
+enum gw_admin_auth { GW_ADMIN_AUTHORIZED, GW_ADMIN_NO_CREDENTIAL, GW_ADMIN_BAD_CREDENTIAL };
+enum gw_admin_auth gw_admin_check(struct gw_server *s, struct MHD_Connection *c,
+                                  const struct config_admin *admin);
+
+/* 401 for a call without the token (NO_CREDENTIAL) or with another (BAD_CREDENTIAL). */
+enum MHD_Result gw_admin_refuse(struct MHD_Connection *c, enum gw_admin_auth auth);
+
+/* A quota endpoint's call (`url` /quota or /quota/grant), authorized, on `rt`. */
+enum MHD_Result gw_admin_quota(struct gw_server *s, struct MHD_Connection *c, const char *url,
+                               const char *method, struct gw_runtime *rt);
 
 /* --- housekeeping.c ----------------------------------------------------------------------- */
 

@@ -83,8 +83,12 @@ static struct gw_store_call *call_for(struct gw_store *s, const struct gw_store_
         !gw_store_health_may_try(&s->health, &state))
         return NULL;
     call = gw_store_call_new(deadline_ns, state);
-    if (call != NULL)
-        gw_script_args_make(&call->args, s->prefix, s->lease_ns, ask);
+    if (call == NULL)
+        return NULL;
+    gw_script_args_make(&call->args, s->prefix, s->lease_ns, ask);
+    /* Giving back or granting twice would give what others paid for: a call whose connection
+     * broke (Redis may have run it) is not sent again. */
+    call->retried = ask->op == GW_STORE_GIVE_BACK || ask->op == GW_STORE_GRANT;
     return call;
 }
 
@@ -99,7 +103,6 @@ void gw_store_give_back(struct gw_store *s, const struct gw_store_ask *ask)
 
     if (call == NULL)
         return;
-    call->retried = true; /* giving back twice would give what others paid for */
     if (gw_store_workers_queue(s->workers, call) != 0)
         gw_store_call_free(call);
 }

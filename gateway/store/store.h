@@ -10,7 +10,9 @@
  * sorted set; concurrency as a sorted set of leases (KEY ":slots", each member one unit of a
  * request, scored by when its lease lapses). The same script gives back what a decision
  * charged (count:, and a concurrency request that ended) and renews leases (store_leases.h):
- * one call each way.
+ * one call each way. For an operator it also peeks at a client's limits, resets them and
+ * grants units back at them, as limiter_peek(), limiter_reset() and limiter_grant() do in
+ * memory, so a change made through any replica holds on all of them.
  *
  * Keys are PREFIX ROUTE ":" LIMIT ":" VERSION ":" BLAKE2b-128(client key) in hex, with the
  * window's start added by fixed_window and sliding_window_counter and ":log" by
@@ -71,6 +73,11 @@ enum gw_store_op {
     GW_STORE_DECIDE = 1,    /* answers one decision per limit */
     GW_STORE_GIVE_BACK = 2, /* answers nothing */
     GW_STORE_RENEW = 3,     /* concurrency limits only; answers nothing */
+    GW_STORE_PEEK = 4,      /* answers as DECIDE would, charging nothing and keeping no place */
+    GW_STORE_RESET = 5,     /* each limit's state for the client made a fresh client's (not a
+                               concurrency limit's, as limiter_reset()); answers nothing */
+    GW_STORE_GRANT = 6,     /* costs[i] units given back at limit i, as limiter_grant(); answers
+                               nothing */
 };
 
 /* One call's question about one request's limits. */
@@ -105,7 +112,13 @@ void gw_store_free(struct gw_store *store);
  * need not wait here (the gateway's requests wait by their adapter's means in either serving
  * mode). First the call, its deadline set to now plus limiter.redis.timeout: NULL when the
  * store is not to be asked now (degraded and this is not the probe, or memory short), and
- * on_store_error decides at once. Nothing passed in is kept. */
+ * on_store_error decides at once. Nothing passed in is kept.
+ *
+ * An operator's calls go the same way: GW_STORE_PEEK (one decision each, charged_ns and
+ * wait_ns 0), GW_STORE_RESET and GW_STORE_GRANT (sent with `out` NULL: they answer nothing
+ * but whether Redis ran them). A GRANT is never sent twice, as a give-back (below): one whose
+ * connection broke fails rather than risk granting twice. A PEEK or a RESET, which may run
+ * twice without harm, is sent again once, as a decision is. */
 struct gw_store_call;
 struct gw_store_call *gw_store_prepare(struct gw_store *store, const struct gw_store_ask *ask);
 

@@ -8,13 +8,14 @@
 /* KEYS[i]: limit i's key, made in C from that limit's version and its own client key, so the
  * script needs no notion of clients; sliding_window_log keeps its sorted set at KEYS[i] ":log"
  * and concurrency its leases at KEYS[i] ":slots" (store.h says why). ARGV[1]: what to do
- * (1 decide, 2 give back, 3 renew leases); ARGV[2]: the number of limits n; ARGV[3]: the
- * request's lease (its concurrency slots are members LEASE ":" 1..cost); ARGV[4]: how long a
- * lease lasts, in microseconds. Then per limit: algorithm (1 token_bucket, 2 gcra,
- * 3 fixed_window, 4 sliding_window_log, 5 sliding_window_counter, 6 concurrency), requests,
- * per in microseconds, burst, the request's cost in units (a cost of k is decided as k
- * requests at one instant, as the local limiters do: limiter.h), to give back, the instant
- * the decision charged it, and how long the request may wait for its turn (delay:, 0: not).
+ * (1 decide, 2 give back, 3 renew leases, 4 peek, 5 reset, 6 grant); ARGV[2]: the number of
+ * limits n; ARGV[3]: the request's lease (its concurrency slots are members LEASE ":" 1..cost);
+ * ARGV[4]: how long a lease lasts, in microseconds. Then per limit: algorithm (1 token_bucket,
+ * 2 gcra, 3 fixed_window, 4 sliding_window_log, 5 sliding_window_counter, 6 concurrency),
+ * requests, per in microseconds, burst, the request's cost in units (a cost of k is decided as
+ * k requests at one instant, as the local limiters do: limiter.h), to give back or to grant,
+ * the instant the decision charged it, and how long the request may wait for its turn (delay:,
+ * 0: not).
  *
  * Deciding returns per limit: allowed (0/1), remaining, reset and retry-after in milliseconds
  * (rounded up); then the instant it was charged at and the instant it was decided at, in
@@ -22,9 +23,18 @@
  * limits are all buckets and each allows it within its wait, is charged at its turn instead,
  * as limiter_reserve_all() does: the earliest instant all allow it, a theoretical arrival
  * time moved on from there; it is then allowed, its charge instant that turn. Giving back
- * (limiter_refund()'s rules, against Redis's clock) and renewing return nothing. Times are
- * microseconds from Redis's TIME; numbers are written with %.0f so that no timestamp turns
- * into an exponent.
+ * (limiter_refund()'s rules, against Redis's clock) and renewing return nothing.
+ *
+ * Peeking answers as deciding would (limiter_peek()), both instants now, with nothing written
+ * and no place kept; only what has expired is swept (a log's old times, lapsed slots). Its
+ * reset is the client's as it is, not as after the request, as limiter_peek() says it.
+ * Resetting (limiter_reset()) deletes a limit's keys: a bucket's, the current and previous
+ * windows', a log's; a concurrency limit is left alone. Granting (limiter_grant()) gives
+ * `cost` units back, at most the quota: a bucket's as a give-back of a charge made now; a
+ * window's off the current window's count, and for sliding_window_counter what is left of
+ * them off the previous one's by as much as that count weighs now; a log's newest times.
+ * Neither answers anything. Times are microseconds from Redis's TIME; numbers are written with
+ * %.0f so that no timestamp turns into an exponent.
  *
  * A concurrency set lives as long as its last lease (replicas may run leases of different
  * lengths), and a decision first drops its own request's members: one sent again after its
@@ -43,7 +53,8 @@ const char gw_script_text[] =
     "  local cost, charged = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])\n"
     "  local key = KEYS[i]\n"
     "  local allowed, remaining, reset, retry = 0, 0, 0, 0\n"
-    "  if op == 2 then\n"
+    "  if op == 6 then charged, cost = now, math.min(cost, algo <= 2 and burst or requests) end\n"
+    "  if op == 2 or op == 6 then\n"
     "    if algo <= 2 then\n"
     "      local interval = math.ceil(per / requests)\n"
     "      local tat = tonumber(redis.call('GET', key) or '0')\n"
@@ -54,17 +65,35 @@ const char gw_script_text[] =
     "      elseif tat > now then redis.call('SET', key, int(tat), 'PX', ttl(tat - now))\n"
     "      else redis.call('DEL', key) end\n"
     "    elseif algo == 3 or algo == 5 then\n"
-    "      local wkey = key .. ':' .. int(charged - charged % per)\n"
+    "      local start = charged - charged % per\n"
+    "      local wkey = key .. ':' .. int(start)\n"
     "      local count = tonumber(redis.call('GET', wkey) or '0')\n"
     "      if count > 0 then redis.call('DECRBY', wkey, math.min(cost, count)) end\n"
+    "      local rest = cost - math.min(cost, count)\n"
+    "      if op == 6 and algo == 5 and rest > 0 then\n"
+    "        local pkey = key .. ':' .. int(start - per)\n"
+    "        local prev = tonumber(redis.call('GET', pkey) or '0')\n"
+    "        local weighs = math.ceil(rest * per / (per - (now - start)))\n"
+    "        if prev > 0 then redis.call('DECRBY', pkey, math.min(weighs, prev)) end\n"
+    "      end\n"
+    "    elseif algo == 4 and op == 6 then\n"
+    "      key = key .. ':log'\n"
+    "      redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - per))\n"
+    "      redis.call('ZREMRANGEBYRANK', key, -cost, -1)\n"
     "    elseif algo == 4 then\n"
     "      key = key .. ':log'\n"
     "      local at = redis.call('ZRANGEBYSCORE', key, int(charged), int(charged), 'LIMIT', 0, "
     "cost)\n"
     "      if #at > 0 then redis.call('ZREM', key, unpack(at)) end\n"
-    "    else\n"
+    "    elseif op == 2 then\n"
     "      for j = 1, cost do redis.call('ZREM', key .. ':slots', lease .. ':' .. j) end\n"
     "    end\n"
+    "  elseif op == 5 then\n"
+    "    if algo <= 2 then redis.call('DEL', key)\n"
+    "    elseif algo == 3 or algo == 5 then\n"
+    "      local start = now - now % per\n"
+    "      redis.call('DEL', key .. ':' .. int(start), key .. ':' .. int(start - per))\n"
+    "    elseif algo == 4 then redis.call('DEL', key .. ':log') end\n"
     "  elseif op == 3 then\n"
     "    key = key .. ':slots'\n"
     "    for j = 1, cost do\n"
@@ -79,6 +108,7 @@ const char gw_script_text[] =
     "    local ahead = math.max(tat, now) + cost * interval - now\n"
     "    if ahead <= tolerance then\n"
     "      allowed, remaining, reset = 1, math.floor((tolerance - ahead) / interval), ahead\n"
+    "      if op == 4 then reset = math.max(tat - now, 0) end\n"
     "      writes[#writes + 1] = {'SET', key, int(now + ahead), 'PX', ttl(ahead)}\n"
     "    else\n"
     "      reset, retry = math.max(tat - now, 0), ahead - tolerance\n"
@@ -90,6 +120,7 @@ const char gw_script_text[] =
     "    local count = tonumber(redis.call('GET', wkey) or '0')\n"
     "    if count + cost <= requests then\n"
     "      allowed, remaining, reset = 1, requests - count - cost, start + per - now\n"
+    "      if op == 4 and count == 0 then reset = 0 end\n"
     "      writes[#writes + 1] = {'INCRBY', wkey, cost}\n"
     "      writes[#writes + 1] = {'PEXPIRE', wkey, ttl(per)}\n"
     "    else\n"
@@ -102,6 +133,10 @@ const char gw_script_text[] =
     "    local count = redis.call('ZCARD', key)\n"
     "    if count + cost <= requests then\n"
     "      allowed, remaining, reset = 1, requests - count - cost, per\n"
+    "      if op == 4 then\n"
+    "        local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]\n"
+    "        reset = newest and tonumber(newest) + per - now or 0\n"
+    "      end\n"
     "      for j = 0, cost - 1 do\n"
     "        writes[#writes + 1] = {'ZADD', key, int(now), int(now) .. ':' .. (count + j)}\n"
     "      end\n"
@@ -121,7 +156,8 @@ const char gw_script_text[] =
     "    local elapsed = now - start\n"
     "    local slack = requests * per - curr * per - prev * (per - elapsed)\n"
     "    if slack > (cost - 1) * per then\n"
-    "      allowed, curr, slack = 1, curr + cost, slack - cost * per\n"
+    "      allowed, slack = 1, slack - cost * per\n"
+    "      if op == 1 then curr = curr + cost end\n"
     "      if slack > 0 then remaining = math.ceil(slack / per) end\n"
     "      writes[#writes + 1] = {'INCRBY', ckey, cost}\n"
     "      writes[#writes + 1] = {'PEXPIRE', ckey, ttl(2 * per)}\n"
@@ -146,7 +182,9 @@ const char gw_script_text[] =
     "  else\n"
     "    key = key .. ':slots'\n"
     "    redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now))\n"
-    "    for j = 1, cost do redis.call('ZREM', key, lease .. ':' .. j) end\n"
+    "    if op == 1 then\n"
+    "      for j = 1, cost do redis.call('ZREM', key, lease .. ':' .. j) end\n"
+    "    end\n"
     "    local count = redis.call('ZCARD', key)\n"
     "    if count + cost <= requests then\n"
     "      local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]\n"
@@ -166,9 +204,11 @@ const char gw_script_text[] =
     "  out[#out + 1] = math.ceil(reset / 1000)\n"
     "  out[#out + 1] = math.ceil(retry / 1000)\n"
     "end\n"
-    "if op ~= 1 then return {} end\n"
-    "if all then\n"
-    "  for _, w in ipairs(writes) do redis.call(unpack(w)) end\n"
+    "if op ~= 1 and op ~= 4 then return {} end\n"
+    "if all or op == 4 then\n"
+    "  if op == 1 then\n"
+    "    for _, w in ipairs(writes) do redis.call(unpack(w)) end\n"
+    "  end\n"
     "  out[#out + 1] = now\n"
     "  out[#out + 1] = now\n"
     "  return out\n"
@@ -305,7 +345,7 @@ int gw_script_answer(const redisReply *r, const struct gw_script_args *a,
     size_t n = a->n_limits;
     int64_t charged_us, now_us;
 
-    if (a->op != GW_STORE_DECIDE)
+    if (a->op != GW_STORE_DECIDE && a->op != GW_STORE_PEEK)
         return r->type == REDIS_REPLY_ARRAY && r->elements == 0 ? 0 : -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 * n + 2)
         return -1;
@@ -321,8 +361,10 @@ int gw_script_answer(const redisReply *r, const struct gw_script_args *a,
         out[i].remaining = (uint64_t)r->element[4 * i + 1]->integer;
         out[i].reset_ms = r->element[4 * i + 2]->integer;
         out[i].retry_after_ms = r->element[4 * i + 3]->integer;
-        out[i].charged_ns = out[i].allowed ? charged_us * 1000 : 0;
-        out[i].wait_ns = out[i].allowed ? (charged_us - now_us) * 1000 : 0;
+        if (out[i].allowed && a->op == GW_STORE_DECIDE) { /* a peek charged nothing */
+            out[i].charged_ns = charged_us * 1000;
+            out[i].wait_ns = (charged_us - now_us) * 1000;
+        }
     }
     return 0;
 }

@@ -2,10 +2,12 @@
  * store_script: the one Lua script that keeps the limits in Redis (store.h), the EVALSHA
  * arguments that ask it about one request, and the reading of its answer.
  *
- * It does three things, each for all of a request's limits in one call: decide (charge all
+ * It does these things, each for all of a request's limits in one call: decide (charge all
  * or none), give back what a decision charged (limiter_refund()'s rules, read against
- * Redis's clock: the instant the decision says it charged at is the one Redis gave), and
- * renew the leases of a request's concurrency slots.
+ * Redis's clock: the instant the decision says it charged at is the one Redis gave), renew
+ * the leases of a request's concurrency slots; and, for an operator, peek at a client's
+ * limits (limiter_peek()), reset them (limiter_reset()) or grant units back at them
+ * (limiter_grant()), with the local limiters' rules against Redis's clock.
  *
  * The arguments are made once, when the request asks (its keys hashed, its numbers written),
  * into a struct that holds them whole, so the store's threads send them later without
@@ -53,7 +55,8 @@ void gw_script_args_copy(struct gw_script_args *to, const struct gw_script_args 
 void gw_script_args_set_op(struct gw_script_args *args, enum gw_store_op op);
 
 /* Reads the script's answer `reply` to `args`: for a decision, one per limit into `out`
- * (charged_ns the instant Redis decided at, for an allowed one); the others answer nothing.
+ * (charged_ns the instant Redis decided at, for an allowed one); for a peek the same, with
+ * charged_ns and wait_ns 0 (nothing was charged); the others answer nothing.
  * 0, or -1 when it is not the shape the script returns. */
 int gw_script_answer(const redisReply *reply, const struct gw_script_args *args,
                      struct limiter_decision *out);

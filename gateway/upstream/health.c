@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gateway/common/log.h"
+#include "gateway/upstream/fetch.h"
 #include "gateway/upstream/proxy.h"
 #include "limiter/limiter.h"
 
@@ -290,23 +291,12 @@ void gw_health_stop(struct gw_health *h)
 
 int gw_health_probe(const char *url, long timeout_ms, const char **why)
 {
-    CURL *curl = curl_easy_init();
-    long status = 0;
-    CURLcode rc;
+    struct gw_fetch_answer answer = {0};
 
-    *why = NULL;
-    if (curl == NULL)
+    if (gw_fetch(&(struct gw_fetch_ask){"GET", url, NULL, timeout_ms}, &answer, why) != 0)
         return -1;
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_NOBODY, 0L);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard);
-    rc = curl_easy_perform(curl);
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(curl);
-    if (rc != CURLE_OK || status < 200 || status > 299) {
-        *why = rc != CURLE_OK ? curl_easy_strerror(rc) : "not a 2xx answer";
+    if (answer.status < 200 || answer.status > 299) {
+        *why = "not a 2xx answer";
         return -1;
     }
     return 0;

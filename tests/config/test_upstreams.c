@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "tests/config/problems.h"
 #include "tests/unit.h"
 
 #define SHARED                                                                                     \
@@ -24,21 +25,6 @@
 static struct config *parse(const char *yaml, char **errors)
 {
     return config_parse("t.yaml", yaml, strlen(yaml), errors);
-}
-
-/* Parsing `yaml` fails, and its problems hold `want`. */
-static void expect_problem(const char *yaml, const char *want)
-{
-    char *errors = NULL;
-    struct config *c = parse(yaml, &errors);
-
-    CU_ASSERT_PTR_NULL(c);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(errors);
-    if (strstr(errors, want) == NULL)
-        fprintf(stderr, "\nexpected %s in:\n%s", want, errors);
-    CU_ASSERT_PTR_NOT_NULL(strstr(errors, want));
-    config_free(c);
-    free(errors);
 }
 
 static void test_routes_share_a_named_upstream(void)
@@ -107,46 +93,52 @@ static void test_upstreams_after_routes(void)
 
 static void test_named_upstream_problems(void)
 {
-    expect_problem(SHARED "routes:\n  - name: api\n    match: {path_prefix: /}\n"
-                          "    upstream: backnd\n",
-                   "t.yaml:11:15: upstream: \"backnd\" is not one of upstreams: (backend, single)");
-    expect_problem("routes:\n  - name: api\n    match: {path_prefix: /}\n    upstream: backend\n",
-                   "t.yaml:4:15: upstream: \"backend\" is not one of upstreams: (there are none)");
-    expect_problem("routes:\n  - name: api\n    match: {path_prefix: /}\n    upstream: \"a b\"\n",
-                   "upstream: \"a b\" is neither a URL (http://host:port) nor the name of one of "
-                   "upstreams:");
-    expect_problem("upstreams:\n  \"x/y\": \"http://10.0.0.1:1\"\n" TWO_ROUTES,
-                   "t.yaml:2:3: upstreams: an upstream's name may hold only letters");
-    expect_problem(
+    expect_config_problem(
+        SHARED "routes:\n  - name: api\n    match: {path_prefix: /}\n"
+               "    upstream: backnd\n",
+        "t.yaml:11:15: upstream: \"backnd\" is not one of upstreams: (backend, single)");
+    expect_config_problem(
+        "routes:\n  - name: api\n    match: {path_prefix: /}\n    upstream: backend\n",
+        "t.yaml:4:15: upstream: \"backend\" is not one of upstreams: (there are none)");
+    expect_config_problem(
+        "routes:\n  - name: api\n    match: {path_prefix: /}\n    upstream: \"a b\"\n",
+        "upstream: \"a b\" is neither a URL (http://host:port) nor the name of one of "
+        "upstreams:");
+    expect_config_problem("upstreams:\n  \"x/y\": \"http://10.0.0.1:1\"\n" TWO_ROUTES,
+                          "t.yaml:2:3: upstreams: an upstream's name may hold only letters");
+    expect_config_problem(
         "upstreams: [\"http://10.0.0.1:1\"]\n" TWO_ROUTES,
         "t.yaml:1:12: upstreams: expected a mapping of names to upstreams, found a list");
-    expect_problem("upstreams:\n  backend: {balance: round_robin}\n" TWO_ROUTES,
-                   "t.yaml:2:12: upstreams.backend: servers is required");
-    expect_problem(
+    expect_config_problem("upstreams:\n  backend: {balance: round_robin}\n" TWO_ROUTES,
+                          "t.yaml:2:12: upstreams.backend: servers is required");
+    expect_config_problem(
         "upstreams:\n  backend: {servers: [\"http://10.0.0.1:1\"], max_fail: 2}\n" TWO_ROUTES,
         "t.yaml:2:45: upstreams.backend: unknown key \"max_fail\"; did you mean max_fails?");
-    expect_problem("upstreams:\n  backend: \"http://10.0.0.1:1\"\n  backend: "
-                   "\"http://10.0.0.2:1\"\n" TWO_ROUTES,
-                   "t.yaml:3:3: upstreams: \"backend\" appears twice (first at line 2)");
+    expect_config_problem("upstreams:\n  backend: \"http://10.0.0.1:1\"\n  backend: "
+                          "\"http://10.0.0.2:1\"\n" TWO_ROUTES,
+                          "t.yaml:3:3: upstreams: \"backend\" appears twice (first at line 2)");
     /* The routes naming an upstream share its servers' health: they must reach them alike,
      * with checks or without. */
-    expect_problem(SHARED TWO_ROUTES "    tls_verify: false\n  - name: other\n"
-                                     "    match: {path_prefix: /o/}\n    upstream: backend\n"
-                                     "    tls_verify: false\n",
-                   "upstream: routes api and other share upstream backend, and so its servers' "
-                   "health, but their tls_verify differs");
-    expect_problem(SHARED "routes:\n  - name: api\n    match: {path_prefix: /api/}\n"
-                          "    upstream: backend\n  - name: writes\n"
-                          "    match: {path_prefix: /w/}\n    upstream: backend\n"
-                          "    proxy: \"http://127.0.0.1:3128\"\n",
-                   "t.yaml:14:15: upstream: routes api and writes share upstream backend, and so "
-                   "its servers' health, but their proxy differs");
-    expect_problem("upstreams:\n  a: \"http://10.0.0.1:1\"\n"
-                   "routes:\n  - name: api\n    match: {path_prefix: /api/}\n    upstream: a\n"
-                   "  - name: writes\n    match: {path_prefix: /w/}\n    upstream: a\n"
-                   "    tls_verify: false\n",
-                   "t.yaml:9:15: upstream: routes api and writes share upstream a, and so its "
-                   "servers' health, but their tls_verify differs");
+    expect_config_problem(
+        SHARED TWO_ROUTES "    tls_verify: false\n  - name: other\n"
+                          "    match: {path_prefix: /o/}\n    upstream: backend\n"
+                          "    tls_verify: false\n",
+        "upstream: routes api and other share upstream backend, and so its servers' "
+        "health, but their tls_verify differs");
+    expect_config_problem(
+        SHARED "routes:\n  - name: api\n    match: {path_prefix: /api/}\n"
+               "    upstream: backend\n  - name: writes\n"
+               "    match: {path_prefix: /w/}\n    upstream: backend\n"
+               "    proxy: \"http://127.0.0.1:3128\"\n",
+        "t.yaml:14:15: upstream: routes api and writes share upstream backend, and so "
+        "its servers' health, but their proxy differs");
+    expect_config_problem(
+        "upstreams:\n  a: \"http://10.0.0.1:1\"\n"
+        "routes:\n  - name: api\n    match: {path_prefix: /api/}\n    upstream: a\n"
+        "  - name: writes\n    match: {path_prefix: /w/}\n    upstream: a\n"
+        "    tls_verify: false\n",
+        "t.yaml:9:15: upstream: routes api and writes share upstream a, and so its "
+        "servers' health, but their tls_verify differs");
 }
 
 /* Routes that agree on proxy and tls_verify share; an unused upstream is a warning, at its
