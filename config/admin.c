@@ -92,19 +92,14 @@ void config_parse_admin_token_file(struct loader *ld, yaml_node_t *node, void *o
         config_error(ld, node, "admin_token_file: cannot read %s: %s", path, strerror(errno));
     } else {
         take_token(ld, node, "admin_token_file", buf, admin);
+        free(admin->token_file);
+        admin->token_file = path; /* watched, so that a rotated token takes at once */
+        path = NULL;
     }
     if (buf != NULL)
         explicit_bzero(buf, TOKEN_MAX + 2);
     free(buf);
     free(path);
-}
-
-void config_parse_admin_quota(struct loader *ld, yaml_node_t *node, void *object)
-{
-    static const struct field as_bool = {
-        "admin_quota", CONFIG_BOOL, offsetof(struct config, server.admin.quota), 0, 0, NULL};
-
-    config_parse_value(ld, &as_bool, node, object);
 }
 
 /* Whether `host` is a loopback address: 127.0.0.0/8, ::1 or localhost. */
@@ -133,6 +128,11 @@ void config_check_admin(struct loader *ld, yaml_node_t *server, struct config *c
     if (admin->metrics_need_token && admin->token == NULL && ld->n_errors == 0)
         config_error(ld, config_find_value(ld, server, "metrics_need_token"),
                      "metrics_need_token: needs server.admin_token or admin_token_file");
+    if (admin->token != NULL && host != NULL && !is_loopback(host) && ld->n_errors == 0)
+        config_warn_at(ld, config_value_or_self(ld, server, "admin_listen")->start_mark,
+                       "the admin token travels in clear text to %s (the admin port is plain "
+                       "HTTP): keep it on a network only operators reach",
+                       host);
     if (quota == NULL) {
         admin->quota = admin->token != NULL; /* on with a token unless written off */
         return;
@@ -145,4 +145,10 @@ void config_check_admin(struct loader *ld, yaml_node_t *server, struct config *c
                      "admin_quota: the quota endpoints on %s (not a loopback address) need "
                      "server.admin_token or admin_token_file",
                      host);
+    else if (admin->quota && admin->token == NULL && ld->n_errors == 0)
+        config_warn_at(ld, quota->start_mark,
+                       "admin_quota: true, but no admin token is set: the quota endpoints stay "
+                       "off (404)");
+    if (admin->token == NULL)
+        admin->quota = false;
 }

@@ -488,8 +488,9 @@ struct config_tls {
  * too when metrics_need_token is set. admin_quota written true with no token is refused on an
  * admin_listen that is not a loopback address. */
 struct config_admin {
-    char *token; /* NULL: none */
-    bool quota;  /* GET/DELETE /quota and POST /quota/grant answer */
+    char *token;      /* NULL: none */
+    char *token_file; /* admin_token_file's path, watched with the config; or NULL */
+    bool quota;       /* GET/DELETE /quota and POST /quota/grant answer */
     bool metrics_need_token;
 };
 

@@ -296,6 +296,7 @@ void config_free(struct config *config)
     if (config->server.admin.token != NULL)
         explicit_bzero(config->server.admin.token, strlen(config->server.admin.token));
     free(config->server.admin.token);
+    free(config->server.admin.token_file);
     free(config->server.trusted_proxies.items);
     free(config->server.proxy_protocol_from.items);
     config_blocks_free(config->server_blocks);

@@ -43,11 +43,10 @@
 extern const struct key_table config_server_keys[];
 void config_parse_server(struct loader *ld, yaml_node_t *node, void *object);
 
-/* admin.c: server.admin_token, admin_token_file and admin_quota (server_fields' custom
- * parsers), and the check across them and admin_listen, once server: is read. */
+/* admin.c: server.admin_token and admin_token_file (server_fields' custom parsers), and the
+ * check across them, admin_quota and admin_listen, once server: is read. */
 void config_parse_admin_token(struct loader *ld, yaml_node_t *node, void *object);
 void config_parse_admin_token_file(struct loader *ld, yaml_node_t *node, void *object);
-void config_parse_admin_quota(struct loader *ld, yaml_node_t *node, void *object);
 void config_check_admin(struct loader *ld, yaml_node_t *server, struct config *config);
 
 /* log.c */

@@ -111,7 +111,7 @@ static const struct field server_fields[] = {
     {"admin_listen", CONFIG_ENDPOINT, offsetof(struct config, server.admin_listen), 0, 0, NULL},
     {"admin_token", CONFIG_CUSTOM, 0, 0, 0, config_parse_admin_token},
     {"admin_token_file", CONFIG_CUSTOM, 0, 0, 0, config_parse_admin_token_file},
-    {"admin_quota", CONFIG_CUSTOM, 0, 0, 0, config_parse_admin_quota},
+    {"admin_quota", CONFIG_BOOL, offsetof(struct config, server.admin.quota), 0, 0, NULL},
     {"metrics_need_token", CONFIG_BOOL, offsetof(struct config, server.admin.metrics_need_token), 0,
      0, NULL},
     {"trusted_proxies", CONFIG_CIDRS, offsetof(struct config, server.trusted_proxies), 0, 0, NULL},

@@ -210,7 +210,7 @@ static void free_paths(char **paths, size_t n)
  * or when memory is short (they go unwatched: SIGHUP still reloads). */
 static char **files_of(const struct config *config, size_t *n)
 {
-    size_t cap = 1 + 2 * config->server.tls.n_certs;
+    size_t cap = 2 + 2 * config->server.tls.n_certs;
     char **paths = config->server.watch_config ? calloc(cap, sizeof *paths) : NULL;
 
     *n = 0;
@@ -218,6 +218,8 @@ static char **files_of(const struct config *config, size_t *n)
         return NULL;
     if (config->consumers_file != NULL)
         paths[(*n)++] = strdup(config->consumers_file);
+    if (config->server.admin.token_file != NULL)
+        paths[(*n)++] = strdup(config->server.admin.token_file);
     for (size_t i = 0; i < config->server.tls.n_certs; i++) {
         paths[(*n)++] = strdup(config->server.tls.certs[i].cert);
         paths[(*n)++] = strdup(config->server.tls.certs[i].key);
@@ -333,7 +335,7 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     static const char *const proxy_protocol_names[] = {"", "v1", "v2", "v1 or v2"};
     struct file_watches files = {NULL, NULL, 0};
     char serving[64], proxy_protocol[16];
-    bool tls;
+    bool tls, quota;
     char **paths;
     size_t n_paths;
     bool watching = config->server.watch_config;
@@ -353,6 +355,7 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     warn_about(config);
     /* For the line that says it started: the config goes to the server. */
     tls = config->server.tls.on;
+    quota = config->server.admin.quota;
     snprintf(proxy_protocol, sizeof proxy_protocol, "%s",
              proxy_protocol_names[config->server.proxy_protocol]);
     if (config->server.mode == CONFIG_MODE_EVENT)
@@ -372,7 +375,8 @@ static int serve(struct config *config, const char *path, const sigset_t *signal
     if (watching && (watch = gw_watch_start(path)) == NULL)
         gw_warn("cannot watch %s for changes (%s); reload with SIGHUP", path, strerror(errno));
     if (gw_server_admin_address(server) != NULL)
-        gw_info("admin endpoints (/metrics, /healthz, /readyz) on http://%s",
+        gw_info("admin endpoints (/metrics, /healthz, /readyz%s) on http://%s",
+                quota ? ", /quota behind the admin token" : "",
                 gw_server_admin_address(server));
     gw_info("sluice %s (%s%s%s) listening on %s://%s", SLUICE_VERSION, serving,
             proxy_protocol[0] != '\0' ? ", PROXY protocol " : "", proxy_protocol,

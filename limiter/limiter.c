@@ -386,6 +386,7 @@ static bool takes_grants(const struct limiter *limiter)
 int limiter_reset(struct limiter *limiter, const char *client_id, int64_t now_ns)
 {
     struct client_slot *slot;
+    int spent;
 
     if (!client_args_ok(limiter, client_id, now_ns) || !takes_grants(limiter)) {
         errno = EINVAL;
@@ -394,16 +395,18 @@ int limiter_reset(struct limiter *limiter, const char *client_id, int64_t now_ns
     slot = held_slot(limiter, client_id);
     if (slot == NULL)
         return 0;
+    spent = limiter->ops->idle_at(limiter, &slot->state) > now_ns;
     if (limiter->ops->release != NULL)
         limiter->ops->release(&slot->state);
     memset(&slot->state, 0, sizeof slot->state); /* a fresh client's, for every algorithm */
     limiter_table_unlock_client(slot, now_ns);
-    return 0;
+    return spent;
 }
 
 int limiter_grant(struct limiter *limiter, const char *client_id, uint64_t units, int64_t now_ns)
 {
     struct client_slot *slot;
+    int spent;
 
     if (!client_args_ok(limiter, client_id, now_ns) || !takes_grants(limiter) || units == 0) {
         errno = EINVAL;
@@ -412,6 +415,7 @@ int limiter_grant(struct limiter *limiter, const char *client_id, uint64_t units
     slot = held_slot(limiter, client_id);
     if (slot == NULL)
         return 0;
+    spent = limiter->ops->idle_at(limiter, &slot->state) > now_ns;
     /* No state holds more than the quota to give back, and the ops count no further. */
     if (units > limiter_quota(limiter))
         units = limiter_quota(limiter);
@@ -420,7 +424,7 @@ int limiter_grant(struct limiter *limiter, const char *client_id, uint64_t units
     else
         limiter->ops->refund(limiter, &slot->state, now_ns, now_ns, units);
     limiter_table_unlock_client(slot, now_ns);
-    return 0;
+    return spent;
 }
 
 int limiter_peek(struct limiter *limiter, const char *client_id, uint64_t cost, int64_t now_ns,

@@ -194,9 +194,10 @@ int limiter_peek(struct limiter *limiter, const char *client_id, uint64_t cost, 
 /* Starts `client_id` afresh at `now_ns`: its state becomes a fresh client's (what it owned
  * freed), as if it had never sent anything, for an operator who lifts a client's limit by
  * hand. A client the table does not hold is fresh already: nothing is done, and no room is
- * made for it. Returns 0, or -1 with errno EINVAL for bad arguments (as limiter_decide()) or a
- * concurrency limiter, whose units come back only as the requests holding them end
- * (limiter_refund()), never by hand. */
+ * made for it. Returns 1 when the client had spent something (its state was not yet a fresh
+ * client's), 0 when it had not, or -1 with errno EINVAL for bad arguments (as
+ * limiter_decide()) or a concurrency limiter, whose units come back only as the requests
+ * holding them end (limiter_refund()), never by hand. */
 int limiter_reset(struct limiter *limiter, const char *client_id, int64_t now_ns);
 
 /* Gives `units` back to `client_id` at `now_ns`, whatever charged them: it may send `units`

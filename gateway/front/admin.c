@@ -16,12 +16,6 @@
 #include "gateway/store/store.h"
 #include "limiter/limiter.h"
 
-static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned status, const char *type,
-                                    char *body)
-{
-    return gw_admin_respond(c, status, type, body, NULL);
-}
-
 static char *render_metrics(struct gw_server *s)
 {
     struct gw_runtime *rt = gw_server_runtime(s);
@@ -60,15 +54,16 @@ static enum MHD_Result ready(struct gw_server *s, struct MHD_Connection *c)
     bool upstreams;
 
     if (atomic_load(&s->draining))
-        return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", strdup("draining\n"));
+        return gw_admin_respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", strdup("draining\n"),
+                                NULL);
     rt = gw_server_runtime(s);
     upstreams = !rt->config->server.ready_needs_upstreams ||
                 gw_forward_upstreams_ready(rt, limiter_now_ns());
     gw_runtime_release(rt);
     if (!upstreams)
-        return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
-                            strdup("a route has no upstream server believed healthy\n"));
-    return respond_text(c, MHD_HTTP_OK, "text/plain", strdup("ready\n"));
+        return gw_admin_respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
+                                strdup("a route has no upstream server believed healthy\n"), NULL);
+    return gw_admin_respond(c, MHD_HTTP_OK, "text/plain", strdup("ready\n"), NULL);
 }
 
 /* GET /metrics, /healthz, /readyz; the quota endpoints (admin_quota.c); /metrics and the
@@ -87,19 +82,20 @@ static enum MHD_Result route_call(struct gw_server *s, struct MHD_Connection *c,
                                            : gw_admin_refuse(c, auth);
     }
     if (strcmp(url, "/metrics") != 0 && strcmp(url, "/healthz") != 0 && strcmp(url, "/readyz") != 0)
-        return respond_text(c, MHD_HTTP_NOT_FOUND, "text/plain",
-                            strdup("not found: try /metrics, /healthz or /readyz\n"));
+        return gw_admin_respond(c, MHD_HTTP_NOT_FOUND, "text/plain",
+                                strdup("not found: try /metrics, /healthz or /readyz\n"), NULL);
     if (!read)
-        return respond_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", strdup("GET only\n"));
+        return gw_admin_respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", strdup("GET only\n"),
+                                NULL);
     if (strcmp(url, "/metrics") == 0) {
         if (admin->metrics_need_token &&
             (auth = gw_admin_check(s, c, admin)) != GW_ADMIN_AUTHORIZED)
             return gw_admin_refuse(c, auth);
         body = render_metrics(s);
-        return body ? respond_text(c, MHD_HTTP_OK, "text/plain; version=0.0.4", body) : MHD_NO;
+        return gw_admin_respond(c, MHD_HTTP_OK, "text/plain; version=0.0.4", body, NULL);
     }
     if (strcmp(url, "/healthz") == 0)
-        return respond_text(c, MHD_HTTP_OK, "text/plain", strdup("ok\n"));
+        return gw_admin_respond(c, MHD_HTTP_OK, "text/plain", strdup("ok\n"), NULL);
     return ready(s, c);
 }
 

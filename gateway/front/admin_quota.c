@@ -14,6 +14,7 @@
 #include "gateway/common/text.h"
 #include "gateway/core/runtime.h"
 #include "gateway/front/server_private.h"
+#include "gateway/identity/keys.h"
 #include "gateway/modules/limit/quota.h"
 
 #define REALM "Bearer realm=\"sluice-admin\""
@@ -89,26 +90,44 @@ enum MHD_Result gw_admin_refuse(struct MHD_Connection *c, enum gw_admin_auth aut
 }
 
 /* Each parameter given once, and each one the endpoints know: where two readings could
- * differ (key=a&key=b), or a name is misspelt (limt=), the call is refused, not guessed. */
+ * differ (key=a&key=b, a %00 that would cut a value short), or a name is misspelt (limt=), the
+ * call is refused, not guessed. No key a request can present holds a control character. */
 struct args_check {
     const char *bad;
-    char seen[64][32];
+    char seen[16][64]; /* the names so far: at most 7 of known_args and a few keys */
     size_t n;
 };
 
+/* How many of the first `len` bytes of `text` come before a control character. */
+static size_t printable_length(const char *text, size_t len)
+{
+    size_t n = 0;
+
+    while (n < len && (unsigned char)text[n] >= 0x20 && text[n] != 0x7f)
+        n++;
+    return n;
+}
+
+static bool is_clean(const char *text, size_t len)
+{
+    return printable_length(text, len) == len;
+}
+
 static enum MHD_Result check_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-                                 const char *value)
+                                 size_t key_size, const char *value, size_t value_size)
 {
     struct args_check *check = cls;
     bool known = strncmp(key, "header:", 7) == 0 || strncmp(key, "query:", 6) == 0;
 
-    (void)kind, (void)value;
+    (void)kind;
     for (size_t i = 0; i < sizeof known_args / sizeof known_args[0]; i++)
         known |= strcmp(key, known_args[i]) == 0;
+    /* Without case: libmicrohttpd's look-up ignores it, so Key= and key= are one name. */
     for (size_t i = 0; i < check->n && known; i++)
-        if (strcmp(check->seen[i], key) == 0)
+        if (strcasecmp(check->seen[i], key) == 0)
             known = false;
-    if (!known || check->n == 64 || strlen(key) >= sizeof check->seen[0]) {
+    if (!known || check->n == 16 || key_size >= sizeof check->seen[0] || !is_clean(key, key_size) ||
+        (value != NULL && !is_clean(value, value_size))) {
         check->bad = key;
         return MHD_NO;
     }
@@ -131,23 +150,16 @@ static void who(struct MHD_Connection *c, char *out, size_t len)
     const char *op = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Sluice-Operator");
     char address[64] = "-", name[65] = "-";
     struct gw_text t = gw_text_on(address, sizeof address - 1);
-    const struct sockaddr *sa = info != NULL ? info->client_addr : NULL;
+    struct gw_addr peer;
 
-    if (sa != NULL && sa->sa_family == AF_INET) {
-        gw_text_address(&t, AF_INET,
-                        (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr);
-        gw_text_finish(&t);
-    } else if (sa != NULL && sa->sa_family == AF_INET6) {
-        gw_text_address(&t, AF_INET6,
-                        (const unsigned char *)&((const struct sockaddr_in6 *)sa)->sin6_addr);
+    if (info != NULL && gw_addr_from_sockaddr(info->client_addr, &peer) == 0) {
+        gw_text_address(&t, peer.family, peer.bytes);
         gw_text_finish(&t);
     }
     if (op != NULL && op[0] != '\0') {
         size_t n = strspn(op, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._@");
 
-        snprintf(name, sizeof name, "%.*s", (int)(n < 64 ? n : 64), op);
-        if (n == 0)
-            snprintf(name, sizeof name, "?");
+        snprintf(name, sizeof name, "%.*s", (int)(n < 64 ? n : 64), n > 0 ? op : "?");
     }
     snprintf(out, len, "from=%s operator=%s", address, name);
 }
@@ -155,7 +167,6 @@ static void who(struct MHD_Connection *c, char *out, size_t len)
 enum MHD_Result gw_admin_quota(struct gw_server *s, struct MHD_Connection *c, const char *url,
                                const char *method, struct gw_runtime *rt)
 {
-    static const char *const actions[] = {"show", "reset", "grant"};
     struct args_check check = {0};
     enum gw_quota_op op;
     struct gw_quota_done done;
@@ -173,12 +184,14 @@ enum MHD_Result gw_admin_quota(struct gw_server *s, struct MHD_Connection *c, co
     else
         return problem(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET or DELETE /quota, or POST /quota/grant",
                        NULL);
-    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, check_arg, &check);
+    MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, check_arg, &check);
     if (check.bad != NULL) {
         char detail[160];
 
-        snprintf(detail, sizeof detail, "the parameter \"%.40s\" is unknown or given twice",
-                 check.bad);
+        /* The name up to 40 bytes, cut at a control character. */
+        snprintf(detail, sizeof detail,
+                 "the parameter \"%.*s\" is unknown, given twice, or holds a control character",
+                 (int)printable_length(check.bad, 40), check.bad);
         return problem(c, MHD_HTTP_BAD_REQUEST, detail, NULL);
     }
     accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
@@ -188,8 +201,8 @@ enum MHD_Result gw_admin_quota(struct gw_server *s, struct MHD_Connection *c, co
         atomic_fetch_add(op == GW_QUOTA_RESET ? &s->admin_counts.resets : &s->admin_counts.grants,
                          1);
         who(c, by, sizeof by);
-        gw_info("quota %s: route=%s limits=%s client=%s %s", actions[op], done.route, done.limits,
-                done.client, by);
+        gw_info("quota %s: route=%s limits=%s client=%s %s", gw_quota_action(op), done.route,
+                done.limits, done.client, by);
     }
     return gw_admin_respond(c, status,
                             text         ? "text/plain; charset=utf-8"

@@ -61,6 +61,7 @@ static int add_limit_key(struct call *call, char *text)
     return add(call, text, eq + 1);
 }
 
+/* The options after the action into `call`: 0; 1 for --help; -1 for a bad command line. */
 static int read_options(int argc, char **argv, struct call *call)
 {
     static const struct option options[] = {
@@ -78,6 +79,8 @@ static int read_options(int argc, char **argv, struct call *call)
 
     optind = 2; /* after "quota" and the action */
     while ((opt = getopt_long(argc, argv, "c:h", options, NULL)) != -1) {
+        if (opt == 'h')
+            return 1;
         if (opt == 'c')
             call->config = optarg;
         else if (opt == 'f' && (strcmp(optarg, "table") == 0 || strcmp(optarg, "json") == 0))
@@ -152,7 +155,8 @@ static int send_call(const struct config *config, const struct call *call)
     snprintf(operator, sizeof operator, "X-Sluice-Operator: %.64s", user ? user : "-");
     rc = gw_fetch(&(struct gw_fetch_ask){methods[action], url, headers, 5000}, &answer, &why);
     if (rc != 0) {
-        fprintf(stderr, "sluice quota: cannot reach the admin listener (%s): %s\n", url,
+        fprintf(stderr, "sluice quota: cannot reach the admin listener on %s:%u: %s\n",
+                config->server.admin_listen.host, config->server.admin_listen.port,
                 why ? why : "out of memory");
         rc = UNREACHABLE;
     } else {
@@ -186,9 +190,10 @@ int gw_quota_main(int argc, char **argv)
         return argc >= 2 && strcmp(argv[1], "--help") == 0 ? DONE : USAGE;
     }
     call.action = argv[1];
-    if (read_options(argc, argv, &call) != 0) {
-        fputs(quota_usage, stderr);
-        return USAGE;
+    rc = read_options(argc, argv, &call);
+    if (rc != 0) {
+        fputs(quota_usage, rc > 0 ? stdout : stderr);
+        return rc > 0 ? DONE : USAGE;
     }
     config = config_load(call.config, &errors);
     if (config == NULL) {

@@ -75,9 +75,10 @@ enum gw_store_op {
     GW_STORE_RENEW = 3,     /* concurrency limits only; answers nothing */
     GW_STORE_PEEK = 4,      /* answers as DECIDE would, charging nothing and keeping no place */
     GW_STORE_RESET = 5,     /* each limit's state for the client made a fresh client's (not a
-                               concurrency limit's, as limiter_reset()); answers nothing */
+                               concurrency limit's, as limiter_reset()); answers each[i].allowed:
+                               whether the client had spent anything there */
     GW_STORE_GRANT = 6,     /* costs[i] units given back at limit i, as limiter_grant(); answers
-                               nothing */
+                               as RESET */
 };
 
 /* One call's question about one request's limits. */
@@ -115,10 +116,10 @@ void gw_store_free(struct gw_store *store);
  * on_store_error decides at once. Nothing passed in is kept.
  *
  * An operator's calls go the same way: GW_STORE_PEEK (one decision each, charged_ns and
- * wait_ns 0), GW_STORE_RESET and GW_STORE_GRANT (sent with `out` NULL: they answer nothing
- * but whether Redis ran them). A GRANT is never sent twice, as a give-back (below): one whose
- * connection broke fails rather than risk granting twice. A PEEK or a RESET, which may run
- * twice without harm, is sent again once, as a decision is. */
+ * wait_ns 0), GW_STORE_RESET and GW_STORE_GRANT (each decision's `allowed` alone: whether the
+ * client had spent anything at that limit, so that the call changed it). A GRANT is never sent
+ * twice, as a give-back (below): one whose connection broke fails rather than risk granting twice.
+ * A PEEK or a RESET, which may run twice without harm, is sent again once, as a decision is. */
 struct gw_store_call;
 struct gw_store_call *gw_store_prepare(struct gw_store *store, const struct gw_store_ask *ask);
 

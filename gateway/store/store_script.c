@@ -33,12 +33,17 @@
  * `cost` units back, at most the quota: a bucket's as a give-back of a charge made now; a
  * window's off the current window's count, and for sliding_window_counter what is left of
  * them off the previous one's by as much as that count weighs now; a log's newest times.
- * Neither answers anything. Times are microseconds from Redis's TIME; numbers are written with
+ * Each answers per limit 1 when the client had spent anything there (a state the call
+ * changed), else 0. Times are microseconds from Redis's TIME; numbers are written with
  * %.0f so that no timestamp turns into an exponent.
  *
- * A concurrency set lives as long as its last lease (replicas may run leases of different
- * lengths), and a decision first drops its own request's members: one sent again after its
- * connection broke must not count the slots it took the first time. */
+ * A log's members are named TIME ":" and an 8-digit index, from 0 for the first charged at
+ * that microsecond, and charges are given back (and granted) from the top of their instant,
+ * so an instant's names stay 0 to m-1 and the next is m: two requests in one microsecond never
+ * share a name, which would count them once. A concurrency set lives as long as its last lease
+ * (replicas may run leases of different lengths), and a decision first drops its own request's
+ * members: one sent again after its connection broke must not count the slots it took the first
+ * time. */
 const char gw_script_text[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
@@ -60,6 +65,7 @@ const char gw_script_text[] =
     "      local tat = tonumber(redis.call('GET', key) or '0')\n"
     "      local back = cost * interval - math.max(math.max(now, tat - burst * interval) - "
     "charged, 0)\n"
+    "      allowed = tat > now and 1 or 0\n"
     "      tat = tat - math.max(back, 0)\n"
     "      if back <= 0 then\n"
     "      elseif tat > now then redis.call('SET', key, int(tat), 'PX', ttl(tat - now))\n"
@@ -69,31 +75,36 @@ const char gw_script_text[] =
     "      local wkey = key .. ':' .. int(start)\n"
     "      local count = tonumber(redis.call('GET', wkey) or '0')\n"
     "      if count > 0 then redis.call('DECRBY', wkey, math.min(cost, count)) end\n"
+    "      allowed = count > 0 and 1 or 0\n"
     "      local rest = cost - math.min(cost, count)\n"
     "      if op == 6 and algo == 5 and rest > 0 then\n"
     "        local pkey = key .. ':' .. int(start - per)\n"
     "        local prev = tonumber(redis.call('GET', pkey) or '0')\n"
     "        local weighs = math.ceil(rest * per / (per - (now - start)))\n"
-    "        if prev > 0 then redis.call('DECRBY', pkey, math.min(weighs, prev)) end\n"
+    "        if prev > 0 then\n"
+    "          redis.call('DECRBY', pkey, math.min(weighs, prev))\n"
+    "          allowed = 1\n"
+    "        end\n"
     "      end\n"
     "    elseif algo == 4 and op == 6 then\n"
     "      key = key .. ':log'\n"
     "      redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - per))\n"
-    "      redis.call('ZREMRANGEBYRANK', key, -cost, -1)\n"
+    "      allowed = math.min(redis.call('ZREMRANGEBYRANK', key, -cost, -1), 1)\n"
     "    elseif algo == 4 then\n"
     "      key = key .. ':log'\n"
-    "      local at = redis.call('ZRANGEBYSCORE', key, int(charged), int(charged), 'LIMIT', 0, "
+    "      local at = redis.call('ZREVRANGEBYSCORE', key, int(charged), int(charged), 'LIMIT', 0, "
     "cost)\n"
     "      if #at > 0 then redis.call('ZREM', key, unpack(at)) end\n"
     "    elseif op == 2 then\n"
     "      for j = 1, cost do redis.call('ZREM', key .. ':slots', lease .. ':' .. j) end\n"
     "    end\n"
     "  elseif op == 5 then\n"
-    "    if algo <= 2 then redis.call('DEL', key)\n"
+    "    if algo <= 2 then allowed = redis.call('DEL', key)\n"
     "    elseif algo == 3 or algo == 5 then\n"
     "      local start = now - now % per\n"
-    "      redis.call('DEL', key .. ':' .. int(start), key .. ':' .. int(start - per))\n"
-    "    elseif algo == 4 then redis.call('DEL', key .. ':log') end\n"
+    "      allowed = redis.call('DEL', key .. ':' .. int(start), key .. ':' .. int(start - per))\n"
+    "    elseif algo == 4 then allowed = redis.call('DEL', key .. ':log') end\n"
+    "    allowed = math.min(allowed, 1)\n"
     "  elseif op == 3 then\n"
     "    key = key .. ':slots'\n"
     "    for j = 1, cost do\n"
@@ -137,8 +148,10 @@ const char gw_script_text[] =
     "        local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]\n"
     "        reset = newest and tonumber(newest) + per - now or 0\n"
     "      end\n"
+    "      local same = redis.call('ZCOUNT', key, int(now), int(now))\n"
     "      for j = 0, cost - 1 do\n"
-    "        writes[#writes + 1] = {'ZADD', key, int(now), int(now) .. ':' .. (count + j)}\n"
+    "        local name = string.format('%s:%08d', int(now), same + j)\n"
+    "        writes[#writes + 1] = {'ZADD', key, int(now), name}\n"
     "      end\n"
     "      writes[#writes + 1] = {'PEXPIRE', key, ttl(per)}\n"
     "    else\n"
@@ -203,6 +216,11 @@ const char gw_script_text[] =
     "  out[#out + 1] = remaining\n"
     "  out[#out + 1] = math.ceil(reset / 1000)\n"
     "  out[#out + 1] = math.ceil(retry / 1000)\n"
+    "end\n"
+    "if op == 5 or op == 6 then\n"
+    "  local changed = {}\n"
+    "  for i = 1, tonumber(ARGV[2]) do changed[i] = out[4 * i - 3] end\n"
+    "  return changed\n"
     "end\n"
     "if op ~= 1 and op ~= 4 then return {} end\n"
     "if all or op == 4 then\n"
@@ -339,12 +357,29 @@ void gw_script_args_make(struct gw_script_args *a, const char *prefix, int64_t l
     }
 }
 
+/* RESET's or GRANT's answer: per limit 1 when the client had spent something there (so the
+ * call changed it), into out[i].allowed. */
+static int changes_answer(const redisReply *r, size_t n, struct limiter_decision *out)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return -1;
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].allowed = r->element[i]->integer != 0;
+    }
+    return 0;
+}
+
 int gw_script_answer(const redisReply *r, const struct gw_script_args *a,
                      struct limiter_decision *out)
 {
     size_t n = a->n_limits;
     int64_t charged_us, now_us;
 
+    if (a->op == GW_STORE_RESET || a->op == GW_STORE_GRANT)
+        return changes_answer(r, n, out);
     if (a->op != GW_STORE_DECIDE && a->op != GW_STORE_PEEK)
         return r->type == REDIS_REPLY_ARRAY && r->elements == 0 ? 0 : -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 * n + 2)

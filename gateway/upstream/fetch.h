@@ -1,6 +1,7 @@
 /*
  * fetch: one HTTP exchange made by a command (`sluice --healthcheck`, `sluice quota`) on the
- * calling thread, with libcurl: never on the request path.
+ * calling thread, with libcurl: never on the request path, and never through a proxy (the
+ * environment's http_proxy is not for a call that carries a token).
  */
 #ifndef SLUICE_GATEWAY_UPSTREAM_FETCH_H
 #define SLUICE_GATEWAY_UPSTREAM_FETCH_H

@@ -875,7 +875,7 @@ static void exec_sluice(const struct proc *p, char *asan_options)
  * admin listener's line when there is one. False while the line is not there whole. */
 static bool read_ports(struct proc *p, const char *log)
 {
-    static const char admin_line[] = "/readyz) on http://";
+    static const char admin_line[] = ") on http://"; /* after "admin endpoints (...)" */
     const char *at = strstr(log, "listening on "), *end = at ? strchr(at, '\n') : NULL;
     const char *colon = NULL, *admin, *host;
 
@@ -887,7 +887,8 @@ static bool read_ports(struct proc *p, const char *log)
     if (colon == NULL || sscanf(colon + 1, "%u", &p->port) != 1)
         return false;
     /* "... on http://127.0.0.1:PORT" or "... on http://[::1]:PORT" */
-    admin = strstr(log, admin_line);
+    admin = strstr(log, "admin endpoints (");
+    admin = admin != NULL ? strstr(admin, admin_line) : NULL;
     colon = NULL;
     if (admin != NULL) {
         host = admin + sizeof admin_line - 1;

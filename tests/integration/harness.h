@@ -313,5 +313,8 @@ void register_trace_tests(void);
 void register_logs_tests(void);
 void register_tls_tests(void);
 void register_tls_tunnels_tests(void);
+void register_quota_tests(void);
+void register_quota_cli_tests(void);
+void register_admin_api_tests(void);
 
 #endif

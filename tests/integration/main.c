@@ -144,6 +144,9 @@ int main(int argc, char **argv)
     register_logs_tests();
     register_tls_tests();
     register_tls_tunnels_tests();
+    register_quota_tests();
+    register_quota_cli_tests();
+    register_admin_api_tests();
     register_deploy_tests();
     register_simulate_tests();
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)

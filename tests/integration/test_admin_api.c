@@ -25,11 +25,12 @@ static const char config[] =
     "routes:\n"
     "  - name: api\n    match: {path_prefix: /api/}\n"
     "    upstream: \"http://127.0.0.1:%1$u\"\n"
-    "    key: header:X-API-Key\n"
+    "    key: ip\n"
     "    limit:\n"
     "      - {name: burst, algorithm: gcra, requests: 10, per: 1m, burst: 5}\n"
     "      - {name: daily, algorithm: fixed_window, requests: 1000, per: 1d}\n"
-    "      - {name: by_ip, algorithm: sliding_window_log, requests: 50, per: 1m, key: ip}\n"
+    "      - {name: by_user, algorithm: sliding_window_log, requests: 50, per: 1m,\n"
+    "         key: \"header:X-User\"}\n"
     "      - {name: open, algorithm: concurrency, requests: 4}\n"
     "  - name: paid\n    match: {path_prefix: /paid/}\n"
     "    upstream: \"http://127.0.0.1:%1$u\"\n"
@@ -53,7 +54,7 @@ static void put_json_string(FILE *out, const char *text)
 
 /* One call to the admin port, recorded in `calls` as check_openapi.py reads it. */
 static long call(FILE *calls, unsigned port, const char *method, const char *target, bool token,
-                 const char *accept)
+                 const char *accept, const char *body)
 {
     char auth[128], accepts[64];
     const char *headers[3] = {NULL, NULL, NULL};
@@ -66,7 +67,7 @@ static long call(FILE *calls, unsigned port, const char *method, const char *tar
     if (token)
         headers[n++] = auth;
     headers[n++] = accepts;
-    if (http(port, method, target, headers, NULL, &r) != 0) {
+    if (http(port, method, target, headers, body, &r) != 0) {
         check_case(false, target, "no answer");
         return 0;
     }
@@ -92,37 +93,40 @@ static void make_calls(FILE *calls, const struct proc *gw)
     static const struct {
         const char *method, *target;
         bool token;
-        const char *accept;
+        const char *accept, *body;
         long want;
     } script[] = {
-        {"GET", "/healthz", false, NULL, 200},
-        {"GET", "/readyz", false, NULL, 200},
-        {"GET", "/metrics", true, NULL, 200},
-        {"GET", "/metrics", false, NULL, 401},
-        {"GET", "/quota?route=api&key=k1", true, NULL, 200},
-        {"GET", "/quota?route=api&key=k1&ip=127.0.0.1&method=POST", true, NULL, 200},
-        {"GET", "/quota?route=api&key=k1", true, "text/plain", 200},
-        {"GET", "/quota?route=paid&consumer=acme", true, NULL, 200},
-        {"GET", "/quota?route=paid&key=acme-key-1&limit=gold", true, NULL, 200},
-        {"GET", "/quota?route=api&key=k1", false, NULL, 401},
-        {"GET", "/quota?route=nope&key=k1", true, NULL, 404},
-        {"GET", "/quota?route=api&key=k1&key=k2", true, NULL, 400},
-        {"GET", "/quota?route=paid&consumer=nobody", true, NULL, 404},
-        {"DELETE", "/quota?route=api&key=k1", true, NULL, 200},
-        {"DELETE", "/quota?route=api&key=k1&limit=burst", true, NULL, 200},
-        {"DELETE", "/quota?route=api&key=k1&limit=open", true, NULL, 409},
-        {"DELETE", "/quota?route=api&key=k1&limit=by_ip", true, NULL, 400},
-        {"DELETE", "/quota?route=api&key=k1", false, NULL, 401},
-        {"POST", "/quota/grant?route=api&key=k1&limit=daily&n=2", true, NULL, 200},
-        {"POST", "/quota/grant?route=api&key=k1&limit=daily", true, NULL, 400},
-        {"POST", "/quota/grant?route=api&key=k1&limit=nope&n=1", true, NULL, 404},
-        {"POST", "/quota/grant?route=api&key=k1&limit=open&n=1", true, NULL, 409},
-        {"POST", "/quota/grant?route=api&key=k1&limit=daily&n=1", false, NULL, 401},
+        {"GET", "/healthz", false, NULL, NULL, 200},
+        {"GET", "/readyz", false, NULL, NULL, 200},
+        {"GET", "/metrics", true, NULL, NULL, 200},
+        {"GET", "/metrics", false, NULL, NULL, 401},
+        {"GET", "/quota?route=api&key=127.0.0.1", true, NULL, NULL, 200},
+        {"GET", "/quota?route=api&key=127.0.0.1&header:x-user=bob&method=POST", true, NULL, NULL,
+         200},
+        {"GET", "/quota?route=api&key=127.0.0.1", true, "text/plain", NULL, 200},
+        {"GET", "/quota?route=paid&consumer=acme", true, NULL, NULL, 200},
+        {"GET", "/quota?route=paid&key=acme-key-1&limit=gold", true, NULL, NULL, 200},
+        {"GET", "/quota?route=api&key=127.0.0.1", false, NULL, NULL, 401},
+        {"GET", "/quota?route=nope&key=k1", true, NULL, NULL, 404},
+        {"GET", "/quota?route=api&key=127.0.0.1&key=k2", true, NULL, NULL, 400},
+        {"GET", "/quota?route=paid&consumer=nobody", true, NULL, NULL, 404},
+        {"DELETE", "/quota?route=api&key=127.0.0.1", true, NULL, NULL, 200},
+        {"DELETE", "/quota?route=api&key=127.0.0.1&limit=burst", true, NULL, NULL, 200},
+        {"DELETE", "/quota?route=api&key=127.0.0.1&limit=open", true, NULL, NULL, 409},
+        {"DELETE", "/quota?route=api&ip=nope&limit=by_user", true, NULL, NULL, 400},
+        {"DELETE", "/quota?route=api&key=127.0.0.1", false, NULL, NULL, 401},
+        {"POST", "/quota/grant?route=api&key=127.0.0.1&limit=daily&n=2", true, NULL, NULL, 200},
+        {"POST", "/quota/grant?route=api&key=127.0.0.1&limit=daily", true, NULL, NULL, 400},
+        {"POST", "/quota/grant?route=api&key=127.0.0.1&limit=nope&n=1", true, NULL, NULL, 404},
+        {"POST", "/quota/grant?route=api&key=127.0.0.1&limit=open&n=1", true, NULL, NULL, 409},
+        {"POST", "/quota/grant?route=api&key=127.0.0.1&limit=daily&n=1", false, NULL, NULL, 401},
+        {"POST", "/quota/grant?route=api&key=127.0.0.1&limit=daily&n=1", true, NULL, "n=5", 413},
+        {"GET", "/quota?route=nope&key=k1", true, "text/plain", NULL, 404},
     };
 
     for (size_t i = 0; i < sizeof script / sizeof script[0]; i++) {
         long got = call(calls, gw->admin_port, script[i].method, script[i].target, script[i].token,
-                        script[i].accept);
+                        script[i].accept, script[i].body);
 
         check_case(got == script[i].want, script[i].target, "%s: got %ld, want %ld",
                    script[i].method, got, script[i].want);
@@ -142,8 +146,14 @@ static void test_answers_match_the_description(void)
         fclose(calls);
         CU_FAIL_FATAL("sluice did not start");
     }
-    for (int i = 0; i < 3; i++)
-        CU_ASSERT_EQUAL(get_status(gw.port, "/api/x", "k1"), 200);
+    for (int i = 0; i < 3; i++) {
+        const char *key[] = {"X-User: bob", NULL};
+        struct reply r;
+
+        CU_ASSERT_EQUAL(http(gw.port, "GET", "/api/x", key, NULL, &r), 0);
+        CU_ASSERT_EQUAL(r.status, 200);
+        reply_free(&r);
+    }
     make_calls(calls, &gw);
     fclose(calls);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);

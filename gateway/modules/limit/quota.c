@@ -96,6 +96,13 @@ static int find_consumer(struct gw_runtime *rt, const char *key, const char *nam
     return found != NULL ? 1 : fail(a, 404, "no consumer is called \"%s\"", name);
 }
 
+const char *gw_quota_action(enum gw_quota_op op)
+{
+    static const char *const names[] = {"show", "reset", "grant"};
+
+    return names[op];
+}
+
 /* The route called `name` in `rt` and the limit module's state of it; -1 (404) when none. */
 static int find_route(struct gw_runtime *rt, const char *name, struct client *c, struct answer *a)
 {
@@ -172,10 +179,17 @@ static int find_client(struct gw_runtime *rt, gw_quota_arg_fn *arg, void *cls, s
 
     if (find_route(rt, arg(cls, "route"), c, a) != 0)
         return -1;
+    if (ip == NULL && c->route->key_kind == CONFIG_KEY_IP)
+        ip = key; /* the route's key is the address that limits of other keys fall back to */
     if (key != NULL && name != NULL)
         return fail(a, 400, "%s", "give key= or consumer=, not both");
     if (key == NULL && name == NULL && ip == NULL)
         return fail(a, 400, "%s", "give the client: key= (or consumer=, or ip=)");
+    if (ip != NULL && ip[0] != '\0' && ip_key_of(c->route, ip, c->key) != 0)
+        return fail(a, 400, "\"%s\" is not an IP address", ip);
+    if (method != NULL && (method[0] == '\0' || strlen(method) > 32 ||
+                           method[strspn(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ-")] != '\0'))
+        return fail(a, 400, "method=%s: a method as requests send it (POST, not post)", method);
     if (name != NULL && !c->route->identifies_consumers)
         return fail(a, 400, "route \"%s\" names no consumers: give key=", c->route->name);
     if (c->route->identifies_consumers && (found = find_consumer(rt, key, name, &consumer, a)) < 0)
@@ -319,35 +333,37 @@ static uint64_t most_of(const struct limiter_params *params)
                : params->requests;
 }
 
-/* Resets, or grants `units` at, the limits `pick` marks: in the shared store, and in this
- * replica's limiters (the store's fallback, on a shared route: a reset clears it too). */
+/* Resets, or grants `units` at, the limits `pick` marks, marking in `changed` those where the
+ * client had spent something (so that the call changed them): in the shared store first, a
+ * reset then clearing this replica's fallback limiters too; or in this replica's limiters.
+ * Nothing is changed here when the store does not answer. */
 static int change(struct gw_runtime *rt, const struct client *c, enum gw_quota_op op,
-                  uint64_t units, const bool *pick, struct answer *a)
+                  uint64_t units, const bool *pick, bool *changed, struct answer *a)
 {
     int64_t now = limiter_now_ns();
     uint64_t costs[N];
+    struct limiter_decision got[N];
     struct gw_limit_question q;
+    size_t k = 0;
+    int rc;
 
+    for (size_t i = 0; i < c->selection.n_limits; i++)
+        costs[i] = units; /* the store takes no more than a limit holds, as limiter_grant() */
+    gw_limit_question(&q, op == GW_QUOTA_RESET ? GW_STORE_RESET : GW_STORE_GRANT, c->route, c->set,
+                      costs, c->ids, pick, NULL);
+    if (c->r->shared && q.ask.n > 0 && ask_store(rt->store, &q.ask, got) != GW_STORE_OK)
+        return fail(a, 503, "%s",
+                    "the shared store did not answer: it may or may not have made the change; "
+                    "look before you try again");
     for (size_t i = 0; i < c->selection.n_limits; i++) {
-        struct limiter *limiter = c->set->limiters[i];
-
-        costs[i] = units;
         if (!pick[i])
             continue;
         if (op == GW_QUOTA_RESET)
-            limiter_reset(limiter, c->ids[i], now);
-        else if (!c->r->shared)
-            limiter_grant(limiter, c->ids[i], units, now);
-        if (c->r->shared && units > most_of(&c->set->shared_params[i]))
-            costs[i] = most_of(&c->set->shared_params[i]);
+            rc = limiter_reset(c->set->limiters[i], c->ids[i], now);
+        else
+            rc = c->r->shared ? 0 : limiter_grant(c->set->limiters[i], c->ids[i], units, now);
+        changed[i] = c->r->shared ? got[k++].allowed : rc == 1;
     }
-    if (!c->r->shared)
-        return 0;
-    gw_limit_question(&q, op == GW_QUOTA_RESET ? GW_STORE_RESET : GW_STORE_GRANT, c->route, c->set,
-                      costs, c->ids, pick, NULL);
-    if (q.ask.n > 0 && ask_store(rt->store, &q.ask, NULL) != GW_STORE_OK)
-        return fail(a, 503, "%s",
-                    "the shared store did not answer: the change may not have been made");
     return 0;
 }
 
@@ -395,9 +411,8 @@ static void put_limit(FILE *out, const struct client *c, size_t i, const struct 
 
 /* The answer's JSON (quota.h): the client, what was changed, and each limit shown. */
 static char *render(const struct gw_runtime *rt, const struct client *c, enum gw_quota_op op,
-                    const bool *changed, const struct limiter_decision *d)
+                    const bool *changed, const struct limiter_decision *d, const char *note)
 {
-    static const char *const actions[] = {"show", "reset", "grant"};
     char *text = NULL, hash[17];
     size_t len = 0, n = 0;
     FILE *out = open_memstream(&text, &len);
@@ -408,7 +423,7 @@ static char *render(const struct gw_runtime *rt, const struct client *c, enum gw
     put_string(out, c->route->name);
     fprintf(out,
             ",\"scope\":\"%s\",\"action\":\"%s\",\"client\":", c->r->shared ? "shared" : "replica",
-            actions[op]);
+            gw_quota_action(op));
     if (c->key[0] != '\0')
         gw_access_key_hash(c->key, hash);
     put_or_null(out, c->key[0] != '\0' ? hash : NULL);
@@ -423,7 +438,12 @@ static char *render(const struct gw_runtime *rt, const struct client *c, enum gw
             fputs(n++ > 0 ? "," : "", out);
             put_string(out, c->selection.limits[i].name);
         }
-    fputs("],\"limits\":[", out);
+    fputs("]", out);
+    if (note != NULL) {
+        fputs(",\"note\":", out);
+        put_string(out, note);
+    }
+    fputs(",\"limits\":[", out);
     n = 0;
     for (size_t i = 0; i < c->selection.n_limits; i++)
         if (c->picked[i]) {
@@ -498,9 +518,8 @@ static void put_row(FILE *out, const struct client *c, size_t i, const struct li
 
 /* The answer for a person (Accept: text/plain): the client, then a block per limit. */
 static char *render_text(const struct gw_runtime *rt, const struct client *c, enum gw_quota_op op,
-                         const bool *changed, const struct limiter_decision *d)
+                         const bool *changed, const struct limiter_decision *d, const char *note)
 {
-    static const char *const actions[] = {"shown", "reset", "granted"};
     char *text = NULL, hash[17] = "(no key given)";
     size_t len = 0, n = 0;
     FILE *out = open_memstream(&text, &len);
@@ -518,8 +537,10 @@ static char *render_text(const struct gw_runtime *rt, const struct client *c, en
     fputc('\n', out);
     for (size_t i = 0; op != GW_QUOTA_SHOW && i < c->selection.n_limits; i++)
         if (changed[i])
-            fprintf(out, "%s %s", n++ > 0 ? "," : actions[op], c->selection.limits[i].name);
-    fputs(op == GW_QUOTA_SHOW ? "" : n > 0 ? "\n" : "nothing changed\n", out);
+            fprintf(out, "%s %s", n++ > 0 ? "," : gw_quota_action(op), c->selection.limits[i].name);
+    fputs(op == GW_QUOTA_SHOW ? "" : n > 0 ? "\n" : "nothing changed: the client was fresh\n", out);
+    if (note != NULL)
+        fprintf(out, "%s\n", note);
     fprintf(out, "%-16s %-23s %10s PER\n", "LIMIT", "ALGORITHM", "QUOTA");
     for (size_t i = 0; i < c->selection.n_limits; i++)
         if (c->picked[i])
@@ -567,6 +588,7 @@ static int act(struct gw_runtime *rt, enum gw_quota_op op, gw_quota_arg_fn *arg,
                struct client *c, bool *changed, struct answer *a)
 {
     uint64_t units = 0;
+    bool pick[N] = {false};
 
     if (find_client(rt, arg, cls, c, a) != 0)
         return -1;
@@ -576,9 +598,9 @@ static int act(struct gw_runtime *rt, enum gw_quota_op op, gw_quota_arg_fn *arg,
         return fail(a, 400, "%s", "give the limit to grant at: limit=NAME");
     if (op == GW_QUOTA_GRANT && grant_units(arg, cls, &units, a) != 0)
         return -1;
-    if (changes(c, arg, cls, changed, a) != 0)
+    if (changes(c, arg, cls, pick, a) != 0)
         return -1;
-    return change(rt, c, op, units, changed, a);
+    return change(rt, c, op, units, pick, changed, a);
 }
 
 void gw_quota_run(struct gw_runtime *rt, enum gw_quota_op op, gw_quota_arg_fn *arg, void *cls,
@@ -593,12 +615,21 @@ void gw_quota_run(struct gw_runtime *rt, enum gw_quota_op op, gw_quota_arg_fn *a
     memset(&c, 0, sizeof c);
     memset(done, 0, sizeof *done);
     if (act(rt, op, arg, cls, &c, changed, &a) == 0) {
+        const char *note = NULL;
+
         if (op != GW_QUOTA_SHOW)
             record(&c, changed, done);
-        if (look(rt, &c, d, &a) == 0) {
+        /* A change made stands even when the look after it fails: the answer says so, rather
+         * than ask for a retry that would grant twice. */
+        if (look(rt, &c, d, &a) != 0 && op != GW_QUOTA_SHOW) {
+            note = "changed; the shared store did not answer the look that followed";
+            memset(c.ids, 0, sizeof c.ids); /* so no limit shows numbers it does not have */
+        }
+        if (note != NULL || a.status == 200) {
             *status = 200;
             *problem = false;
-            *body = text ? render_text(rt, &c, op, changed, d) : render(rt, &c, op, changed, d);
+            *body = text ? render_text(rt, &c, op, changed, d, note)
+                         : render(rt, &c, op, changed, d, note);
             return;
         }
     }

@@ -47,6 +47,9 @@
 
 enum gw_quota_op { GW_QUOTA_SHOW, GW_QUOTA_RESET, GW_QUOTA_GRANT };
 
+/* "show", "reset" or "grant": the answer's "action", and the log's word. */
+const char *gw_quota_action(enum gw_quota_op op);
+
 /* The value of the parameter `name`, or NULL when the operator gave none. */
 typedef const char *gw_quota_arg_fn(void *cls, const char *name);
 
