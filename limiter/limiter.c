@@ -383,32 +383,17 @@ static bool takes_grants(const struct limiter *limiter)
     return limiter->ops->algorithm != LIMITER_CONCURRENCY;
 }
 
-int limiter_reset(struct limiter *limiter, const char *client_id, int64_t now_ns)
+/* A client's state changed by an operator: made a fresh client's (`reset`), or `units` given
+ * back. 1 when it had spent something, 0 when it had not (or the table holds no state of it),
+ * -1 for bad arguments (limiter.h). */
+static int by_hand(struct limiter *limiter, const char *client_id, bool reset, uint64_t units,
+                   int64_t now_ns)
 {
     struct client_slot *slot;
     int spent;
 
-    if (!client_args_ok(limiter, client_id, now_ns) || !takes_grants(limiter)) {
-        errno = EINVAL;
-        return -1;
-    }
-    slot = held_slot(limiter, client_id);
-    if (slot == NULL)
-        return 0;
-    spent = limiter->ops->idle_at(limiter, &slot->state) > now_ns;
-    if (limiter->ops->release != NULL)
-        limiter->ops->release(&slot->state);
-    memset(&slot->state, 0, sizeof slot->state); /* a fresh client's, for every algorithm */
-    limiter_table_unlock_client(slot, now_ns);
-    return spent;
-}
-
-int limiter_grant(struct limiter *limiter, const char *client_id, uint64_t units, int64_t now_ns)
-{
-    struct client_slot *slot;
-    int spent;
-
-    if (!client_args_ok(limiter, client_id, now_ns) || !takes_grants(limiter) || units == 0) {
+    if (!client_args_ok(limiter, client_id, now_ns) || !takes_grants(limiter) ||
+        (!reset && units == 0)) {
         errno = EINVAL;
         return -1;
     }
@@ -419,12 +404,26 @@ int limiter_grant(struct limiter *limiter, const char *client_id, uint64_t units
     /* No state holds more than the quota to give back, and the ops count no further. */
     if (units > limiter_quota(limiter))
         units = limiter_quota(limiter);
-    if (limiter->ops->grant != NULL)
+    if (reset && limiter->ops->release != NULL)
+        limiter->ops->release(&slot->state);
+    if (reset)
+        memset(&slot->state, 0, sizeof slot->state); /* a fresh client's, for every algorithm */
+    else if (limiter->ops->grant != NULL)
         limiter->ops->grant(limiter, &slot->state, now_ns, units);
     else
         limiter->ops->refund(limiter, &slot->state, now_ns, now_ns, units);
     limiter_table_unlock_client(slot, now_ns);
     return spent;
+}
+
+int limiter_reset(struct limiter *limiter, const char *client_id, int64_t now_ns)
+{
+    return by_hand(limiter, client_id, true, 0, now_ns);
+}
+
+int limiter_grant(struct limiter *limiter, const char *client_id, uint64_t units, int64_t now_ns)
+{
+    return by_hand(limiter, client_id, false, units, now_ns);
 }
 
 int limiter_peek(struct limiter *limiter, const char *client_id, uint64_t cost, int64_t now_ns,

@@ -94,7 +94,7 @@ enum MHD_Result gw_admin_refuse(struct MHD_Connection *c, enum gw_admin_auth aut
  * call is refused, not guessed. No key a request can present holds a control character. */
 struct args_check {
     const char *bad;
-    char seen[16][64]; /* the names so far: at most 7 of known_args and a few keys */
+    char seen[16][GW_QUOTA_PARAM_LEN]; /* the names so far: 7 known_args and a few keys */
     size_t n;
 };
 

@@ -315,6 +315,7 @@ void register_tls_tests(void);
 void register_tls_tunnels_tests(void);
 void register_quota_tests(void);
 void register_quota_cli_tests(void);
+void register_quota_faults_tests(void);
 void register_admin_api_tests(void);
 
 #endif

@@ -146,6 +146,7 @@ int main(int argc, char **argv)
     register_tls_tunnels_tests();
     register_quota_tests();
     register_quota_cli_tests();
+    register_quota_faults_tests();
     register_admin_api_tests();
     register_deploy_tests();
     register_simulate_tests();

@@ -1,6 +1,6 @@
-/* What the suites of the quota endpoints share (test_quota.c, test_quota_cli.c): the admin
- * token, the routes (one per algorithm, and "pair"), and calls to the admin listener with a
- * look at the JSON they answer. */
+/* What the suites of the quota endpoints share (test_quota.c, test_quota_cli.c,
+ * test_quota_faults.c): the admin token, the routes (one per algorithm, and "pair"), and calls
+ * to the admin listener with a look at the JSON they answer. */
 #ifndef SLUICE_TESTS_INTEGRATION_QUOTA_CALLS_H
 #define SLUICE_TESTS_INTEGRATION_QUOTA_CALLS_H
 

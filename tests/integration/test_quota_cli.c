@@ -1,9 +1,14 @@
 /* `sluice quota` (gateway/ops/quota_cli.h) against a real gateway, and keys of any bytes:
  * one that needs escaping in a URL is found through the CLI's %-escaping and a raw GET, and a
  * change is logged by the key's digest, never by the key; each of the CLI's exit codes. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "tests/integration/harness.h"
@@ -153,10 +158,76 @@ static void test_cli(void)
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
+/* A listening socket on loopback that never answers, its port in `*port`; -1 when none. */
+static int silent_listener(unsigned *port)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof addr;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 16) != 0 ||
+        getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *port = ntohs(addr.sin_port);
+    return fd;
+}
+
+/* How many connections `listener` (non-blocking) has waiting; they are closed. */
+static int connections_to(int listener)
+{
+    int n = 0, fd;
+
+    while ((fd = accept(listener, NULL, NULL)) >= 0) {
+        close(fd);
+        n++;
+    }
+    return n;
+}
+
+/* `sluice quota` goes straight to the admin listener whatever proxy its environment names
+ * (http_proxy, HTTP_PROXY, ALL_PROXY and their kin, no no_proxy): it succeeds and the "proxy",
+ * a socket that never answers, sees no connection, so it never saw the admin token or the key.
+ * curl given the same environment does go to the proxy: the environment is one that works. */
+static void test_cli_ignores_proxies(void)
+{
+    char env[512], command[1024], out[4096];
+    unsigned proxy_port = 0;
+    int proxy = silent_listener(&proxy_port);
+    struct proc gw;
+
+    CU_ASSERT_FATAL(proxy >= 0);
+    snprintf(env, sizeof env,
+             "env -u no_proxy -u NO_PROXY http_proxy=http://127.0.0.1:%1$u "
+             "HTTP_PROXY=http://127.0.0.1:%1$u https_proxy=http://127.0.0.1:%1$u "
+             "HTTPS_PROXY=http://127.0.0.1:%1$u ALL_PROXY=http://127.0.0.1:%1$u "
+             "all_proxy=http://127.0.0.1:%1$u",
+             proxy_port);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, quota_memory_config, upstream.port, free_port()), 0);
+    CU_ASSERT_EQUAL(send_requests(&gw.port, 1, "/fixed_window/x", "behind-proxy", 2), 2);
+    snprintf(command, sizeof command,
+             "%s %s quota show -c %s --route fixed_window --key behind-proxy --format json", env,
+             sluice_binary(), gw.config_path);
+    check_case(run_command(command, out, sizeof out) == 0, "sluice quota", "%s", out);
+    CU_ASSERT_EQUAL(limit_number(out, "hourly", "remaining"), QUOTA - 2);
+    CU_ASSERT_EQUAL(connections_to(proxy), 0);
+
+    snprintf(command, sizeof command, "%s curl -s -m 1 http://127.0.0.1:%u/healthz", env,
+             gw.admin_port);
+    run_command(command, out, sizeof out);
+    check_case(connections_to(proxy) == 1, "curl, the control",
+               "curl did not go through the proxy: the environment does not name it");
+    close(proxy);
+    CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
+}
+
 void register_quota_cli_tests(void)
 {
     CU_pSuite s = add_suite("quota cli");
 
     add_test(s, "a key of any bytes; the change log names no key", test_odd_key_and_change_log);
     add_test(s, "sluice quota: table, JSON and exit codes", test_cli);
+    add_test(s, "sluice quota never goes through a proxy", test_cli_ignores_proxies);
 }

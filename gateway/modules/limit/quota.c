@@ -1,4 +1,5 @@
 /* One client's quota looked at and changed; design in quota.h. */
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -140,6 +141,25 @@ static int route_key(struct client *c, const struct gw_consumer *consumer, const
     return 0;
 }
 
+/* The value the operator gave for `limit`'s own key: the parameter header:NAME or
+ * query:NAME, NAME as the config writes it (a header's in lower case, the access log's
+ * spelling; a query parameter's as it is); NULL for an ip key, or when none was given. */
+static const char *own_value(const struct config_limit *limit, gw_quota_arg_fn *arg, void *cls)
+{
+    char name[GW_QUOTA_PARAM_LEN];
+    int len;
+
+    if (limit->key_kind == CONFIG_KEY_IP)
+        return NULL;
+    len = snprintf(name, sizeof name, "%s:%s",
+                   limit->key_kind == CONFIG_KEY_HEADER ? "header" : "query", limit->key_name);
+    if (len < 0 || (size_t)len >= sizeof name)
+        return NULL;
+    for (int i = 0; limit->key_kind == CONFIG_KEY_HEADER && i < len; i++)
+        name[i] = (char)tolower((unsigned char)name[i]);
+    return arg(cls, name);
+}
+
 /* Each limit's key: the route's, or its own from the parameter named as its source. */
 static int limit_keys(struct client *c, gw_quota_arg_fn *arg, void *cls, const char *ip,
                       struct answer *a)
@@ -154,8 +174,7 @@ static int limit_keys(struct client *c, gw_quota_arg_fn *arg, void *cls, const c
         gw_limits_key_source(c->route, limit, c->sources[i]);
         if (c->selection.route_key[i])
             c->ids[i] = c->key[0] != '\0' ? c->key : NULL;
-        else if ((rc = key_of(c->route, limit->key_kind,
-                              limit->key_kind == CONFIG_KEY_IP ? NULL : arg(cls, c->sources[i]), ip,
+        else if ((rc = key_of(c->route, limit->key_kind, own_value(limit, arg, cls), ip,
                               c->own_keys[i])) < 0)
             return fail(a, 400, "\"%s\" is not an IP address", ip);
         else
@@ -362,7 +381,7 @@ static int change(struct gw_runtime *rt, const struct client *c, enum gw_quota_o
             rc = limiter_reset(c->set->limiters[i], c->ids[i], now);
         else
             rc = c->r->shared ? 0 : limiter_grant(c->set->limiters[i], c->ids[i], units, now);
-        changed[i] = c->r->shared ? got[k++].allowed : rc == 1;
+        changed[i] = (c->r->shared && got[k++].allowed) || rc == 1;
     }
     return 0;
 }

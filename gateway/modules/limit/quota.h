@@ -12,7 +12,8 @@
  *   consumer=C   on such a route, the consumer by name instead.
  *   ip=A, header:NAME=V, query:NAME=V
  *                the keys of limits that count under a key of their own (config.h's
- *                config_limit key:), named as the access log names key sources. A limit
+ *                config_limit key:), NAME the header's or parameter's name (a header's
+ *                in any case, as the access log writes it in lower case). A limit
  *                whose own key is not given counts, as for a request that lacks it, under
  *                ip= when given; otherwise it is listed but not looked up ("looked_up":
  *                false) and not changed.
@@ -46,6 +47,9 @@
 #include "gateway/core/runtime.h"
 
 enum gw_quota_op { GW_QUOTA_SHOW, GW_QUOTA_RESET, GW_QUOTA_GRANT };
+
+/* The longest parameter name read: header:NAME with a name of up to 120 bytes. */
+#define GW_QUOTA_PARAM_LEN 128
 
 /* "show", "reset" or "grant": the answer's "action", and the log's word. */
 const char *gw_quota_action(enum gw_quota_op op);
