@@ -1,7 +1,11 @@
 /*
  * server: sluice's two HTTP fronts on libmicrohttpd. The proxy port is served in one of two
  * modes (server.mode); the admin port, when set, serves GET /metrics, /healthz and /readyz
- * from one polling thread and never proxies.
+ * from one polling thread and never proxies, and, with an admin token, a client's quota
+ * looked at and changed (GET and DELETE /quota, POST /quota/grant: modules/limit/quota.h),
+ * each call checked against the token of the runtime current at the time, so that a reload
+ * rotates it. That thread waits on the shared store for an operator's call (at most
+ * limiter.redis.timeout); no request waits on it.
  *
  * thread_per_connection: one daemon gives each client connection a thread (max_connections
  * of them); a reaper thread enforces client_timeout and prunes idle upstream connections.
