@@ -15,7 +15,8 @@
  *             ready_needs_upstreams, proxy_protocol, proxy_protocol_from,
  *             tls {cert, key, min_version, ciphers, certificates [{cert, key}]}
  *   log:      format, level
- *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix, lease}, replicas,
+ *   limiter:  max_clients, store, redis {address, password, db, timeout, prefix, lease,
+ *             refusal_cache}, replicas,
  *             on_store_error, max_memory
  *   routes:   name, match {path_prefix, methods, host}, upstream (a URL, the name of one of
  *             upstreams:, or {servers, balance, max_fails, fail_window, fail_timeout, fail_on,
@@ -544,6 +545,9 @@ struct config {
         int64_t timeout_ns;
         char *prefix;
         int64_t lease_ns; /* a concurrency slot's lease in Redis (default 10 s) */
+        /* The longest this replica answers a refusal of Redis's itself (default 1 s; 0:
+         * never): gateway/modules/limit/refusals.h. */
+        int64_t refusal_cache_ns;
     } redis;
     uint32_t replicas;
     enum config_store_error on_store_error;

@@ -34,6 +34,9 @@ static const struct field redis_fields[] = {
     {"timeout", CONFIG_DURATION, offsetof(struct config, redis.timeout_ns), 1, DAY, NULL},
     {"prefix", CONFIG_STRING, offsetof(struct config, redis.prefix), 0, 0, NULL},
     {"lease", CONFIG_DURATION, offsetof(struct config, redis.lease_ns), SECOND, HOUR, NULL},
+    /* 0: never. An hour: an operator's reset waits at most that long on other replicas. */
+    {"refusal_cache", CONFIG_DURATION, offsetof(struct config, redis.refusal_cache_ns), 0, HOUR,
+     NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
 

@@ -126,6 +126,7 @@ static void set_defaults(struct config *config)
     config->redis.db = 0;
     config->redis.timeout_ns = 50 * (int64_t)1000000;
     config->redis.lease_ns = 10 * (int64_t)SECOND;
+    config->redis.refusal_cache_ns = (int64_t)SECOND;
     config->replicas = 1;
     config->tracing.sample = 0;
 }

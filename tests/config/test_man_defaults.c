@@ -77,6 +77,8 @@ static const struct known known[] = {
     {"LIMITER", "store", CFG(store), "limiter: {store: %s}\n", NULL, NULL},
     {"LIMITER", "timeout", CFG(redis.timeout_ns), "limiter: {redis: {timeout: %s}}\n", NULL, NULL},
     {"LIMITER", "lease", CFG(redis.lease_ns), "limiter: {redis: {lease: %s}}\n", NULL, NULL},
+    {"LIMITER", "refusal_cache", CFG(redis.refusal_cache_ns),
+     "limiter: {redis: {refusal_cache: %s}}\n", NULL, NULL},
     {"LIMITER", "on_store_error", CFG(on_store_error), "limiter: {on_store_error: %s}\n", NULL,
      NULL},
     {"ROUTES", "methods", ROUTE(methods), NULL, NULL, NULL},

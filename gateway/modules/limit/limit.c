@@ -10,6 +10,7 @@
 #include "gateway/modules/limit/limit.h"
 #include "gateway/modules/limit/limit_options.h"
 #include "gateway/modules/limit/limit_sets.h"
+#include "gateway/modules/limit/refusals.h"
 #include "gateway/modules/limit/shared.h"
 #include "gateway/modules/limit/slots.h"
 #include "gateway/modules/limit/turns.h"
@@ -26,6 +27,7 @@ struct limit_ctx {
     enum gw_woken woken;            /* why it went on after waiting for its turn */
     int64_t waited_from;            /* when it began to wait for its turn */
     int64_t waited_ns;              /* how long it waited for its turn */
+    int64_t asked_ns;               /* when it asked the shared store */
     const struct gw_limit_set *set; /* the limits it is held to: the route's, or a plan's */
     struct gw_limits_selection selection;
     struct gw_limits_decision verdict; /* verdict.decided_ns: 0 if not decided */
@@ -181,9 +183,25 @@ static enum gw_step decide_shared(struct gw_req *rq, struct limit_ctx *c,
     c->in_store = result == GW_STORE_OK;
     if (!c->in_store && c->lease[0] != '\0') /* Redis may have taken them all the same */
         gw_limit_slots_give_back_in_store(rq, c->set, c->ids, c->selection.costs, c->lease);
-    gw_limits_decide_shared(&c->verdict, result, rq->config->on_store_error, c->set->limiters,
-                            c->ids, &c->selection, limiter_now_ns());
+    if (gw_limits_decide_shared(&c->verdict, result, rq->config->on_store_error, c->set->limiters,
+                                c->ids, &c->selection, limiter_now_ns()) == GW_LIMITS_DENIED &&
+        c->in_store && !c->selection.waits && gw_refusals_may_keep(c->set))
+        gw_refusals_keep(c->set, c->ids, c->selection.costs, c->verdict.each, c->asked_ns,
+                         rq->config->redis.refusal_cache_ns);
     return decided(rq, c);
+}
+
+/* A refusal of the store's that still holds (refusals.h), answered here: nothing charged. */
+static bool refused_already(struct gw_req *rq, struct limit_ctx *c)
+{
+    int64_t now = limiter_now_ns();
+
+    if (c->selection.waits || rq->config->redis.refusal_cache_ns == 0 ||
+        !gw_refusals_find(c->set, c->ids, c->selection.costs, now, c->verdict.each))
+        return false;
+    gw_limits_decide_shared(&c->verdict, GW_STORE_OK, rq->config->on_store_error, c->set->limiters,
+                            c->ids, &c->selection, now);
+    return true;
 }
 
 /* On one of the store's threads: its answer is in c->verdict.each. */
@@ -213,6 +231,7 @@ static enum gw_step ask_store(struct gw_req *rq, struct limit_ctx *c)
     }
     if (c->selection.waits)
         ask.max_wait_ns = c->selection.max_wait_ns;
+    c->asked_ns = limiter_now_ns(); /* no later than Redis decides: refusals.h */
     call = gw_store_prepare(rq->runtime->store, &ask);
     if (call == NULL)
         return decide_shared(rq, c, GW_STORE_FAILED);
@@ -256,6 +275,8 @@ static enum gw_step limit_step(struct gw_req *rq, void *ctx)
     c->selection.waits = c->selection.waits && !options_of(rq)->dry_run;
     c->seated = c->selection.waits && gw_limit_turn_seat(c->set);
     c->selection.waits = c->seated;
+    if (r->shared && refused_already(rq, c))
+        return decided(rq, c);
     if (r->shared)
         return ask_store(rq, c);
     gw_limits_decide_local(&c->verdict, c->set->limiters, c->ids, &c->selection, limiter_now_ns());
@@ -434,6 +455,7 @@ static void route_close(struct gw_runtime *rt, size_t route, void *state)
 static void gauges(const struct gw_runtime *rt, FILE *out)
 {
     gw_limit_routes_render(rt, state_of, out);
+    gw_refusals_render(out);
 }
 
 struct gw_module gw_limit_module = {

@@ -183,6 +183,9 @@ static int build_limit(const struct set_source *src, struct gw_limit_set *set, c
 static int build_set(const struct set_source *src, struct gw_limit_set *set, const char *plan,
                      const struct config_limit *limits, size_t n_limits, char *err, size_t err_len)
 {
+    static _Atomic uint64_t serials;
+
+    set->serial = atomic_fetch_add(&serials, 1) + 1;
     set->config = limits;
     set->plan = plan[0] != '\0' ? gw_metrics_plan(src->rt->metrics, src->metrics, plan) : NULL;
     if (plan[0] != '\0' && set->plan == NULL) {

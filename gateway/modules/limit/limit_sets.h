@@ -42,6 +42,7 @@ void gw_limit_release(struct gw_limit *limit);
 
 /* The limits a request is held to: a route's own, or its version of one plan. */
 struct gw_limit_set {
+    uint64_t serial;                                   /* numbered for life (refusals.h) */
     const struct config_limit *config;                 /* n_limits of them */
     struct limiter *limiters[LIMITER_MAX_PER_REQUEST]; /* for limiter_decide_all() */
     struct gw_limit *limits[LIMITER_MAX_PER_REQUEST];

@@ -11,6 +11,7 @@
 #include "gateway/modules/limit/limit.h"
 #include "gateway/modules/limit/limit_sets.h"
 #include "gateway/modules/limit/quota.h"
+#include "gateway/modules/limit/refusals.h"
 #include "gateway/modules/limit/shared.h"
 #include "gateway/ops/access_log.h"
 
@@ -374,6 +375,8 @@ static int change(struct gw_runtime *rt, const struct client *c, enum gw_quota_o
         return fail(a, 503, "%s",
                     "the shared store did not answer: it may or may not have made the change; "
                     "look before you try again");
+    if (c->r->shared)
+        gw_refusals_forget(c->set, c->ids); /* its next request asks the store */
     for (size_t i = 0; i < c->selection.n_limits; i++) {
         if (!pick[i])
             continue;
