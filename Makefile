@@ -252,6 +252,8 @@ bench: build/limiter_bench build/sluice build/test_upstream
 	tests/bench/compare.sh
 	tests/bench/consumers.sh
 	tests/bench/limits.sh
+	tests/bench/refusals.sh
+	tests/bench/redis_tls.sh
 	tests/bench/servers.sh
 	tests/bench/uploads.sh
 	tests/bench/simulate.sh

@@ -341,8 +341,9 @@ enum config_balance {
     CONFIG_BALANCE_RANDOM_TWO,    /* two drawn at random by weight, the fewer in flight */
 };
 
-#define CONFIG_MAX_UPGRADES 8  /* protocols in a route's upgrades: */
-#define CONFIG_UPGRADE_LEN  32 /* a protocol name, with its NUL */
+#define CONFIG_MAX_SENTINELS 8  /* in limiter.redis.sentinels */
+#define CONFIG_MAX_UPGRADES  8  /* protocols in a route's upgrades: */
+#define CONFIG_UPGRADE_LEN   32 /* a protocol name, with its NUL */
 
 /* Upstream outcomes, as upstream.fail_on and retries.on name them. */
 #define CONFIG_FAIL_CONNECT (1u << 0) /* connect_failure: dns, refused, connect timeout, tls */
@@ -540,6 +541,12 @@ struct config {
     enum config_store store;
     struct {
         struct config_endpoint address;
+        /* Sentinel: the sentinels asked for the address of the master they call `master`,
+         * instead of `address` (at most CONFIG_MAX_SENTINELS; NULL, 0: none), and the
+         * password they need (NULL: none). */
+        struct config_endpoint *sentinels;
+        size_t n_sentinels;
+        char *master, *sentinel_password;
         char *password; /* NULL when none */
         uint32_t db;
         int64_t timeout_ns;

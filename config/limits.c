@@ -27,6 +27,42 @@ static void parse_on_store_error(struct loader *ld, yaml_node_t *node, void *obj
         ((struct config *)object)->on_store_error = (enum config_store_error)choice;
 }
 
+/* sentinels: ["host:port", ...], 1 to CONFIG_MAX_SENTINELS of them. */
+static void parse_sentinels(struct loader *ld, yaml_node_t *node, void *object)
+{
+    struct config *config = object;
+    yaml_node_item_t *item;
+    size_t n;
+
+    if (node->type != YAML_SEQUENCE_NODE ||
+        (n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start)) == 0 ||
+        n > CONFIG_MAX_SENTINELS) {
+        config_error(ld, node, "sentinels: expected a list of 1 to %d \"host:port\"",
+                     CONFIG_MAX_SENTINELS);
+        return;
+    }
+    config->redis.sentinels = calloc(n, sizeof *config->redis.sentinels);
+    if (config->redis.sentinels == NULL) {
+        config_error(ld, node, "sentinels: out of memory");
+        return;
+    }
+    for (item = node->data.sequence.items.start; item < node->data.sequence.items.top; item++) {
+        yaml_node_t *at = config_node_at(ld, *item);
+        const char *text = config_scalar(ld, at, "sentinels");
+        struct config_endpoint *e = &config->redis.sentinels[config->redis.n_sentinels];
+
+        if (text == NULL)
+            continue;
+        if (config_parse_endpoint(text, e) != 0 || e->port == 0) {
+            free(e->host);
+            e->host = NULL;
+            config_error(ld, at, "sentinels: \"%s\" is not host:port", text);
+            continue;
+        }
+        config->redis.n_sentinels++;
+    }
+}
+
 static const struct field redis_fields[] = {
     {"address", CONFIG_ENDPOINT, offsetof(struct config, redis.address), 0, 0, NULL},
     {"password", CONFIG_STRING, offsetof(struct config, redis.password), 0, 0, NULL},
@@ -34,17 +70,37 @@ static const struct field redis_fields[] = {
     {"timeout", CONFIG_DURATION, offsetof(struct config, redis.timeout_ns), 1, DAY, NULL},
     {"prefix", CONFIG_STRING, offsetof(struct config, redis.prefix), 0, 0, NULL},
     {"lease", CONFIG_DURATION, offsetof(struct config, redis.lease_ns), SECOND, HOUR, NULL},
+    {"sentinels", CONFIG_CUSTOM, 0, 0, 0, parse_sentinels},
+    {"master", CONFIG_STRING, offsetof(struct config, redis.master), 0, 0, NULL},
+    {"sentinel_password", CONFIG_STRING, offsetof(struct config, redis.sentinel_password), 0, 0,
+     NULL},
     /* 0: never. An hour: an operator's reset waits at most that long on other replicas. */
     {"refusal_cache", CONFIG_DURATION, offsetof(struct config, redis.refusal_cache_ns), 0, HOUR,
      NULL},
     {NULL, 0, 0, 0, 0, NULL},
 };
 
+/* Sentinel (sentinels: and master:, together) or one Redis (address:), not both. */
 static void parse_redis(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
+    yaml_node_t *sentinels, *master;
 
     config_walk_mapping(ld, node, redis_fields, config, "redis");
+    if (node->type != YAML_MAPPING_NODE)
+        return;
+    sentinels = config_find_value(ld, node, "sentinels");
+    master = config_find_value(ld, node, "master");
+    if ((sentinels == NULL) != (master == NULL))
+        config_error(ld, sentinels ? sentinels : master,
+                     "%s: sentinels and master go together (the sentinels' name for the master)",
+                     sentinels ? "sentinels" : "master");
+    else if (sentinels != NULL && config_find_value(ld, node, "address") != NULL)
+        config_error(ld, sentinels,
+                     "sentinels: give the sentinels or one Redis's address, not both");
+    if (config_find_value(ld, node, "sentinel_password") != NULL && sentinels == NULL)
+        config_error(ld, config_find_value(ld, node, "sentinel_password"),
+                     "sentinel_password: there are no sentinels to give it to");
 }
 
 static const struct field limiter_fields[] = {

@@ -303,6 +303,11 @@ void config_free(struct config *config)
     config_blocks_free(config->server_blocks);
     free(config->server.access_log);
     free(config->redis.address.host);
+    for (size_t i = 0; i < config->redis.n_sentinels; i++)
+        free(config->redis.sentinels[i].host);
+    free(config->redis.sentinels);
+    free(config->redis.master);
+    free(config->redis.sentinel_password);
     free(config->redis.password);
     free(config->redis.prefix);
     free(config->path);

@@ -1,6 +1,7 @@
 /* The shared store in Redis; design in store.h. */
 #include <hiredis/hiredis.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,13 +13,38 @@
 #include "gateway/store/store_workers.h"
 
 struct gw_store {
-    char *host, *password, *prefix;
-    struct gw_store_redis redis; /* the threads' view of the above */
+    char *host, *password, *prefix, *master, *sentinel_password;
+    char where[320]; /* for the log: "at HOST:PORT", or the master the sentinels name */
+    struct config_endpoint sentinels[CONFIG_MAX_SENTINELS]; /* their hosts owned */
+    struct gw_store_redis redis;                            /* the threads' view of the above */
     struct gw_store_health health;
     struct gw_store_workers *workers;
     struct gw_store_leases *leases;
     int64_t lease_ns;
 };
+
+/* limiter.redis.sentinels, master and sentinel_password, copied for the threads. */
+static int copy_sentinels(struct gw_store *s, const struct config *config)
+{
+    const char *password = config->redis.sentinel_password;
+
+    if (config->redis.n_sentinels == 0)
+        return 0;
+    for (size_t i = 0; i < config->redis.n_sentinels && i < CONFIG_MAX_SENTINELS; i++) {
+        s->sentinels[i].port = config->redis.sentinels[i].port;
+        if ((s->sentinels[i].host = strdup(config->redis.sentinels[i].host)) == NULL)
+            return -1;
+        s->redis.n_sentinels = i + 1;
+    }
+    s->master = strdup(config->redis.master);
+    s->sentinel_password = password != NULL && password[0] != '\0' ? strdup(password) : NULL;
+    if (s->master == NULL || (password != NULL && password[0] != '\0' && !s->sentinel_password))
+        return -1;
+    s->redis.sentinels = s->sentinels;
+    s->redis.master = s->master;
+    s->redis.sentinel_password = s->sentinel_password;
+    return 0;
+}
 
 struct gw_store *gw_store_new(const struct config *config)
 {
@@ -39,13 +65,21 @@ struct gw_store *gw_store_new(const struct config *config)
                                        .password = s->password,
                                        .db = config->redis.db,
                                        .timeout_ns = config->redis.timeout_ns};
-    gw_store_health_init(&s->health, s->host, s->redis.port);
+    if (config->redis.n_sentinels > 0)
+        snprintf(s->where, sizeof s->where, "%.200s (the master its sentinels name)",
+                 config->redis.master);
+    else
+        snprintf(s->where, sizeof s->where, "at %s%.200s%s:%d",
+                 strchr(config->redis.address.host, ':') ? "[" : "", config->redis.address.host,
+                 strchr(config->redis.address.host, ':') ? "]" : "", s->redis.port);
+    gw_store_health_init(&s->health, s->where);
     s->workers = gw_store_workers_new(&s->redis, &s->health);
     s->lease_ns = config->redis.lease_ns;
     s->leases = s->workers
                     ? gw_store_leases_new(s->workers, &s->health, s->lease_ns, s->redis.timeout_ns)
                     : NULL;
-    if (s->host == NULL || s->prefix == NULL || (password && !s->password) || s->leases == NULL) {
+    if (s->host == NULL || s->prefix == NULL || (password && !s->password) || s->leases == NULL ||
+        copy_sentinels(s, config) != 0) {
         gw_store_free(s);
         return NULL;
     }
@@ -62,6 +96,10 @@ void gw_store_free(struct gw_store *s)
     free(s->host);
     free(s->password);
     free(s->prefix);
+    free(s->master);
+    free(s->sentinel_password);
+    for (size_t i = 0; i < CONFIG_MAX_SENTINELS; i++)
+        free(s->sentinels[i].host);
     free(s);
 }
 

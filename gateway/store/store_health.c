@@ -9,11 +9,10 @@
 #define FIRST_BACKOFF   (100 * (int64_t)1000000)
 #define LONGEST_BACKOFF (5 * (int64_t)1000000000)
 
-void gw_store_health_init(struct gw_store_health *h, const char *host, int port)
+void gw_store_health_init(struct gw_store_health *h, const char *where)
 {
     memset(h, 0, sizeof *h);
-    h->host = host;
-    h->port = port;
+    h->where = where;
     pthread_mutex_init(&h->lock, NULL);
     atomic_init(&h->backoff_ns, FIRST_BACKOFF);
 }
@@ -65,10 +64,10 @@ void gw_store_health_failed(struct gw_store_health *h, uint64_t state, const cha
         snprintf(h->last_why, sizeof h->last_why, "%s", why);
     pthread_mutex_unlock(&h->lock);
     if (first)
-        gw_warn("store: redis at %s:%d failed (%s); limiting per on_store_error until it answers",
-                h->host, h->port, why);
+        gw_warn("store: redis %s failed (%s); limiting per on_store_error until it answers",
+                h->where, why);
     else if (new_reason)
-        gw_warn("store: redis at %s:%d still fails (%s)", h->host, h->port, why);
+        gw_warn("store: redis %s still fails (%s)", h->where, why);
 }
 
 void gw_store_health_succeeded(struct gw_store_health *h, uint64_t state)
@@ -79,7 +78,7 @@ void gw_store_health_succeeded(struct gw_store_health *h, uint64_t state)
      * comes back later says nothing about Redis now. */
     if (state % 2 == 1 && atomic_compare_exchange_strong(&h->state, &degraded, state + 1)) {
         atomic_store(&h->backoff_ns, FIRST_BACKOFF);
-        gw_info("store: redis at %s:%d answers again; shared limits restored", h->host, h->port);
+        gw_info("store: redis %s answers again; shared limits restored", h->where);
     }
 }
 

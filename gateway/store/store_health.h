@@ -24,8 +24,8 @@
 #define GW_STORE_WHY_LEN 256 /* why a call failed, as the log says it */
 
 struct gw_store_health {
-    const char *host; /* Redis's address, for the log (the store's; outlives this) */
-    int port;
+    const char *where; /* "at HOST:PORT", or the sentinels' master: for the log (the store's;
+                          outlives this) */
     /* Healthy while even, degraded while odd; each change adds one. A call keeps the value
      * it started under, and its outcome counts only if that is still current: a call that
      * started healthy cannot end a degraded spell, nor one begun before a recovery start the
@@ -38,7 +38,7 @@ struct gw_store_health {
     char last_why[GW_STORE_WHY_LEN]; /* under `lock`: the failure the log last reported */
 };
 
-void gw_store_health_init(struct gw_store_health *h, const char *host, int port);
+void gw_store_health_init(struct gw_store_health *h, const char *where);
 void gw_store_health_destroy(struct gw_store_health *h);
 
 /* Whether a call may go to Redis now: always while healthy; while degraded, once per backoff,

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "gateway/store/store_resolve.h"
+#include "gateway/store/store_sentinel.h"
 #include "gateway/store/store_workers.h"
 
 /* One thread and its connection: the health spell it was opened in, the script's digest (""
@@ -22,6 +23,7 @@ struct worker {
     bool polling; /* under the pool's lock: waiting on Redis (and wake_fd) */
     redisContext *c;
     struct gw_store_lookup *lookup; /* of the host's name, when it is one (store_resolve.h) */
+    struct gw_store_lookup *sentinel_lookups[CONFIG_MAX_SENTINELS]; /* of theirs, likewise */
     uint64_t spell;
     char sha[41];
     struct gw_store_call *sent[GW_STORE_IN_FLIGHT];
@@ -190,6 +192,42 @@ static bool take_digest(struct worker *self, const redisReply *r)
     return false;
 }
 
+/* Where to connect, by `deadline`: the master the sentinels name, or limiter.redis.address
+ * (its name resolved). 0, or -1 with `why`. */
+static int find_master(struct worker *self, int64_t deadline, char ip[INET6_ADDRSTRLEN + 1],
+                       int *port)
+{
+    const struct gw_store_redis *redis = self->pool->redis;
+    int rc;
+
+    *port = redis->port;
+    if (redis->n_sentinels > 0)
+        rc = gw_store_sentinel_master(redis, self->sentinel_lookups, deadline, ip, port,
+                                      &self->timed_out, self->why, sizeof self->why);
+    else
+        rc = gw_store_resolve(&self->lookup, redis->host, deadline, ip, &self->timed_out, self->why,
+                              sizeof self->why);
+    if (rc != 0 && self->timed_out)
+        set_timed_out(self, redis->n_sentinels > 0 ? "sentinels" : "resolve");
+    return rc;
+}
+
+/* Whether the connection is to a master (ROLE), which alone may be written to; a sentinel's
+ * word may be a moment old. False with `why` otherwise. */
+static bool is_master(struct worker *self, int64_t deadline)
+{
+    const char *argv[] = {"ROLE"};
+    redisReply *r = setup_command(self, deadline, 1, argv, "ROLE");
+    bool master = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                  r->element[0]->type == REDIS_REPLY_STRING &&
+                  strcmp(r->element[0]->str, "master") == 0;
+
+    if (r != NULL && !master)
+        set_why(self, "ROLE: not the master (the sentinels are asked again on the next try)");
+    freeReplyObject(r);
+    return master;
+}
+
 /* A fresh connection: connected, authenticated, its database selected and the script loaded
  * (the first time), all by `deadline`. 0, or -1 with `why` (no connection kept). */
 static int open_connection(struct worker *self, int64_t deadline)
@@ -197,22 +235,19 @@ static int open_connection(struct worker *self, int64_t deadline)
     const struct gw_store_redis *redis = self->pool->redis;
     const char *load[] = {"SCRIPT", "LOAD", gw_script_text};
     redisReply *r = NULL;
-    char db[16], ip[INET6_ADDRSTRLEN];
+    char db[16], ip[INET6_ADDRSTRLEN + 1];
     int64_t left;
+    int port;
 
     self->spell = gw_store_health_spells(self->pool->health);
-    if (gw_store_resolve(&self->lookup, redis->host, deadline, ip, &self->timed_out, self->why,
-                         sizeof self->why) != 0) {
-        if (self->timed_out)
-            set_timed_out(self, "resolve");
+    if (find_master(self, deadline, ip, &port) != 0)
         return -1;
-    }
     left = (deadline - limiter_now_ns()) / 1000;
     if (left <= 0) {
         set_timed_out(self, "connect");
         return -1;
     }
-    self->c = redisConnectWithTimeout(ip, redis->port,
+    self->c = redisConnectWithTimeout(ip, port,
                                       (struct timeval){.tv_sec = (time_t)(left / 1000000),
                                                        .tv_usec = (suseconds_t)(left % 1000000)});
     if (self->c == NULL) {
@@ -241,6 +276,8 @@ static int open_connection(struct worker *self, int64_t deadline)
             goto fail;
         freeReplyObject(r);
     }
+    if (redis->n_sentinels > 0 && !is_master(self, deadline))
+        goto fail;
     if (self->sha[0] == '\0') {
         r = setup_command(self, deadline, 3, load, "SCRIPT LOAD");
         if (r == NULL || !take_digest(self, r)) {
@@ -559,6 +596,8 @@ static void *serve(void *arg)
     }
     drop_connection(self);
     gw_store_lookup_end(self->lookup);
+    for (size_t i = 0; i < CONFIG_MAX_SENTINELS; i++)
+        gw_store_lookup_end(self->sentinel_lookups[i]);
     return NULL;
 }
 

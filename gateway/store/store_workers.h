@@ -19,7 +19,8 @@
  * connection is dropped (its late answers cannot be told apart).
  *
  * Connections: one per thread, opened when the thread first has a call to send (AUTH, SELECT,
- * SCRIPT LOAD as needed) and kept; so the gateway holds GW_STORE_THREADS connections to Redis
+ * SCRIPT LOAD as needed; with sentinels, to the master they name, checked with ROLE:
+ * store_sentinel.h) and kept; so the gateway holds GW_STORE_THREADS connections to Redis
  * in both modes, however many clients ask at once. One opened before the store last degraded
  * (store_health.h) is replaced before it is used again: whatever broke one connection most
  * likely broke the others. When a connection breaks (a kept one that Redis, or something
@@ -34,6 +35,7 @@
 
 #include <stdint.h>
 
+#include "config/config.h"
 #include "gateway/store/store_call.h"
 #include "gateway/store/store_health.h"
 
@@ -42,8 +44,11 @@
 
 /* Where and how the threads connect (the store's; it outlives the threads). */
 struct gw_store_redis {
-    const char *host;
+    const char *host; /* without sentinels */
     int port;
+    const struct config_endpoint *sentinels; /* Sentinel's, asked for the master: NULL: none */
+    size_t n_sentinels;
+    const char *master, *sentinel_password;
     const char *password; /* NULL: none */
     uint32_t db;
     int64_t timeout_ns;

@@ -27,6 +27,9 @@ struct refusal {
 static struct refusal slots[GW_REFUSALS_SLOTS];
 static pthread_mutex_t stripes[STRIPES] = {[0 ... STRIPES - 1] = PTHREAD_MUTEX_INITIALIZER};
 static _Atomic uint64_t saved;
+/* When an operator last changed a client here: a refusal asked before it may predate the
+ * change, and is not kept. */
+static _Atomic int64_t forgotten_ns;
 
 bool gw_refusals_may_keep(const struct gw_limit_set *set)
 {
@@ -62,7 +65,7 @@ void gw_refusals_keep(const struct gw_limit_set *set, const char *const *ids, co
     int64_t retry_ms = 0;
     struct refusal r = {.serial = set->serial, .asked_ns = asked_ns, .n = set->n_limits};
 
-    if (most_ns <= 0)
+    if (most_ns <= 0 || asked_ns <= atomic_load(&forgotten_ns))
         return;
     for (size_t k = 0; k < set->n_limits; k++) {
         r.each[k] = (struct said){each[k].limit,    each[k].remaining,      costs[k],
@@ -126,6 +129,7 @@ void gw_refusals_forget(const struct gw_limit_set *set, const char *const *ids)
     bool every = false;
     size_t i;
 
+    atomic_store(&forgotten_ns, limiter_now_ns());
     for (size_t k = 0; k < set->n_limits; k++)
         every |= ids[k] == NULL;
     if (every) { /* some key unknown: every client's refusal on the set */

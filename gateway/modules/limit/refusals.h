@@ -26,7 +26,8 @@
  * an operator's reset or grant. So a set of limits with count:, concurrency or delay: is never
  * kept (any replica may give back there); an operator's change on this replica forgets the
  * client's refusals at once, and reaches the others' when their refusals lapse: a refusal is
- * kept at most limiter.redis.refusal_cache (1 s unless set; 0: never), which bounds that.
+ * kept at most limiter.redis.refusal_cache (1 s unless set; 0: never), which bounds that. A
+ * refusal asked before an operator's last change here is not kept: it may predate it.
  *
  * Time: from the moment the request was sent to Redis (no later than T, so the refusal is
  * held no longer than Redis would hold it) plus R less its rounding: the store gives R in
