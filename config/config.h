@@ -556,7 +556,8 @@ struct config {
          * never): gateway/modules/limit/refusals.h. */
         int64_t refusal_cache_ns;
     } redis;
-    uint32_t replicas;
+    uint32_t replicas;  /* gateways sharing the limits; 1 with replicas_auto */
+    bool replicas_auto; /* replicas: auto: those that announce themselves in Redis count */
     enum config_store_error on_store_error;
     struct config_route *routes;
     size_t n_routes;

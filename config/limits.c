@@ -103,11 +103,27 @@ static void parse_redis(struct loader *ld, yaml_node_t *node, void *object)
                      "sentinel_password: there are no sentinels to give it to");
 }
 
+/* replicas: a number (1 to 10000), or auto: the replicas that announce themselves in Redis. */
+static void parse_replicas(struct loader *ld, yaml_node_t *node, void *object)
+{
+    static const struct field as_number = {
+        "replicas", CONFIG_U32, offsetof(struct config, replicas), 1, 10000, NULL};
+    struct config *config = object;
+    const char *text = node->type == YAML_SCALAR_NODE ? (const char *)node->data.scalar.value : "";
+
+    if (strcmp(text, "auto") == 0) {
+        config->replicas = 1;
+        config->replicas_auto = true;
+        return;
+    }
+    config_parse_value(ld, &as_number, node, object);
+}
+
 static const struct field limiter_fields[] = {
     {"max_clients", CONFIG_U32, offsetof(struct config, max_clients), 1, 100000000, NULL},
     {"store", CONFIG_CUSTOM, 0, 0, 0, parse_config_store},
     {"redis", CONFIG_CUSTOM, 0, 0, 0, parse_redis},
-    {"replicas", CONFIG_U32, offsetof(struct config, replicas), 1, 10000, NULL},
+    {"replicas", CONFIG_CUSTOM, 0, 0, 0, parse_replicas},
     {"on_store_error", CONFIG_CUSTOM, 0, 0, 0, parse_on_store_error},
     /* 1MiB: below that, not even the default max_clients of 1-request logs fit. 1TiB: no
      * machine sluice runs on has more. */

@@ -87,13 +87,25 @@ struct limiter_params gw_limits_local_params(const struct config *config,
 {
     struct limiter_params params = gw_limits_store_params(limit);
 
-    if (shared) {
+    if (shared && !config->replicas_auto) {
         params.requests = share_of(params.requests, config->replicas);
         if (limiter_algorithm_takes_burst(params.algorithm_id))
             params.burst = share_of(params.burst, config->replicas);
     }
     params.max_clients = config->max_clients;
     return params;
+}
+
+void gw_limits_share(struct gw_limits_selection *selection, struct limiter *const *limiters,
+                     uint32_t replicas)
+{
+    if (replicas <= 1)
+        return;
+    for (size_t i = 0; i < selection->n_limits; i++) {
+        uint64_t quota = limiter_quota(limiters[i]), cost = selection->costs[i];
+
+        selection->costs[i] = cost > quota / replicas ? quota : cost * replicas;
+    }
 }
 
 /* The decision to report of `n`: when denied, the limit that makes the client wait longest;

@@ -106,10 +106,20 @@ struct limiter_params gw_limits_store_params(const struct config_limit *limit);
 
 /* `limit` as a limiter of this process runs it under `config`: as the store runs it, and
  * limiter.max_clients; on a route in the shared store (`shared`), the local fallback, with this
- * replica's share of the quota and burst (divided by limiter.replicas, at least 1). Example:
- * 100 a minute, burst 20, three replicas: each falls back to 33 a minute, burst 6. */
+ * replica's share of the quota and burst (divided by limiter.replicas, at least 1; with
+ * replicas: auto the whole quota, shared by gw_limits_share() instead). Example: 100 a minute,
+ * burst 20, three replicas: each falls back to 33 a minute, burst 6. */
 struct limiter_params gw_limits_local_params(const struct config *config,
                                              const struct config_limit *limit, bool shared);
+
+/* With limiter.replicas: auto the local fallback's limiters hold each whole quota (above), and
+ * a request is charged its cost times the `replicas` alive instead: the same share of the
+ * quota per replica, whatever their number now (a cost above the share takes the whole quota,
+ * as a share is at least 1). Changes `selection`'s costs; nothing for `replicas` 0 or 1.
+ * Example: 100 a minute, 4 replicas alive: each request takes 4 units, so each replica
+ * passes 25 a minute. */
+void gw_limits_share(struct gw_limits_selection *selection, struct limiter *const *limiters,
+                     uint32_t replicas);
 
 /* Asks `limiters` (one per limit of `selection`) at `now_ns` for the clients `ids` (likewise),
  * into `d`: when the selection waits, a request the limits would deny now but allow within

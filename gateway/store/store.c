@@ -9,6 +9,7 @@
 #include "gateway/store/store_call.h"
 #include "gateway/store/store_health.h"
 #include "gateway/store/store_leases.h"
+#include "gateway/store/store_replicas.h"
 #include "gateway/store/store_script.h"
 #include "gateway/store/store_workers.h"
 
@@ -20,6 +21,7 @@ struct gw_store {
     struct gw_store_health health;
     struct gw_store_workers *workers;
     struct gw_store_leases *leases;
+    struct gw_store_replicas *replicas; /* limiter.replicas: auto; else NULL */
     int64_t lease_ns;
 };
 
@@ -79,7 +81,8 @@ struct gw_store *gw_store_new(const struct config *config)
                     ? gw_store_leases_new(s->workers, &s->health, s->lease_ns, s->redis.timeout_ns)
                     : NULL;
     if (s->host == NULL || s->prefix == NULL || (password && !s->password) || s->leases == NULL ||
-        copy_sentinels(s, config) != 0) {
+        copy_sentinels(s, config) != 0 ||
+        (config->replicas_auto && (s->replicas = gw_store_replicas_start(s)) == NULL)) {
         gw_store_free(s);
         return NULL;
     }
@@ -90,6 +93,7 @@ void gw_store_free(struct gw_store *s)
 {
     if (s == NULL)
         return;
+    gw_store_replicas_free(s->replicas);
     gw_store_leases_free(s->leases);
     gw_store_workers_free(s->workers);
     gw_store_health_destroy(&s->health);
@@ -103,8 +107,14 @@ void gw_store_free(struct gw_store *s)
     free(s);
 }
 
+uint32_t gw_store_replicas(const struct gw_store *s)
+{
+    return gw_store_replicas_alive(s->replicas);
+}
+
 void gw_store_stop(struct gw_store *s)
 {
+    gw_store_replicas_stop(s->replicas);
     gw_store_leases_stop(s->leases);
     gw_store_workers_stop(s->workers);
 }
@@ -187,10 +197,15 @@ void gw_store_render_metrics(const struct gw_store *s, FILE *out)
             "# HELP sluice_store_leases Requests holding concurrency slots in the shared store, "
             "their leases renewed by this replica.\n"
             "# TYPE sluice_store_leases gauge\n"
-            "sluice_store_leases %llu\n",
+            "sluice_store_leases %llu\n"
+            "# HELP sluice_store_replicas Replicas sharing the store, as they announce themselves "
+            "in Redis (limiter.replicas: auto; 0 otherwise or before the first count).\n"
+            "# TYPE sluice_store_replicas gauge\n"
+            "sluice_store_replicas %u\n",
             (unsigned long long)atomic_load(&s->health.errors),
             (int)(atomic_load(&s->health.state) % 2),
-            (unsigned long long)gw_store_leases_held(s->leases));
+            (unsigned long long)gw_store_leases_held(s->leases),
+            gw_store_replicas_alive(s->replicas));
 }
 
 #define TEXT_OF(n)          #n

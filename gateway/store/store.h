@@ -79,6 +79,8 @@ enum gw_store_op {
                                whether the client had spent anything there */
     GW_STORE_GRANT = 6,     /* costs[i] units given back at limit i, as limiter_grant(); answers
                                as RESET */
+    GW_STORE_BEAT = 7,      /* a replica's heartbeat (store_replicas.h): answers the replicas
+                               alive in each[0].remaining */
 };
 
 /* One call's question about one request's limits. */
@@ -148,6 +150,10 @@ void gw_store_release(struct gw_store *store, struct gw_store_lease *lease);
 /* The version of hiredis sluice was built with (static; hiredis says no other), for
  * sluice_build_info. */
 const char *gw_store_library_version(void);
+
+/* The replicas sharing the store, as they announce themselves in Redis (limiter.replicas:
+ * auto, store_replicas.h): the last count, 0 before the first or without auto. */
+uint32_t gw_store_replicas(const struct gw_store *store);
 
 /* Stops the store's threads once every call sent so far is answered: event mode's last
  * answers resume their connections before the daemons stop. Later calls fail at once. */

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gateway/store/store_replicas.h"
 #include "gateway/store/store_script.h"
 
 /* KEYS[i]: limit i's key, made in C from that limit's version and its own client key, so the
@@ -37,6 +38,10 @@
  * changed), else 0. Times are microseconds from Redis's TIME; numbers are written with
  * %.0f so that no timestamp turns into an exponent.
  *
+ * A heartbeat (op 7, KEYS[1] PREFIX "replicas") adds the replica's id (ARGV[3]) to a sorted
+ * set scored by when it lapses (now plus ARGV[4]), drops the lapsed, and answers how many are
+ * left: the replicas alive (store_replicas.h).
+ *
  * A log's members are named TIME ":" and an 8-digit index, from 0 for the first charged at
  * that microsecond, and charges are given back (and granted) from the top of their instant,
  * so an instant's names stay 0 to m-1 and the next is m: two requests in one microsecond never
@@ -50,6 +55,12 @@ const char gw_script_text[] =
     "local function int(x) return string.format('%.0f', x) end\n"
     "local function ttl(us) return int(math.ceil(us / 1000) + 1) end\n"
     "local op, lease, span = tonumber(ARGV[1]), ARGV[3], tonumber(ARGV[4])\n"
+    "if op == 7 then\n"
+    "  redis.call('ZADD', KEYS[1], int(now + span), lease)\n"
+    "  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', int(now))\n"
+    "  redis.call('PEXPIRE', KEYS[1], ttl(span))\n"
+    "  return {redis.call('ZCARD', KEYS[1])}\n"
+    "end\n"
     "local out, writes, all = {}, {}, true\n"
     "for i = 1, tonumber(ARGV[2]) do\n"
     "  local a = 4 + (i - 1) * 7\n"
@@ -324,11 +335,36 @@ static void limit_key(char *out, size_t len, const char *prefix, const struct gw
              client_hex);
 }
 
+/* A replica's heartbeat (GW_STORE_BEAT): its id `ask->lease` in PREFIX "replicas", lasting
+ * GW_STORE_BEAT_TTL_NS. */
+static void beat_args(struct gw_script_args *a, const char *prefix, const struct gw_store_ask *ask)
+{
+    a->argc = 0;
+    a->op = GW_STORE_BEAT;
+    a->n_limits = 1; /* its answer: the replicas alive, in remaining */
+    snprintf(a->keys[0], sizeof a->keys[0], "%.64sreplicas", prefix);
+    snprintf(a->lease, sizeof a->lease, "%s", ask->lease);
+    snprintf(a->numbers[1], sizeof a->numbers[1], "%d", (int)GW_STORE_BEAT);
+    snprintf(a->numbers[2], sizeof a->numbers[2], "%lld", GW_STORE_BEAT_TTL_NS / 1000);
+    a->argv[a->argc++] = "EVALSHA";
+    a->argv[a->argc++] = NULL; /* the digest, filled by the sender */
+    a->argv[a->argc++] = "1";
+    a->argv[a->argc++] = a->keys[0];
+    a->argv[a->argc++] = a->numbers[1];
+    a->argv[a->argc++] = "0";
+    a->argv[a->argc++] = a->lease;
+    a->argv[a->argc++] = a->numbers[2];
+}
+
 void gw_script_args_make(struct gw_script_args *a, const char *prefix, int64_t lease_ns,
                          const struct gw_store_ask *ask)
 {
     size_t n = ask->n;
 
+    if (ask->op == GW_STORE_BEAT) {
+        beat_args(a, prefix, ask);
+        return;
+    }
     a->argc = 0;
     a->op = ask->op;
     a->n_limits = n;
@@ -377,6 +413,7 @@ static int changes_answer(const redisReply *r, size_t n, struct limiter_decision
             return -1;
         memset(&out[i], 0, sizeof out[i]);
         out[i].allowed = r->element[i]->integer != 0;
+        out[i].remaining = (uint64_t)r->element[i]->integer; /* BEAT: the replicas alive */
     }
     return 0;
 }
@@ -387,7 +424,7 @@ int gw_script_answer(const redisReply *r, const struct gw_script_args *a,
     size_t n = a->n_limits;
     int64_t charged_us, now_us;
 
-    if (a->op == GW_STORE_RESET || a->op == GW_STORE_GRANT)
+    if (a->op == GW_STORE_RESET || a->op == GW_STORE_GRANT || a->op == GW_STORE_BEAT)
         return changes_answer(r, n, out);
     if (a->op != GW_STORE_DECIDE && a->op != GW_STORE_PEEK)
         return r->type == REDIS_REPLY_ARRAY && r->elements == 0 ? 0 : -1;

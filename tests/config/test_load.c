@@ -449,8 +449,17 @@ static void test_store_settings(void)
     CU_ASSERT_EQUAL(c->redis.address.port, 6379);
     CU_ASSERT_EQUAL(c->redis.timeout_ns, 50000000);
     CU_ASSERT_STRING_EQUAL(c->redis.prefix, "sluice:");
+    CU_ASSERT_FALSE(c->replicas_auto);
+    CU_ASSERT_EQUAL(c->redis.refusal_cache_ns, 1000000000);
     unload(c);
 
+    c = load_text("limiter: {replicas: auto}\n" ROUTE_HEAD, &errors);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_TRUE(c->replicas_auto);
+    CU_ASSERT_EQUAL(c->replicas, 1); /* until counted */
+    unload(c);
+
+    expect_error("limiter: {replicas: autumn}\n" ROUTE_HEAD, 1, 21, "replicas: \"autumn\"");
     expect_error("limiter: {store: disk}\n" ROUTE_HEAD, 1, 18,
                  "store: \"disk\" is not one of memory or redis");
     expect_error("limiter: {on_store_error: panic}\n" ROUTE_HEAD, 1, 27,

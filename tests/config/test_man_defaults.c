@@ -79,6 +79,7 @@ static const struct known known[] = {
     {"LIMITER", "lease", CFG(redis.lease_ns), "limiter: {redis: {lease: %s}}\n", NULL, NULL},
     {"LIMITER", "refusal_cache", CFG(redis.refusal_cache_ns),
      "limiter: {redis: {refusal_cache: %s}}\n", NULL, NULL},
+    {"LIMITER", "replicas", CFG(replicas), "limiter: {replicas: %s}\n", NULL, NULL},
     {"LIMITER", "on_store_error", CFG(on_store_error), "limiter: {on_store_error: %s}\n", NULL,
      NULL},
     {"ROUTES", "methods", ROUTE(methods), NULL, NULL, NULL},

@@ -280,6 +280,41 @@ static void test_params(void)
     CU_ASSERT_EQUAL(p.burst, 0);
 }
 
+/* replicas: auto: the fallback holds each whole quota and charges a request its cost times
+ * the replicas alive, so each replica passes its share, at least one. */
+static void test_share_by_live_replicas(void)
+{
+    struct config config = {.replicas = 1, .replicas_auto = true, .max_clients = 100};
+    struct config_limit window = {.name = "w",
+                                  .params = {.algorithm = "fixed_window",
+                                             .algorithm_id = LIMITER_FIXED_WINDOW,
+                                             .requests = 30,
+                                             .per_ns = SECOND}};
+    struct limiter_params p = gw_limits_local_params(&config, &window, true);
+    struct gw_limits_selection sel = {.limits = &window, .n_limits = 1, .costs = {1}};
+    struct limiter_decision d[1];
+    char err[LIMITER_ERR_LEN];
+    struct limiter *l;
+    int passed = 0;
+
+    CU_ASSERT_EQUAL(p.requests, 30); /* whole: shared by cost */
+    l = limiter_create(&p, err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    gw_limits_share(&sel, &l, 1);
+    CU_ASSERT_EQUAL(sel.costs[0], 1);
+    gw_limits_share(&sel, &l, 3);
+    CU_ASSERT_EQUAL(sel.costs[0], 3);
+    for (int i = 0; i < 20; i++)
+        passed +=
+            limiter_decide_all_cost(&l, 1, (const char *const[]){"c"}, sel.costs, SECOND, d) == 0 &&
+            d[0].allowed;
+    CU_ASSERT_EQUAL(passed, 10); /* 30 / 3 */
+    sel.costs[0] = 1;
+    gw_limits_share(&sel, &l, 40); /* more replicas than the quota: one each, the whole quota */
+    CU_ASSERT_EQUAL(sel.costs[0], 30);
+    limiter_free(l);
+}
+
 void register_decide_tests(void)
 {
     CU_pSuite s = add_suite("gateway_decide");
@@ -295,4 +330,6 @@ void register_decide_tests(void)
     add_test(s, "the shared store's answer", test_shared_answer);
     add_test(s, "on_store_error: allow, deny, local", test_on_store_error);
     add_test(s, "a limit as the store runs it, and as this replica does", test_params);
+    add_test(s, "replicas: auto shares each quota by the replicas alive",
+             test_share_by_live_replicas);
 }

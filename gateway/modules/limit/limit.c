@@ -183,6 +183,9 @@ static enum gw_step decide_shared(struct gw_req *rq, struct limit_ctx *c,
     c->in_store = result == GW_STORE_OK;
     if (!c->in_store && c->lease[0] != '\0') /* Redis may have taken them all the same */
         gw_limit_slots_give_back_in_store(rq, c->set, c->ids, c->selection.costs, c->lease);
+    if (!c->in_store && rq->config->replicas_auto) /* this replica's share, as they are now */
+        gw_limits_share(&c->selection, c->set->limiters,
+                        gw_store_replicas(rq->runtime->store));
     if (gw_limits_decide_shared(&c->verdict, result, rq->config->on_store_error, c->set->limiters,
                                 c->ids, &c->selection, limiter_now_ns()) == GW_LIMITS_DENIED &&
         c->in_store && !c->selection.waits && gw_refusals_may_keep(c->set))
