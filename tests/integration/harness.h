@@ -317,5 +317,6 @@ void register_quota_tests(void);
 void register_quota_cli_tests(void);
 void register_quota_faults_tests(void);
 void register_admin_api_tests(void);
+void register_replicas_tests(void);
 
 #endif

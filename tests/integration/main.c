@@ -148,6 +148,7 @@ int main(int argc, char **argv)
     register_quota_cli_tests();
     register_quota_faults_tests();
     register_admin_api_tests();
+    register_replicas_tests();
     register_deploy_tests();
     register_simulate_tests();
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)
