@@ -81,7 +81,10 @@ void gw_refusals_keep(const struct gw_limit_set *set, const char *const *ids, co
         return;
     memcpy(r.digest, digest, sizeof digest);
     pthread_mutex_lock(&stripes[i % STRIPES]);
-    slots[i] = r;
+    /* Again under the lock: a change here since the look above has forgotten the slot, and
+     * this refusal, asked before it, must not be written back over it. */
+    if (asked_ns > atomic_load(&forgotten_ns))
+        slots[i] = r;
     pthread_mutex_unlock(&stripes[i % STRIPES]);
 }
 
