@@ -32,11 +32,11 @@ static void parse_sentinels(struct loader *ld, yaml_node_t *node, void *object)
 {
     struct config *config = object;
     yaml_node_item_t *item;
-    size_t n;
+    size_t n = node->type == YAML_SEQUENCE_NODE
+                   ? (size_t)(node->data.sequence.items.top - node->data.sequence.items.start)
+                   : 0;
 
-    if (node->type != YAML_SEQUENCE_NODE ||
-        (n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start)) == 0 ||
-        n > CONFIG_MAX_SENTINELS) {
+    if (n == 0 || n > CONFIG_MAX_SENTINELS) {
         config_error(ld, node, "sentinels: expected a list of 1 to %d \"host:port\"",
                      CONFIG_MAX_SENTINELS);
         return;
@@ -98,6 +98,8 @@ static void parse_redis(struct loader *ld, yaml_node_t *node, void *object)
     else if (sentinels != NULL && config_find_value(ld, node, "address") != NULL)
         config_error(ld, sentinels,
                      "sentinels: give the sentinels or one Redis's address, not both");
+    if (master != NULL && config->redis.master != NULL && config->redis.master[0] == '\0')
+        config_error(ld, master, "master: the sentinels' name for the master, not empty");
     if (config_find_value(ld, node, "sentinel_password") != NULL && sentinels == NULL)
         config_error(ld, config_find_value(ld, node, "sentinel_password"),
                      "sentinel_password: there are no sentinels to give it to");

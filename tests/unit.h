@@ -25,6 +25,7 @@ void register_upstreams_tests(void);
 void register_man_defaults_tests(void);
 void register_count_config_tests(void);
 void register_delay_config_tests(void);
+void register_sentinels_config_tests(void);
 void register_config_admin_tests(void);
 void register_routes_tests(void);
 void register_keys_tests(void);
@@ -48,6 +49,7 @@ void register_route_module_tests(void);
 void register_access_module_tests(void);
 void register_identify_tests(void);
 void register_limit_module_tests(void);
+void register_refusals_tests(void);
 void register_upstream_headers_tests(void);
 
 #endif

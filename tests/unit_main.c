@@ -41,6 +41,7 @@ int main(int argc, char **argv)
     register_man_defaults_tests();
     register_count_config_tests();
     register_delay_config_tests();
+    register_sentinels_config_tests();
     register_config_admin_tests();
     register_routes_tests();
     register_keys_tests();
@@ -64,6 +65,7 @@ int main(int argc, char **argv)
     register_access_module_tests();
     register_identify_tests();
     register_limit_module_tests();
+    register_refusals_tests();
     register_upstream_headers_tests();
 
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)

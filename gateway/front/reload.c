@@ -2,6 +2,7 @@
  * generation moves), and swapped by a reload; and the settings fixed at start, which a reload
  * keeps, saying so. Design in server.h. */
 #include <pthread.h>
+#include <sodium.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,35 @@ static int copy_endpoint(struct config_endpoint *to, const struct config_endpoin
     return from->host != NULL && to->host == NULL ? -1 : 0;
 }
 
+/* A digest of where, and as whom, the store connects (limiter.redis: address or sentinels,
+ * master, passwords, db), which only a restart changes. */
+static void redis_digest(const struct config *config, unsigned char out[16])
+{
+    crypto_generichash_state h;
+    char text[64];
+
+    crypto_generichash_init(&h, NULL, 0, 16);
+    for (size_t i = 0; i < config->redis.n_sentinels + 1; i++) {
+        const struct config_endpoint *e =
+            i == 0 ? &config->redis.address : &config->redis.sentinels[i - 1];
+
+        snprintf(text, sizeof text, ":%u|", e->port);
+        crypto_generichash_update(&h, (const unsigned char *)(e->host ? e->host : ""),
+                                  strlen(e->host ? e->host : "") + 1);
+        crypto_generichash_update(&h, (const unsigned char *)text, strlen(text));
+    }
+    snprintf(text, sizeof text, "db %u", config->redis.db);
+    crypto_generichash_update(&h, (const unsigned char *)text, strlen(text) + 1);
+    for (int i = 0; i < 3; i++) {
+        const char *v = i == 0   ? config->redis.master
+                        : i == 1 ? config->redis.password
+                                 : config->redis.sentinel_password;
+
+        crypto_generichash_update(&h, (const unsigned char *)(v ? v : ""), strlen(v ? v : "") + 1);
+    }
+    crypto_generichash_final(&h, out, 16);
+}
+
 int gw_fixed_settings_init(struct fixed_settings *fixed, const struct config *config)
 {
     const struct config_cidrs *from = &config->server.proxy_protocol_from;
@@ -81,9 +111,9 @@ int gw_fixed_settings_init(struct fixed_settings *fixed, const struct config *co
     fixed->tls = config->server.tls.on;
     if (fixed->proxy_protocol_from.items == NULL ||
         copy_endpoint(&fixed->listen, &config->server.listen) != 0 ||
-        copy_endpoint(&fixed->admin_listen, &config->server.admin_listen) != 0 ||
-        copy_endpoint(&fixed->redis, &config->redis.address) != 0)
+        copy_endpoint(&fixed->admin_listen, &config->server.admin_listen) != 0)
         return -1;
+    redis_digest(config, fixed->redis);
     return 0;
 }
 
@@ -92,7 +122,6 @@ void gw_fixed_settings_free(struct fixed_settings *fixed)
     free(fixed->tls_priorities);
     free(fixed->listen.host);
     free(fixed->admin_listen.host);
-    free(fixed->redis.host);
     free(fixed->proxy_protocol_from.items);
 }
 
@@ -106,6 +135,8 @@ static bool same_endpoint(const struct config_endpoint *a, const struct config_e
 /* Says which changed settings wait for a restart; the running values stay. */
 static void warn_restart_needed(const struct fixed_settings *fixed, const struct config *next)
 {
+    unsigned char redis[16];
+
     if (!same_endpoint(&fixed->listen, &next->server.listen))
         gw_warn("reload: server.listen changed; it takes effect on restart (still listening on "
                 "%s:%u)",
@@ -120,7 +151,8 @@ static void warn_restart_needed(const struct fixed_settings *fixed, const struct
     if (fixed->max_header_size != next->server.max_header_size ||
         fixed->max_response_header_size != next->server.max_response_header_size)
         gw_warn("reload: server.max_(response_)header_size changed; it takes effect on restart");
-    if (!same_endpoint(&fixed->redis, &next->redis.address))
+    redis_digest(next, redis);
+    if (sodium_memcmp(redis, fixed->redis, sizeof redis) != 0)
         gw_warn("reload: limiter.redis changed; it takes effect on restart");
     if (fixed->watch_config != next->server.watch_config)
         gw_warn("reload: server.watch_config changed; it takes effect on restart");

@@ -59,7 +59,8 @@ struct handoff; /* handoff.c's */
 
 /* What a running daemon was started with; changing these needs a restart. */
 struct fixed_settings {
-    struct config_endpoint listen, admin_listen, redis;
+    struct config_endpoint listen, admin_listen;
+    unsigned char redis[16]; /* a digest of where the store connects (reload.c) */
     uint32_t max_connections, max_connections_per_ip, max_header_size, max_response_header_size;
     int64_t client_timeout_ns;
     bool watch_config;

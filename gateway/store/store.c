@@ -34,7 +34,8 @@ static int copy_sentinels(struct gw_store *s, const struct config *config)
         return 0;
     for (size_t i = 0; i < config->redis.n_sentinels && i < CONFIG_MAX_SENTINELS; i++) {
         s->sentinels[i].port = config->redis.sentinels[i].port;
-        if ((s->sentinels[i].host = strdup(config->redis.sentinels[i].host)) == NULL)
+        s->sentinels[i].host = strdup(config->redis.sentinels[i].host);
+        if (s->sentinels[i].host == NULL)
             return -1;
         s->redis.n_sentinels = i + 1;
     }

@@ -38,6 +38,23 @@ static redisReply *ask(redisContext *c, const char *what, char *why, size_t why_
     return r;
 }
 
+/* Whether `r` is an address as the sentinels give it, [host, port], its port into `*port`. */
+static bool is_address(const redisReply *r, int *port)
+{
+    char *end;
+    long n;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[0]->len > INET6_ADDRSTRLEN)
+        return false;
+    n = strtol(r->element[1]->str, &end, 10);
+    if (end == r->element[1]->str || *end != '\0' || n <= 0 || n > 65535)
+        return false;
+    *port = (int)n;
+    return true;
+}
+
 /* Asks one sentinel, at `ip`:`port`, for the master's address. 0, or -1 with `why`. */
 static int ask_sentinel(const struct gw_store_redis *redis, const char *ip, int port,
                         int64_t deadline_ns, char host[INET6_ADDRSTRLEN + 1], int *master_port,
@@ -61,15 +78,16 @@ static int ask_sentinel(const struct gw_store_redis *redis, const char *ip, int 
         return -1;
     }
     redisSetTimeout(c, tv);
-    if (redis->sentinel_password != NULL && (r = ask(c, "AUTH", why, why_len, 2, auth)) == NULL)
-        goto out;
-    freeReplyObject(r);
+    if (redis->sentinel_password != NULL) {
+        r = ask(c, "AUTH", why, why_len, 2, auth);
+        if (r == NULL)
+            goto out;
+        freeReplyObject(r);
+    }
     r = ask(c, "SENTINEL get-master-addr-by-name", why, why_len, 3, get);
     if (r == NULL)
         goto out;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
-        r->element[0]->len > INET6_ADDRSTRLEN || (*master_port = atoi(r->element[1]->str)) <= 0) {
+    if (!is_address(r, master_port)) {
         snprintf(why, why_len, "sentinel %s:%d knows no master called %s", ip, port, redis->master);
         goto out;
     }

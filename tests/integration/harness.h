@@ -289,6 +289,7 @@ void register_shared_upstreams_tests(void);
 void register_count_tests(void);
 void register_concurrency_it_tests(void);
 void register_shared_limits_tests(void);
+void register_refusals_it_tests(void);
 void register_delay_tests(void);
 void register_reload_tests(void);
 void register_observe_tests(void);
@@ -318,5 +319,6 @@ void register_quota_cli_tests(void);
 void register_quota_faults_tests(void);
 void register_admin_api_tests(void);
 void register_replicas_tests(void);
+void register_sentinel_tests(void);
 
 #endif

@@ -135,6 +135,7 @@ int main(int argc, char **argv)
     register_count_tests();
     register_concurrency_it_tests();
     register_shared_limits_tests();
+    register_refusals_it_tests();
     register_delay_tests();
     register_streams_tests();
     register_tunnels_tests();
@@ -149,6 +150,7 @@ int main(int argc, char **argv)
     register_quota_faults_tests();
     register_admin_api_tests();
     register_replicas_tests();
+    register_sentinel_tests();
     register_deploy_tests();
     register_simulate_tests();
     for (CU_pSuite s = CU_get_registry()->pSuite; s != NULL; s = s->pNext)

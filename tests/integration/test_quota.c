@@ -18,9 +18,13 @@
 #include "tests/integration/quota_calls.h"
 
 /* %2$u Redis's port. */
+/* Without refusals kept (refusal_cache: 0): a change through one replica then shows on the
+ * other at once, as these tests check; with them it shows there within refusal_cache (the
+ * suite "refusal cache" checks that bound). */
 static const char redis_config[] =
     "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", admin_token: \"" TOKEN "\"}\n"
-    "limiter: {store: redis, redis: {address: \"127.0.0.1:%2$u\", timeout: 1s}}\n" ROUTES;
+    "limiter: {store: redis, redis: {address: \"127.0.0.1:%2$u\", timeout: 1s, refusal_cache: "
+    "0s}}\n" ROUTES;
 
 static struct redis redis;
 
