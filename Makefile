@@ -62,7 +62,7 @@ EXPORT_RECV := -Wl,--export-dynamic-symbol=recv -Wl,--export-dynamic-symbol=gnut
 
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test layering run bench deps deps-test install uninstall clean format container-test \
+.PHONY: all test test-topologies layering run bench deps deps-test install uninstall clean format container-test \
         fuzz fuzz-regressions
 .SECONDARY:
 # `make` builds the gateway and the demo upstream (`make run`'s); the tests' binaries are built
@@ -158,6 +158,12 @@ test: layering build/.deps-test-ok build/test_unit build/asan/test_unit build/ts
       build/sluice build/asan/sluice \
       build/test_upstream build/test_integration $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS))
 	@MAKE="$(MAKE)" TEST_FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) tests/run-tests.sh
+
+# The integration suites of Redis's topologies (Sentinel: a master, a replica and three
+# sentinels on loopback), in both serving modes; slow to set up, so apart from `make test`.
+test-topologies: build/.deps-test-ok build/sluice build/test_upstream build/test_integration
+	SLUICE_IT_TOPOLOGIES=1 build/test_integration sentinel
+	SLUICE_IT_TOPOLOGIES=1 SLUICE_MODE=event SLUICE_WORKERS=2 build/test_integration sentinel
 
 layering:
 	tests/layering-check.sh

@@ -78,7 +78,7 @@ static void test_readme_says_what_ci_runs(void)
         CU_ASSERT_PTR_NOT_NULL(strstr(readme, quoted));
         commands++;
     }
-    CU_ASSERT_EQUAL(commands, 3);
+    CU_ASSERT_EQUAL(commands, 4);
     free(ci);
     free(readme);
 }
