@@ -142,6 +142,20 @@ unsigned free_port(void)
     return port;
 }
 
+struct redis suite_redis;
+
+int redis_suite_init(void)
+{
+    return start_redis(&suite_redis);
+}
+
+int redis_suite_clean(void)
+{
+    stop_redis(&suite_redis);
+    suite_redis = (struct redis){0}; /* the next suite's on a port of its own */
+    return 0;
+}
+
 int start_redis(struct redis *r)
 {
     char port[16], command[256];

@@ -263,6 +263,12 @@ struct redis {
 int start_redis(struct redis *r);
 void stop_redis(struct redis *r);
 
+/* The Redis of a suite that needs one (add_suite_with(NAME, redis_suite_init,
+ * redis_suite_clean)): started before its tests, stopped after them. */
+extern struct redis suite_redis;
+int redis_suite_init(void);
+int redis_suite_clean(void);
+
 /* Runs redis-cli against `r` with `args` (a shell fragment) in the background. */
 void redis_cli(const struct redis *r, const char *args);
 

@@ -18,19 +18,6 @@
 #include "tests/integration/harness.h"
 #include "tests/integration/quota_calls.h"
 
-static struct redis redis;
-
-static int init(void)
-{
-    return start_redis(&redis);
-}
-
-static int clean(void)
-{
-    stop_redis(&redis);
-    return 0;
-}
-
 /* A route NAME at /NAME/, keyed by X-API-Key, with `limit` (a flow mapping or block list). */
 #define LIMITED(name, limit)                                                                       \
     "  - name: " name "\n    match: {path_prefix: /" name "/}\n"                                   \
@@ -72,10 +59,10 @@ static struct proc gws[2];
  * not start, none is left running. */
 static int start_replicas(int n, const char *cache)
 {
-    if (redis_cli_wait(&redis, "FLUSHALL") != 0)
+    if (redis_cli_wait(&suite_redis, "FLUSHALL") != 0)
         return -1;
     for (int i = 0; i < n; i++)
-        if (start_sluice(&gws[i], config, upstream.port, redis.port, cache, "5") != 0) {
+        if (start_sluice(&gws[i], config, upstream.port, suite_redis.port, cache, "5") != 0) {
             while (i-- > 0)
                 stop_sluice(&gws[i], 5000);
             return -1;
@@ -98,7 +85,7 @@ static long evalsha_calls(void)
     long n = -1;
     FILE *out;
 
-    snprintf(command, sizeof command, "redis-cli -p %u INFO commandstats", redis.port);
+    snprintf(command, sizeof command, "redis-cli -p %u INFO commandstats", suite_redis.port);
     out = popen(command, "r");
     if (out == NULL)
         return -1;
@@ -113,7 +100,7 @@ static long evalsha_calls(void)
 
 static void reset_stats(void)
 {
-    CU_ASSERT_EQUAL(redis_cli_wait(&redis, "CONFIG RESETSTAT"), 0);
+    CU_ASSERT_EQUAL(redis_cli_wait(&suite_redis, "CONFIG RESETSTAT"), 0);
 }
 
 static long saved(const struct proc *gw)
@@ -444,7 +431,7 @@ static void test_reload(void)
                "%d passed (expected 5); Redis ran %ld EVALSHA for a kept refusal", ok,
                evalsha_calls());
     reset_stats();
-    rewrite_config(&gws[0], false, config, upstream.port, redis.port, "1m", "6");
+    rewrite_config(&gws[0], false, config, upstream.port, suite_redis.port, "1m", "6");
     check_case(wait_for_log(&gws[0], "reloaded", 1, 3000), "reload", "no reload was logged");
     status = get_status(gws[0].port, "/fixed_window/x", "reload");
     calls = evalsha_calls();
@@ -553,7 +540,7 @@ static void test_same_answer(void)
 
 void register_refusals_it_tests(void)
 {
-    CU_pSuite s = add_suite_with("refusal cache", init, clean);
+    CU_pSuite s = add_suite_with("refusal cache", redis_suite_init, redis_suite_clean);
 
     add_test(s, "a flood costs Redis one call per refusal", test_flood);
     add_test(s, "a kept refusal lapses when Redis's does", test_lapses_with_redis);

@@ -7,19 +7,6 @@
 
 #include "tests/integration/harness.h"
 
-static struct redis redis;
-
-static int init(void)
-{
-    return start_redis(&redis);
-}
-
-static int clean(void)
-{
-    stop_redis(&redis);
-    return 0;
-}
-
 /* fixed_window 30 an hour per API key; on_store_error local, with the count of replicas. */
 static const char config[] =
     "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
@@ -50,7 +37,7 @@ static long replicas_in_redis(void)
 {
     char command[128], out[64];
 
-    snprintf(command, sizeof command, "redis-cli -p %u ZCARD sluice:replicas", redis.port);
+    snprintf(command, sizeof command, "redis-cli -p %u ZCARD sluice:replicas", suite_redis.port);
     return run_command(command, out, sizeof out) == 0 ? strtol(out, NULL, 10) : -1;
 }
 
@@ -69,7 +56,7 @@ static void test_replicas_counted_as_they_come_and_go(void)
     struct proc gws[3];
 
     for (int i = 0; i < 3; i++) {
-        CU_ASSERT_EQUAL_FATAL(start_sluice(&gws[i], config, upstream.port, redis.port), 0);
+        CU_ASSERT_EQUAL_FATAL(start_sluice(&gws[i], config, upstream.port, suite_redis.port), 0);
         check_case(all_count(gws, i + 1, i + 1, 5000), "started", "%d replicas did not count %d",
                    i + 1, i + 1);
     }
@@ -78,11 +65,11 @@ static void test_replicas_counted_as_they_come_and_go(void)
     /* Shared while Redis answers: the fleet passes 30, whichever replica is asked. */
     CU_ASSERT_EQUAL(passes(&gws[0], "shared", 20) + passes(&gws[1], "shared", 20), 30);
     /* Redis down: each passes its share of the 2 it last counted, 30 / 2. */
-    stop_redis(&redis);
+    stop_redis(&suite_redis);
     CU_ASSERT_EQUAL(passes(&gws[0], "alone", 20), 15);
     CU_ASSERT_EQUAL(passes(&gws[1], "alone", 20), 15);
     CU_ASSERT_EQUAL(metric_now(&gws[0], "sluice_store_replicas"), 2); /* kept while down */
-    CU_ASSERT_EQUAL(start_redis(&redis), 0);
+    CU_ASSERT_EQUAL(start_redis(&suite_redis), 0);
     for (int i = 0; i < 2; i++)
         CU_ASSERT_EQUAL(stop_sluice(&gws[i], 5000), 0);
 }
@@ -100,19 +87,19 @@ static void test_a_number_is_not_counted(void)
         "    limit: {name: hourly, algorithm: fixed_window, requests: 30, per: 1h}\n";
     struct proc gw;
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, fixed, upstream.port, redis.port), 0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, fixed, upstream.port, suite_redis.port), 0);
     sleep_ms(1500);
     CU_ASSERT_EQUAL(metric_now(&gw, "sluice_store_replicas"), 0);
     CU_ASSERT_EQUAL(replicas_in_redis(), 0);
-    stop_redis(&redis);
+    stop_redis(&suite_redis);
     CU_ASSERT_EQUAL(passes(&gw, "fixed", 20), 10); /* 30 / 3 */
-    CU_ASSERT_EQUAL(start_redis(&redis), 0);
+    CU_ASSERT_EQUAL(start_redis(&suite_redis), 0);
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
 
 void register_replicas_tests(void)
 {
-    CU_pSuite s = add_suite_with("replicas auto", init, clean);
+    CU_pSuite s = add_suite_with("replicas auto", redis_suite_init, redis_suite_clean);
 
     add_test(s, "replicas count one another as they come and go",
              test_replicas_counted_as_they_come_and_go);

@@ -13,19 +13,6 @@
 
 #include "tests/integration/harness.h"
 
-static struct redis redis;
-
-static int init(void)
-{
-    return start_redis(&redis);
-}
-
-static int clean(void)
-{
-    stop_redis(&redis);
-    return 0;
-}
-
 static const char slots_config[] =
     "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
     "limiter:\n  store: redis\n  redis: {address: \"127.0.0.1:%2$u\", timeout: 500ms, lease: 1s}\n"
@@ -45,7 +32,7 @@ static struct proc gws[2];
 static int start_pair_with(const char *config, const char *lease)
 {
     for (int i = 0; i < 2; i++)
-        if (start_sluice(&gws[i], config, upstream.port, redis.port, lease) != 0)
+        if (start_sluice(&gws[i], config, upstream.port, suite_redis.port, lease) != 0)
             return -1;
     return 0;
 }
@@ -75,7 +62,7 @@ static long slots_in_redis(const char *route)
              "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do "
              "n = n + redis.call('ZCOUNT', k, t[1] * 1000000 + t[2], '+inf') end return n\" 0 "
              "'sluice:%s:cap:*:slots'",
-             redis.port, route);
+             suite_redis.port, route);
     if (run_command(command, out, sizeof out) == 0)
         n = strtol(out, NULL, 10);
     return n;
@@ -257,8 +244,8 @@ static void test_failed_logins_across_replicas(void)
         int ok, other, successes = 0;
 
         for (int i = 0; i < 2; i++)
-            CU_ASSERT_FATAL(
-                start_sluice(&gws[i], login_config, upstream.port, redis.port, algorithms[a]) == 0);
+            CU_ASSERT_FATAL(start_sluice(&gws[i], login_config, upstream.port, suite_redis.port,
+                                         algorithms[a]) == 0);
         ports[0] = gws[0].port, ports[1] = gws[1].port;
         upstream_reached(&mark);
         for (int i = 0; i < 20; i++)
@@ -363,7 +350,7 @@ static void test_delay_across_replicas(void)
 
 void register_shared_limits_tests(void)
 {
-    CU_pSuite s = add_suite_with("shared_limits", init, clean);
+    CU_pSuite s = add_suite_with("shared_limits", redis_suite_init, redis_suite_clean);
 
     add_test(s, "concurrency in Redis: 50 racing over two replicas for 5 slots",
              test_fifty_race_for_five);

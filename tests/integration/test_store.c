@@ -12,19 +12,6 @@
 
 #include "tests/integration/harness.h"
 
-static struct redis redis;
-
-static int init(void)
-{
-    return start_redis(&redis);
-}
-
-static int clean(void)
-{
-    stop_redis(&redis);
-    return 0;
-}
-
 /* Two routes per algorithm, one in Redis and one in memory, same limit. */
 static const char config[] =
     "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", access_log: \"off\"}\n"
@@ -89,7 +76,7 @@ static const char config[] =
 
 static int start_gateway(struct proc *gw, const char *timeout)
 {
-    return start_sluice(gw, config, upstream.port, redis.port, timeout);
+    return start_sluice(gw, config, upstream.port, suite_redis.port, timeout);
 }
 
 /* Two replicas, one Redis: 100 racing requests for a quota of 50 pass exactly 50. */
@@ -245,7 +232,7 @@ static void test_redis_dies_and_returns(void)
     ports[1] = b.port;
     CU_ASSERT_EQUAL(race_requests(ports, 2, 20, "/race/x", "before", &other), 20);
 
-    stop_redis(&redis);
+    stop_redis(&suite_redis);
     passed = race_requests(ports, 2, 100, "/race/x", "during", &other);
     CU_ASSERT_EQUAL(other, 0);        /* no request failed */
     CU_ASSERT_EQUAL(passed, 25 + 25); /* each replica allows its half of 50 */
@@ -254,7 +241,7 @@ static void test_redis_dies_and_returns(void)
     CU_ASSERT_TRUE(wait_for_log(&a, "; limiting per on_store_error", 1, 1000));
     CU_ASSERT_TRUE(wait_for_log(&a, "failed (connect: Connection refused)", 1, 0));
 
-    CU_ASSERT_EQUAL_FATAL(start_redis(&redis), 0); /* on the same port */
+    CU_ASSERT_EQUAL_FATAL(start_redis(&suite_redis), 0); /* on the same port */
     /* Each replica probes Redis again after its backoff and goes back to it by itself. */
     for (int i = 0; i < 100; i++) {
         get(&a, "/probe/", NULL);
@@ -280,7 +267,7 @@ static void test_slow_redis_costs_at_most_the_timeout(void)
 
     CU_ASSERT_EQUAL_FATAL(start_gateway(&gw, "50ms"), 0);
     CU_ASSERT_EQUAL(get(&gw, "/stall/", NULL), 200); /* leaves a pooled connection */
-    redis_cli(&redis, "DEBUG SLEEP 2");
+    redis_cli(&suite_redis, "DEBUG SLEEP 2");
     sleep_ms(300);
     start = seconds_now();
     http(gw.port, "GET", "/stall/", NULL, NULL, &r);
@@ -359,7 +346,7 @@ static void test_changed_limit_starts_afresh(void)
 
     snprintf(quota, sizeof quota, "%d", quotas[0]);
     CU_ASSERT_EQUAL_FATAL(
-        start_sluice(&gw, reload_config, upstream.port, redis.port, algorithms[0], quota), 0);
+        start_sluice(&gw, reload_config, upstream.port, suite_redis.port, algorithms[0], quota), 0);
     for (int s = 0; s < 2; s++) {
         expect_passing(&gw, stores[s], "switch", 3, 2, 0);
         expect_passing(&gw, stores[s], "grow", 4, 3, 0);
@@ -370,7 +357,7 @@ static void test_changed_limit_starts_afresh(void)
         bool grown = quotas[step] != quotas[step - 1];
 
         snprintf(quota, sizeof quota, "%d", quotas[step]);
-        rewrite_config(&gw, true, reload_config, upstream.port, redis.port, algorithms[step],
+        rewrite_config(&gw, true, reload_config, upstream.port, suite_redis.port, algorithms[step],
                        quota);
         kill(gw.pid, SIGHUP);
         CU_ASSERT_TRUE_FATAL(wait_for_log(&gw, "reloaded", step, 3000));
@@ -384,9 +371,9 @@ static void test_changed_limit_starts_afresh(void)
     }
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 
-    CU_ASSERT_EQUAL_FATAL(
-        start_sluice(&gw, reload_config, upstream.port, redis.port, algorithms[STEPS - 1], quota),
-        0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, reload_config, upstream.port, suite_redis.port,
+                                       algorithms[STEPS - 1], quota),
+                          0);
     expect_passing(&gw, "r", "steady", 1, 0, STEPS);
     expect_passing(&gw, "r", "switch", 1, 0, STEPS);
     expect_passing(&gw, "m", "steady", 1, 1, STEPS); /* memory forgets on restart */
@@ -436,7 +423,7 @@ static void test_auth_failure_is_explained(void)
     check_password(&guarded, ", password: wrong-horse", false, "WRONGPASS");
     check_password(&guarded, "", false, "NOAUTH");
     check_password(&guarded, ", password: right-horse", true, NULL);
-    check_password(&redis, ", password: \"\"", true, NULL);
+    check_password(&suite_redis, ", password: \"\"", true, NULL);
 
     CU_ASSERT_EQUAL_FATAL(
         start_sluice(&gw, password_config, upstream.port, guarded.port, ", password: wrong-horse"),
@@ -543,9 +530,9 @@ static void test_keys_never_hold_the_raw_key(void)
     int found[N_HASHED] = {0}, keys = 0;
     struct proc plain, consumers;
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&plain, hashed_config, upstream.port, redis.port), 0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&plain, hashed_config, upstream.port, suite_redis.port), 0);
     CU_ASSERT_EQUAL_FATAL(
-        start_sluice(&consumers, hashed_consumer_config, upstream.port, redis.port), 0);
+        start_sluice(&consumers, hashed_consumer_config, upstream.port, suite_redis.port), 0);
     for (size_t i = 0; i < N_HASHED; i++) {
         unsigned port = i < N_HASHED - 1 ? plain.port : consumers.port;
 
@@ -555,7 +542,7 @@ static void test_keys_never_hold_the_raw_key(void)
     CU_ASSERT_EQUAL(metric(&plain, "sluice_store_errors_total"), 0);
     CU_ASSERT_EQUAL(metric(&consumers, "sluice_store_errors_total"), 0);
 
-    snprintf(command, sizeof command, "redis-cli -p %u --scan", redis.port);
+    snprintf(command, sizeof command, "redis-cli -p %u --scan", suite_redis.port);
     CU_ASSERT_EQUAL_FATAL(run_command(command, listing, sizeof listing), 0);
     raw = strstr(listing, RAW_KEY);
     while (raw != NULL && raw > listing && raw[-1] != '\n')
@@ -659,7 +646,7 @@ static void test_only_the_probe_ends_degraded(void)
 
 void register_store_tests(void)
 {
-    CU_pSuite s = add_suite_with("store", init, clean);
+    CU_pSuite s = add_suite_with("store", redis_suite_init, redis_suite_clean);
 
     add_test(s, "two replicas share one count", test_two_replicas_share_one_count);
     add_test(s, "a request decided in Redis keeps its body and its connection",

@@ -19,19 +19,6 @@
 
 #include "tests/integration/harness.h"
 
-static struct redis redis;
-
-static int init(void)
-{
-    return start_redis(&redis);
-}
-
-static int clean(void)
-{
-    stop_redis(&redis);
-    return 0;
-}
-
 /* %1$u the upstream, %2$u Redis (or a proxy before it), %3$s limiter.redis.timeout. Route
  * limited is in Redis; upgrades go to route slow, whose upstream answers after 3 s. */
 static const char config[] =
@@ -383,7 +370,7 @@ static void test_upgrades_leave_the_store_alone(void)
     struct proc gw;
     int fds[4];
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, redis.port, "1s"), 0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, suite_redis.port, "1s"), 0);
     CU_ASSERT_EQUAL(get_status(gw.port, "/limited/", NULL), 200); /* connected, script loaded */
     upstream_stats(&before, &connections);
     for (int i = 0; i < 4; i++) {
@@ -437,10 +424,10 @@ static void test_paused_redis_costs_the_timeout(void)
     double start, took;
     int other, passed;
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, redis.port, "200ms"), 0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, suite_redis.port, "200ms"), 0);
     ports[0] = gw.port;
     CU_ASSERT_EQUAL(race_requests(ports, 1, 8, "/limited/", NULL, &other), 8); /* connected */
-    CU_ASSERT_EQUAL_FATAL(redis_cli_wait(&redis, "CLIENT PAUSE 3000 ALL"), 0);
+    CU_ASSERT_EQUAL_FATAL(redis_cli_wait(&suite_redis, "CLIENT PAUSE 3000 ALL"), 0);
     start = seconds_now();
     passed = race_requests(ports, 1, 32, "/limited/", NULL, &other);
     took = seconds_now() - start;
@@ -450,7 +437,7 @@ static void test_paused_redis_costs_the_timeout(void)
                "they took %.3f s in all (timeout 200 ms)", took);
     CU_ASSERT_TRUE(metric_now(&gw, "sluice_store_errors_total") >= 1);
     CU_ASSERT_EQUAL(metric_now(&gw, "sluice_store_degraded"), 1);
-    redis_cli_wait(&redis, "CLIENT UNPAUSE");
+    redis_cli_wait(&suite_redis, "CLIENT UNPAUSE");
     CU_ASSERT_TRUE(wait_recovered(&gw));
     CU_ASSERT_EQUAL(stop_sluice(&gw, 5000), 0);
 }
@@ -534,7 +521,7 @@ static bool connect_every_thread(const struct proc *gw)
     int other;
 
     for (int i = 0; i < 50; i++) {
-        if (redis_number(&redis, "INFO clients", "connected_clients") >= 4 + 1)
+        if (redis_number(&suite_redis, "INFO clients", "connected_clients") >= 4 + 1)
             return true;
         race_requests(ports, 1, 64, "/limited/", NULL, &other);
     }
@@ -550,9 +537,9 @@ static void test_timeout_is_not_doubled(void)
     struct reply r;
     double start, took;
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, redis.port, "200ms"), 0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, suite_redis.port, "200ms"), 0);
     CU_ASSERT_TRUE_FATAL(connect_every_thread(&gw));
-    redis_cli(&redis, "DEBUG SLEEP 3");
+    redis_cli(&suite_redis, "DEBUG SLEEP 3");
     sleep_ms(300);
     start = seconds_now();
     http(gw.port, "GET", "/limited/", NULL, NULL, &r);
@@ -574,9 +561,9 @@ static void test_closed_idle_connections_are_replaced(void)
 {
     struct proc gw;
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, redis.port, "1s"), 0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, suite_redis.port, "1s"), 0);
     CU_ASSERT_TRUE_FATAL(connect_every_thread(&gw));
-    CU_ASSERT_EQUAL(redis_cli_wait(&redis, "CLIENT KILL TYPE normal"), 0);
+    CU_ASSERT_EQUAL(redis_cli_wait(&suite_redis, "CLIENT KILL TYPE normal"), 0);
     for (int i = 0; i < 8; i++)
         CU_ASSERT_EQUAL(get_status(gw.port, "/limited/", NULL), 200);
     CU_ASSERT_EQUAL(metric_now(&gw, "sluice_store_errors_total"), 0);
@@ -595,7 +582,7 @@ static void test_slow_answers_do_not_queue(void)
     unsigned ports[1];
     struct load load = {.n_ports = 1, .clients = 128, .target = "/limited/", .seconds = 3};
 
-    CU_ASSERT_EQUAL_FATAL(start_delay_proxy(&proxy, redis.port, 60), 0);
+    CU_ASSERT_EQUAL_FATAL(start_delay_proxy(&proxy, suite_redis.port, 60), 0);
     CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, proxy.port, "150ms"), 0);
     ports[0] = gw.port;
     load.ports = ports;
@@ -621,12 +608,12 @@ static void test_connections_stay_few(void)
     struct load load = {.n_ports = 1, .clients = 200, .target = "/limited/", .seconds = 3};
     long before, after;
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, redis.port, "1s"), 0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&gw, config, upstream.port, suite_redis.port, "1s"), 0);
     ports[0] = gw.port;
     load.ports = ports;
-    before = redis_number(&redis, "INFO stats", "total_connections_received");
+    before = redis_number(&suite_redis, "INFO stats", "total_connections_received");
     run_load(&load);
-    after = redis_number(&redis, "INFO stats", "total_connections_received");
+    after = redis_number(&suite_redis, "INFO stats", "total_connections_received");
     CU_ASSERT_TRUE(before > 0);
     /* Four threads' connections, and redis-cli's own for the second INFO. */
     check_case(after - before <= 4 + 1 + 2, "connections to Redis for 200 clients",
@@ -663,8 +650,8 @@ static void check_outage(bool restart, const char *api_key, int expected)
     pthread_t loader;
     const int quota = 40;
 
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&a, config, upstream.port, redis.port, "200ms"), 0);
-    CU_ASSERT_EQUAL_FATAL(start_sluice(&b, config, upstream.port, redis.port, "200ms"), 0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&a, config, upstream.port, suite_redis.port, "200ms"), 0);
+    CU_ASSERT_EQUAL_FATAL(start_sluice(&b, config, upstream.port, suite_redis.port, "200ms"), 0);
     ports[0] = a.port;
     ports[1] = b.port;
     load.ports = ports;
@@ -680,16 +667,16 @@ static void check_outage(bool restart, const char *api_key, int expected)
                metric_now(&a, "sluice_store_errors_total") +
                    metric_now(&b, "sluice_store_errors_total"));
     if (restart)
-        stop_redis(&redis);
+        stop_redis(&suite_redis);
     else
-        redis_cli_wait(&redis, "CLIENT PAUSE 4000 ALL");
+        redis_cli_wait(&suite_redis, "CLIENT PAUSE 4000 ALL");
     CU_ASSERT_TRUE(wait_degraded(&a, 1, 3000));
     CU_ASSERT_TRUE(wait_degraded(&b, 1, 3000));
     sleep_ms(1000); /* each replica spends its half locally */
     if (restart) {
-        CU_ASSERT_EQUAL_FATAL(start_redis(&redis), 0); /* the same port, no counts */
+        CU_ASSERT_EQUAL_FATAL(start_redis(&suite_redis), 0); /* the same port, no counts */
     } else {
-        redis_cli_wait(&redis, "CLIENT UNPAUSE");
+        redis_cli_wait(&suite_redis, "CLIENT UNPAUSE");
     }
     CU_ASSERT_TRUE(wait_degraded(&a, 0, 8000));
     CU_ASSERT_TRUE(wait_degraded(&b, 0, 8000));
@@ -718,7 +705,7 @@ static void test_outage_keeping_counts_gives_two_quotas(void)
 
 void register_store_faults_tests(void)
 {
-    CU_pSuite s = add_suite_with("store_faults", init, clean);
+    CU_pSuite s = add_suite_with("store_faults", redis_suite_init, redis_suite_clean);
 
     add_test(s, "upgrades to a slow upstream leave the store alone",
              test_upgrades_leave_the_store_alone);
